@@ -1,0 +1,157 @@
+"""Version-exact entry points: resolve the version in effect at an opset, check the node's
+attributes against that version's table, then run the one kernel or shape rule."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import _kernels, _shapes
+from ._versions import REGISTRY, OpVersion, Reduction, resolve
+from .errors import InvalidAttributeError, ShapeError
+
+# op_type -> (kernel, shape rule, input names). The kernels and rules are the same for every
+# version; what differs is the OpVersion they are given.
+_OPS = {
+    "Gather": (_kernels.run_gather, _shapes.gather_shape, ("data", "indices")),
+    "GatherND": (_kernels.run_gather_nd, _shapes.gather_nd_shape, ("data", "indices")),
+    "ScatterND": (_kernels.run_scatter_nd, _shapes.scatter_nd_shape, ("data", "indices", "updates")),
+}
+
+
+def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The version's attributes with defaults filled in; InvalidAttributeError for any other."""
+    values = dict(spec.attributes)
+    for name, value in (attrs or {}).items():
+        if name not in spec.attributes:
+            later = sorted(
+                v.since_version
+                for v in REGISTRY.values()
+                if (v.domain, v.op_type) == (spec.domain, spec.op_type) and name in v.attributes
+            )
+            hint = f"; it was added in {spec.op_type}-{later[0]}" if later else ""
+            known = ", ".join(spec.attributes) or "none"
+            raise InvalidAttributeError(
+                f"{spec.name}: has no attribute {name!r} (attributes: {known}){hint}",
+                op=spec.op_type, since_version=spec.since_version, input=name, value=value,
+            )
+        values[name] = value
+    return values
+
+
+def _check_arity(spec: OpVersion, names: tuple[str, ...], count: int) -> None:
+    if count != len(names):
+        raise ShapeError(
+            f"{spec.name}: takes {len(names)} inputs ({', '.join(names)}), got {count}",
+            op=spec.op_type, since_version=spec.since_version, value=count,
+        )
+
+
+def run_node(
+    op_type: str,
+    inputs: Sequence[Any],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    opset: int,
+    domain: str = "",
+) -> np.ndarray:
+    """Evaluate one node with the operator version in effect at ``opset`` of ``domain``.
+
+    Parameters
+    ----------
+    op_type : {'Gather', 'GatherND', 'ScatterND'}
+    inputs : sequence of ndarray
+        ``[data, indices]`` or, for ScatterND, ``[data, indices, updates]``.
+    attrs : mapping, optional
+        The node's attributes (``axis``, ``batch_dims``, ``reduction``); only those the
+        resolved version has are accepted.
+    opset : int
+        The model's opset for ``domain``; the version used is the newest whose
+        ``since_version <= opset`` (GatherND at opset 12 -> GatherND-12).
+    domain : str, default ''
+        ``''`` or ``'ai.onnx'``, or ``'com.microsoft'`` (GatherND-1 only).
+
+    Returns
+    -------
+    ndarray
+        The node's single output.
+
+    Raises
+    ------
+    UnsupportedOpError
+        Unknown op, domain, or an opset outside the known range.
+    InvalidAttributeError
+        An attribute the version lacks (e.g. ``batch_dims`` on GatherND-11, ``reduction``
+        before ScatterND-16) or a value it refuses (``'max'`` before ScatterND-18).
+    DTypeError
+        A type the version lacks (bfloat16 before version 13, int32 indices for ai.onnx
+        GatherND/ScatterND).
+    ShapeError, IndexOutOfBoundsError
+        As raised by the kernel.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> run_node("GatherND", [np.array([[0, 1], [2, 3]]), np.array([[1], [0]])], opset=11)
+    array([[2, 3],
+           [0, 1]])
+    """
+    spec = resolve(op_type, opset, domain)
+    kernel, _, names = _OPS[spec.op_type]
+    values = node_attributes(spec, attrs)
+    _check_arity(spec, names, len(inputs))
+    return kernel(spec, *inputs, **values)
+
+
+def infer_shape(
+    op_type: str,
+    input_shapes: Sequence[Sequence[_shapes.Dim] | None],
+    input_dtypes: Sequence[Any] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    opset: int,
+    domain: str = "",
+) -> tuple[_shapes.Shape, Any]:
+    """Output shape and dtype of one node, from input shapes, dtypes and attributes alone.
+
+    Parameters
+    ----------
+    op_type, attrs, opset, domain
+        As for :func:`run_node`.
+    input_shapes : sequence of (sequence of dim) or None
+        One per input. A dim is an int, a symbol name (str) or None (unknown); a shape of
+        None means unknown rank.
+    input_dtypes : sequence of dtype or None, optional
+        NumPy dtypes (``ml_dtypes.bfloat16``, ``object`` for strings); None entries are unknown.
+
+    Returns
+    -------
+    (shape, dtype)
+        ``shape`` is a tuple of dims, or None when the output rank cannot be known (Gather
+        with either rank unknown, GatherND with ``indices.shape[-1]`` or a rank unknown);
+        symbols pass through where the rule copies a dim. ``dtype`` is data's dtype or None.
+
+    Raises
+    ------
+    The same classes and messages the kernels raise for the same shapes, attributes and
+    dtypes (IndexOutOfBoundsError needs values, so never here).
+
+    Examples
+    --------
+    >>> infer_shape("Gather", [["N", 256], ["B", "T"]], opset=13)
+    (('B', 'T', 256), None)
+    """
+    spec = resolve(op_type, opset, domain)
+    _, rule, names = _OPS[spec.op_type]
+    values = node_attributes(spec, attrs)
+    _check_arity(spec, names, len(input_shapes))
+    dtypes = list(input_dtypes) if input_dtypes is not None else [None] * len(names)
+    _check_arity(spec, names, len(dtypes))
+    dtype = _shapes.output_dtype(spec, *dtypes)
+    if spec.op_type == "ScatterND":
+        reduction = Reduction.parse(spec, values.pop("reduction", "none"))
+        if dtypes[0] is not None:
+            _shapes.check_reduction_type(spec, reduction, dtypes[0])
+    shape = rule(spec, *input_shapes, **values)
+    return shape, (np.dtype(dtype) if dtype is not None else None)

@@ -1,0 +1,83 @@
+"""The error hierarchy: one base class, one subclass per kind of fault.
+
+Each subclass also derives from the builtin exception a caller would already catch
+(IndexError, ValueError, TypeError, LookupError, MemoryError), so
+``except IndexError`` keeps working around our calls. Every error keeps the facts
+of its message as fields: ``op`` and ``since_version`` (the operator version that
+rejected the input), ``input`` (which input or attribute), ``position`` (the first
+bad position in row-major order), ``value`` and ``valid_range``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DTypeError",
+    "GatherScatterError",
+    "IndexOutOfBoundsError",
+    "InvalidAttributeError",
+    "OutputTooLargeError",
+    "ShapeError",
+    "UnsupportedOpError",
+]
+
+
+class GatherScatterError(Exception):
+    """Base class of every error raised by gather_scatter."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        op: str | None = None,
+        since_version: int | None = None,
+        input: str | None = None,
+        position: tuple[int, ...] | None = None,
+        value: Any = None,
+        valid_range: tuple[int, int] | None = None,
+        axis: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.op = op
+        self.since_version = since_version
+        self.input = input
+        self.position = position
+        self.value = value
+        self.valid_range = valid_range
+        self.axis = axis
+
+    def __reduce__(self):  # keep the fields through pickling (multiprocessing, pytest-xdist)
+        return (_rebuild, (type(self), self.message, self.__dict__))
+
+
+def _rebuild(cls, message, fields):
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(fields)
+    return err
+
+
+class IndexOutOfBoundsError(GatherScatterError, IndexError):
+    """An index value lies outside ``[-s, s-1]`` for its data axis of size ``s``."""
+
+
+class ShapeError(GatherScatterError, ValueError):
+    """A rank, shape or batch-dimension mismatch between the inputs."""
+
+
+class InvalidAttributeError(GatherScatterError, ValueError):
+    """An attribute the version does not have, or a value it does not accept."""
+
+
+class DTypeError(GatherScatterError, TypeError):
+    """A data or index type the version does not allow, or mismatched data types."""
+
+
+class UnsupportedOpError(GatherScatterError, LookupError):
+    """An operator, domain or opset this library does not implement."""
+
+
+class OutputTooLargeError(GatherScatterError, MemoryError):
+    """The result would exceed the memory limit, or its offsets would overflow int64."""
