@@ -52,8 +52,9 @@ def _nd_offsets(spec: OpVersion, indices: np.ndarray, data_shape: tuple[int, ...
     check_bounds(spec, indices, dims, np.arange(batch_dims, batch_dims + k))
     offsets = linear_offsets(indices.reshape(_slices_shape(indices.shape, indices.ndim - 1)), dims)
     if batch_dims:
-        per_batch = offsets.reshape(_slices_shape(indices.shape[:-1], batch_dims)[:1] + (_shapes.size(indices.shape[batch_dims:-1]),))
-        per_batch += (np.arange(per_batch.shape[0], dtype=np.int64) * _shapes.size(dims))[:, None]
+        batches = _shapes.size(data_shape[:batch_dims])
+        per_batch = offsets.reshape(batches, _shapes.size(indices.shape[batch_dims:-1]))
+        per_batch += (np.arange(batches, dtype=np.int64) * _shapes.size(dims))[:, None]
     return offsets
 
 
