@@ -36,7 +36,9 @@ def run_gather(spec: OpVersion, data, indices, axis=0) -> np.ndarray:
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
     indices = native_indices(indices)
     check_bounds(spec, indices, data.shape[ax], ax)
-    return np.take(data, indices, axis=ax).reshape(out_shape)
+    # A rank-0 index into rank-1 data makes np.take return a bare element (a str for object
+    # arrays, with no .reshape): take a length-1 vector and reshape it to the rank-0 output.
+    return np.take(data, indices.reshape(indices.shape or (1,)), axis=ax).reshape(out_shape)
 
 
 def _slices_shape(shape: tuple[int, ...], lead: int) -> tuple[int, ...]:
