@@ -1,0 +1,194 @@
+"""A slow loop oracle for Gather, GatherND and ScatterND, written from the spec text.
+
+Nothing here imports gather_scatter: every output element is computed by an explicit
+Python loop over ``np.ndindex``, as the spec's reference code reads, so a vectorization
+mistake in the library cannot hide in the oracle too. Errors are plain builtins
+(IndexError / ValueError / TypeError); the tests map them to the library's classes.
+
+Rules taken from /work/shared/spec/README.md:
+
+* every index lies in ``[-s, s-1]`` (negatives count from the end), for every version;
+* ScatterND applies updates in row-major order of ``indices`` (for 'none' the last wins),
+  with ``indices.shape[-1] == 0`` allowed (each update is then the whole tensor);
+* reductions on one element at a time with NumPy scalars of the data type, so
+  float16/bfloat16 round after every update; bool add/max = or, mul/min = and; strings
+  add concatenates, max/min by code point, mul is a TypeError; complex max/min TypeError.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["gather", "gather_nd", "scatter_nd", "combine", "assert_same", "first_difference"]
+
+
+def _index(value, size: int, where) -> int:
+    """One index value in ``[-size, size-1]``, as a non-negative position."""
+    value = int(value)
+    if not -size <= value < size:
+        raise IndexError(f"indices{list(where)} = {value} out of bounds for an axis of size {size}")
+    return value + size if value < 0 else value
+
+
+def _empty_like_dtype(shape, dtype) -> np.ndarray:
+    out = np.empty(shape, dtype=dtype)
+    if dtype == object:
+        out.fill("")
+    return out
+
+
+def gather(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
+    """``output[j0.., i.., j1..] = data[j0.., indices[i..], j1..]`` (Gather-11/13, numpy.take)."""
+    data, indices = np.asarray(data), np.asarray(indices)
+    r = data.ndim
+    if r < 1:
+        raise ValueError("Gather: data must have rank >= 1")
+    if not -r <= axis < r:
+        raise ValueError(f"Gather: axis {axis} out of range for rank {r}")
+    ax = axis + r if axis < 0 else axis
+    s = data.shape[ax]
+    positions = {}
+    for i in np.ndindex(indices.shape):  # check every index before producing anything
+        positions[i] = _index(indices[i], s, i)
+    q = indices.ndim
+    out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
+    out = _empty_like_dtype(out_shape, data.dtype)
+    for o in np.ndindex(out_shape):
+        j0, i, j1 = o[:ax], o[ax : ax + q], o[ax + q :]
+        out[o] = data[j0 + (positions[i],) + j1]
+    return out
+
+
+def gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int = 0) -> np.ndarray:
+    """``output[b.., i..] = data[b.., *indices[b.., i.., :], ...]`` (GatherND-12/13)."""
+    data, indices = np.asarray(data), np.asarray(indices)
+    r, q, b = data.ndim, indices.ndim, batch_dims
+    if r < 1 or q < 1:
+        raise ValueError("GatherND: data and indices must have rank >= 1")
+    if not 0 <= b < min(q, r):
+        raise ValueError(f"GatherND: batch_dims {b} out of range")
+    if data.shape[:b] != indices.shape[:b]:
+        raise ValueError("GatherND: batch dimensions differ")
+    k = indices.shape[-1]
+    if not 1 <= k <= r - b:
+        raise ValueError(f"GatherND: indices.shape[-1] = {k} out of [1, {r - b}]")
+    tuples = {}
+    for idx in np.ndindex(indices.shape[:-1]):
+        tuples[idx] = tuple(
+            _index(indices[idx + (j,)], data.shape[b + j], idx + (j,)) for j in range(k)
+        )
+    out_shape = indices.shape[:-1] + data.shape[b + k :]
+    out = _empty_like_dtype(out_shape, data.dtype)
+    slice_shape = data.shape[b + k :]
+    for idx in np.ndindex(indices.shape[:-1]):
+        source = idx[:b] + tuples[idx]
+        for rest in np.ndindex(slice_shape):
+            out[idx + rest] = data[source + rest]
+    return out
+
+
+def combine(reduction: str, current, update):
+    """``f(output element, update element)`` of ScatterND, one scalar at a time."""
+    if reduction == "none":
+        return update
+    if isinstance(current, str) or isinstance(update, str):
+        if reduction == "add":
+            return current + update
+        if reduction == "max":
+            return current if current > update else update
+        if reduction == "min":
+            return current if current < update else update
+        raise TypeError(f"ScatterND: reduction {reduction!r} is not defined for strings")
+    if isinstance(current, np.bool_):
+        a, b = bool(current), bool(update)
+        return np.bool_(a or b) if reduction in ("add", "max") else np.bool_(a and b)
+    is_complex = isinstance(current, np.complexfloating)
+    if reduction == "add":
+        return current + update
+    if reduction == "mul":
+        return current * update
+    if is_complex:
+        raise TypeError(f"ScatterND: reduction {reduction!r} is not defined for complex numbers")
+    # max/min: NaN propagates (the current value's NaN first); on a tie the update wins,
+    # which is what makes max(-0.0, 0.0) = 0.0 and max(0.0, -0.0) = -0.0.
+    is_float = not isinstance(current, np.integer)
+    if is_float and math.isnan(float(current)):
+        return current
+    if is_float and math.isnan(float(update)):
+        return update
+    if reduction == "max":
+        return current if current > update else update
+    return current if current < update else update
+
+
+def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str = "none") -> np.ndarray:
+    """The spec's loop::
+
+        output = np.copy(data)
+        for idx in np.ndindex(indices.shape[:-1]):
+            output[indices[idx]] = f(output[indices[idx]], updates[idx])
+    """
+    data, indices, updates = np.asarray(data), np.asarray(indices), np.asarray(updates)
+    r, q = data.ndim, indices.ndim
+    if r < 1 or q < 1:
+        raise ValueError("ScatterND: data and indices must have rank >= 1")
+    k = indices.shape[-1]
+    if not 0 <= k <= r:
+        raise ValueError(f"ScatterND: indices.shape[-1] = {k} out of [0, {r}]")
+    if updates.shape != indices.shape[:-1] + data.shape[k:]:
+        raise ValueError(f"ScatterND: updates shape {updates.shape} is wrong")
+    tuples = {}
+    for idx in np.ndindex(indices.shape[:-1]):
+        tuples[idx] = tuple(_index(indices[idx + (j,)], data.shape[j], idx + (j,)) for j in range(k))
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise ValueError(f"ScatterND: unknown reduction {reduction!r}")
+    output = np.copy(data)
+    slice_shape = data.shape[k:]
+    with np.errstate(all="ignore"):  # integer wrap-around and float overflow are the answer
+        for idx in np.ndindex(indices.shape[:-1]):
+            target = tuples[idx]
+            for rest in np.ndindex(slice_shape):
+                output[target + rest] = combine(reduction, output[target + rest], updates[idx + rest])
+    return output
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def first_difference(actual: np.ndarray, expected: np.ndarray) -> str | None:
+    """None when ``actual`` equals ``expected`` exactly, else a sentence saying where not.
+
+    Same shape and dtype are required. Strings: object arrays of ``str`` compared element by
+    element (type and value). Numbers: the same bytes (so NaN == NaN, and -0.0 != 0.0);
+    NaNs of different payloads are reported as such.
+    """
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape} != {expected.shape}"
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype} != {expected.dtype}"
+    if expected.dtype == object:
+        for pos in np.ndindex(expected.shape):
+            a, e = actual[pos], expected[pos]
+            if type(a) is not type(e) or a != e:
+                return f"at {pos}: {a!r} != {e!r}"
+        return None
+    if actual.size == 0:
+        return None
+    width = (actual.dtype.itemsize,)
+    a_bytes = np.ascontiguousarray(actual).reshape(-1).view(np.uint8).reshape(actual.shape + width)
+    e_bytes = np.ascontiguousarray(expected).reshape(-1).view(np.uint8).reshape(expected.shape + width)
+    if np.array_equal(a_bytes, e_bytes):
+        return None
+    differs = np.any(a_bytes != e_bytes, axis=-1)
+    pos = tuple(int(i) for i in np.unravel_index(int(np.argmax(differs)), actual.shape))
+    count = int(differs.sum())
+    return f"{count} element(s) differ bitwise; first at {pos}: {actual[pos]!r} != {expected[pos]!r}"
+
+
+def assert_same(actual, expected, context: str = "") -> None:
+    """Assert bit-for-bit equality (see :func:`first_difference`)."""
+    diff = first_difference(actual, expected)
+    assert diff is None, f"{context}: {diff}" if context else diff
