@@ -28,7 +28,9 @@ def _index(value, size: int, where) -> int:
     """One index value in ``[-size, size-1]``, as a non-negative position."""
     value = int(value)
     if not -size <= value < size:
-        raise IndexError(f"indices{list(where)} = {value} out of bounds for an axis of size {size}")
+        error = IndexError(f"indices{list(where)} = {value} out of bounds for an axis of size {size}")
+        error.position = tuple(where)  # the loops run in row-major order: this is the first bad one
+        raise error
     return value + size if value < 0 else value
 
 

@@ -250,3 +250,8 @@ def scatter_nd_cases(draw, types=type_names, reductions=st.sampled_from(["none",
         reduction = "none"
     return scatter_nd_case(rng, type_name, "int64", reduction, duplicates=draw(duplicates), unique=unique,
                            zero=draw(st.sampled_from([0.0, 0.2])))
+
+
+def onnx_name(dtype) -> str:
+    """ONNX type name of one of the :data:`DTYPES`."""
+    return {v: k for k, v in DTYPES.items()}[np.dtype(dtype)]
