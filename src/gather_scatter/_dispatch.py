@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import _kernels, _shapes
+from . import _kernels, _memory, _shapes
 from ._versions import REGISTRY, OpVersion, Reduction, resolve
 from .errors import InvalidAttributeError, ShapeError
 
@@ -128,19 +128,44 @@ def infer_shape(
     Returns
     -------
     (shape, dtype)
-        ``shape`` is a tuple of dims, or None when the output rank cannot be known (Gather
-        with either rank unknown, GatherND with ``indices.shape[-1]`` or a rank unknown);
-        symbols pass through where the rule copies a dim. ``dtype`` is data's dtype or None.
+        ``shape`` is a tuple of dims, or None when the output rank cannot be known: Gather
+        with data's or indices' rank unknown; GatherND with either rank or
+        ``indices.shape[-1]`` unknown; ScatterND with data's rank unknown unless indices'
+        rank, ``indices.shape[-1]`` and updates' rank are known (the output is then
+        ``(None,) * k + updates.shape[q-1:]``). Symbols pass through wherever the rule copies
+        a dim, and are never replaced; an unknown (None) dim is filled from another input the
+        rule proves equal (a GatherND batch dim from data, a ScatterND dim from updates).
+        ``dtype`` is data's dtype, or None when it is not given.
 
     Raises
     ------
-    The same classes and messages the kernels raise for the same shapes, attributes and
-    dtypes (IndexOutOfBoundsError needs values, so never here).
+    UnsupportedOpError, InvalidAttributeError, DTypeError, ShapeError
+        The same class and message the kernel raises for arrays of these shapes, attributes
+        and dtypes, checked in the kernel's order (attributes, dtypes, shapes, reduction);
+        only violations the known facts prove (a symbol may equal anything at run time).
+    OutputTooLargeError
+        The output, fully known, would take more bytes than int64 offsets address. The
+        run-time memory limit is not applied: the model may run on another machine.
+
+    Notes
+    -----
+    Shape rules as written in the specs (``/work/shared/spec``): Gather
+    ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``; GatherND
+    ``indices.shape[:-1] + data.shape[b + k:]``; ScatterND ``data.shape`` with updates
+    ``indices.shape[:-1] + data.shape[k:]``. IndexOutOfBoundsError needs values, so never here.
 
     Examples
     --------
     >>> infer_shape("Gather", [["N", 256], ["B", "T"]], opset=13)
     (('B', 'T', 256), None)
+    >>> infer_shape("GatherND", [[2, 3, 4], ["Q", 1]], [np.float16, np.int32], opset=1, domain="com.microsoft")
+    (('Q', 3, 4), dtype('float16'))
+    >>> infer_shape("ScatterND", [None, [5, 1], [5, 7]], opset=18)
+    ((None, 7), None)
+    >>> infer_shape("GatherND", [[2, 3], [4, 3]], opset=13)
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.ShapeError: GatherND-13: indices.shape[-1] = 3 must be in [1, 2] (1 to rank(data) - batch_dims; data shape (2, 3), indices shape (4, 3))
     """
     spec = resolve(op_type, opset, domain)
     _, rule, names = _OPS[spec.op_type]
@@ -149,9 +174,11 @@ def infer_shape(
     dtypes = list(input_dtypes) if input_dtypes is not None else [None] * len(names)
     _check_arity(spec, names, len(dtypes))
     dtype = _shapes.output_dtype(spec, *dtypes)
-    if spec.op_type == "ScatterND":
-        reduction = Reduction.parse(spec, values.pop("reduction", "none"))
-        if dtypes[0] is not None:
-            _shapes.check_reduction_type(spec, reduction, dtypes[0])
+    reduction = values.pop("reduction", None)
     shape = rule(spec, *input_shapes, **values)
+    _shapes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX)
+    if reduction is not None:
+        reduction = Reduction.parse(spec, reduction)
+        if dtype is not None:
+            _shapes.check_reduction_type(spec, reduction, dtype)
     return shape, (np.dtype(dtype) if dtype is not None else None)

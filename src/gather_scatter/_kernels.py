@@ -33,6 +33,7 @@ def run_gather(spec: OpVersion, data, indices, axis=0) -> np.ndarray:
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_shape(spec, data.shape, indices.shape, axis)
+    _shapes.check_output_bytes(spec, out_shape, data.dtype)
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
     indices = native_indices(indices)
     check_bounds(spec, indices, data.shape[ax], ax)
@@ -64,6 +65,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0) -> np.ndarray:
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)
+    _shapes.check_output_bytes(spec, out_shape, data.dtype)
     b, k = int(batch_dims), indices.shape[-1]
     offsets = _nd_offsets(spec, indices, data.shape, b)
     slices = data.reshape(_slices_shape(data.shape, b + k))
@@ -76,6 +78,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none") ->
     updates = as_array(spec, "updates", updates)
     _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
     _shapes.scatter_nd_shape(spec, data.shape, indices.shape, updates.shape)
+    _shapes.check_output_bytes(spec, data.shape, data.dtype)
     reduction = Reduction.parse(spec, reduction)
     _shapes.check_reduction_type(spec, reduction, data.dtype)
     k = indices.shape[-1]

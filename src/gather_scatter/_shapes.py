@@ -13,8 +13,11 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence, Union
 
+import numpy as np
+
+from . import _memory
 from ._versions import OpVersion, Reduction, onnx_type_name
-from .errors import DTypeError, InvalidAttributeError, ShapeError
+from .errors import DTypeError, InvalidAttributeError, OutputTooLargeError, ShapeError
 
 Dim = Union[int, str, None]
 Shape = Union[tuple[Dim, ...], None]
@@ -119,13 +122,14 @@ def _batch_dims(spec: OpVersion, batch_dims: Any, data: Shape, indices: Shape) -
     return b
 
 
-def _last_dim_range(spec: OpVersion, k: Dim, low: int, high: int, data: Shape, indices: Shape, what: str) -> None:
-    if _known(k) and not low <= k <= high:
+def _last_dim_range(spec: OpVersion, k: Dim, low: int, high: int | None, data: Shape, indices: Shape, bound: str) -> None:
+    """``low <= k <= high``, where ``high`` is ``bound`` (e.g. rank(data)) or None when unknown."""
+    if _known(k) and not (low <= k and (high is None or k <= high)):
         raise ShapeError(
-            f"{spec.name}: indices.shape[-1] = {k} must be in [{low}, {high}] ({what}; "
-            f"data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
+            f"{spec.name}: indices.shape[-1] = {k} must be in [{low}, {bound if high is None else high}] "
+            f"({low} to {bound}; data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
             op=spec.op_type, since_version=spec.since_version, input="indices",
-            position=(len(indices) - 1,), value=k, valid_range=(low, high),
+            position=(len(indices) - 1,), value=k, valid_range=(low, high) if high is not None else None,
         )
 
 
@@ -139,41 +143,63 @@ def gather_nd_shape(spec: OpVersion, data: Shape, indices: Shape, batch_dims: An
         return None
     k = indices[-1]
     if data is None:
+        _last_dim_range(spec, k, 1, None, data, indices, "rank(data) - batch_dims")
         return None
-    _last_dim_range(spec, k, 1, len(data) - b, data, indices, "1 to rank(data) - batch_dims")
+    _last_dim_range(spec, k, 1, len(data) - b, data, indices, "rank(data) - batch_dims")
     if not _known(k):
         return None
-    # Batch dims: take data's where indices' is unknown, so the output keeps the better fact.
-    lead = tuple(j if j is not None else d for j, d in zip(indices[:b], data[:b]))
-    return lead + indices[b:-1] + data[b + k :]
+    return _fill(indices[:b], data[:b]) + indices[b:-1] + data[b + k :]
 
 
 def scatter_nd_shape(spec: OpVersion, data: Shape, indices: Shape, updates: Shape) -> Shape:
     """ScatterND: the output has ``data``'s shape; ``updates`` must be
-    ``indices.shape[:-1] + data.shape[k:]``."""
+    ``indices.shape[:-1] + data.shape[k:]``.
+
+    Where ``k`` is unknown but all three ranks are known, the ranks fix it
+    (``k = q - 1 + r - rank(updates)``). Unknown output dims are filled from ``updates``.
+    """
     data = as_shape(spec, "data", data)
     indices = as_shape(spec, "indices", indices)
     updates = as_shape(spec, "updates", updates)
     _need_rank(spec, "data", data)
     _need_rank(spec, "indices", indices)
-    if data is None or indices is None:
+    if indices is None or updates is None:
         return data
-    k = indices[-1]
-    _last_dim_range(spec, k, 0, len(data), data, indices, "0 to rank(data)")
-    if not _known(k) or updates is None:
-        return data
-    expected = indices[:-1] + data[k:]
+    k, lead = indices[-1], len(indices) - 1
+    if data is None:
+        _check_updates(spec, updates, indices[:-1], updates[lead:], k, data, indices)
+        return (None,) * k + updates[lead:] if _known(k) else None
+    r = len(data)
+    _last_dim_range(spec, k, 0, r, data, indices, "rank(data)")
+    k_shown = k
+    if not _known(k):
+        k = lead + r - len(updates)  # the only k the ranks allow
+        k_shown = f"? ({k} by the ranks)" if 0 <= k <= r else "? (no k in [0, rank(data)] fits the ranks)"
+        k = min(max(k, 0), r)  # when none fits, either end shows the rank mismatch
+    _check_updates(spec, updates, indices[:-1], data[k:], k_shown, data, indices)
+    return data[:k] + _fill(data[k:], updates[lead:])
+
+
+def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: Shape, indices: Shape) -> None:
+    expected = lead + tail
     mismatch = len(updates) != len(expected) or any(
         _known(u) and _known(e) and u != e for u, e in zip(updates, expected)
     )
     if mismatch:
+        # With data's rank unknown only the indices part of the expected shape is a fact.
+        shown = fmt_shape(expected) if data is not None else f"{fmt_shape(lead)} + (unknown)"
         raise ShapeError(
             f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices.shape[:-1] + "
-            f"data.shape[k:] = {fmt_shape(expected)} with k = {k} (data shape {fmt_shape(data)}, "
-            f"indices shape {fmt_shape(indices)})",
+            f"data.shape[k:] = {shown} with k = {k} "
+            f"(data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
             op=spec.op_type, since_version=spec.since_version, input="updates", value=updates,
         )
-    return data
+
+
+def _fill(dims: tuple, other: tuple) -> tuple:
+    """``dims`` with unknown (None) entries taken from the equal-length ``other``: two dims
+    the rule has proved equal, so the output keeps the better fact. Symbols are kept."""
+    return tuple(o if d is None else d for d, o in zip(dims, other))
 
 
 def output_dtype(spec: OpVersion, data: Any, indices: Any, updates: Any = None) -> Any:
@@ -204,6 +230,32 @@ def check_reduction_type(spec: OpVersion, reduction: Reduction, dtype) -> None:
             f"{spec.name}: reduction {reduction.value!r} is not defined for tensor({kind}) ({why})",
             op=spec.op_type, since_version=spec.since_version, input="data", value=kind,
         )
+
+
+def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int | None = None, input: str = "output") -> None:
+    """OutputTooLargeError unless an array of ``shape`` and ``dtype`` fits in ``limit`` bytes.
+
+    Always refused: more bytes than int64 offsets address (no such array can exist). ``limit``
+    None means the run-time memory limit (``gather_scatter.set_memory_limit``). Shapes with an
+    unknown dim pass; an unknown dtype counts one byte per element. Python ints, so the product
+    of huge dims cannot overflow here.
+    """
+    if shape is None or not all(_known(d) for d in shape):
+        return
+    nbytes = size(shape) * (np.dtype(dtype).itemsize if dtype is not None else 1)
+    if nbytes > _memory.INT64_MAX:
+        bound, why = _memory.INT64_MAX, "the most that int64 byte offsets can address"
+    elif (bound := limit if limit is not None else _memory.exceeded(nbytes)) is not None and nbytes > bound:
+        why = "see gather_scatter.set_memory_limit"
+    else:
+        return
+    shown = f" and dtype {np.dtype(dtype)}" if dtype is not None else ""
+    raise OutputTooLargeError(
+        f"{spec.name}: {input} of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
+        f"more than {'the memory limit of ' if bound != _memory.INT64_MAX else ''}{bound} bytes ({why})",
+        op=spec.op_type, since_version=spec.since_version, input=input, value=nbytes,
+        valid_range=(0, bound),
+    )
 
 
 def size(shape: Sequence[int]) -> int:

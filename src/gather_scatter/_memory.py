@@ -1,0 +1,102 @@
+"""The memory limit that kernels check an output's byte count against before allocating it.
+
+The limit is, first that wins: :func:`set_memory_limit`, the ``GATHER_SCATTER_MEMORY_LIMIT``
+environment variable (bytes), or the memory available now (``MemAvailable`` of
+``/proc/meminfo``, else ``sysconf`` free pages, else no limit below the int64 range).
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV_VAR = "GATHER_SCATTER_MEMORY_LIMIT"
+INT64_MAX = 2**63 - 1
+# Below this an output is never refused unless a limit is set, so small calls skip the query.
+_QUERY_FLOOR = 1 << 20
+
+_limit: int | None = None
+
+
+def set_memory_limit(nbytes: int | None) -> int | None:
+    """Set the largest output, in bytes, that a kernel may allocate; None restores the default.
+
+    Parameters
+    ----------
+    nbytes : int >= 0 or None
+        The limit. None: the ``GATHER_SCATTER_MEMORY_LIMIT`` environment variable if set,
+        else the memory available at each call.
+
+    Returns
+    -------
+    int or None
+        The previous setting, so a caller can restore it.
+
+    Raises
+    ------
+    ValueError
+        ``nbytes`` is negative or not an int.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter import OutputTooLargeError, gather
+    >>> previous = set_memory_limit(1000)
+    >>> try:
+    ...     gather(np.zeros(10), np.zeros(1000, dtype=np.int64))
+    ... except OutputTooLargeError as e:
+    ...     print(e)
+    Gather-13: output of shape (1000,) and dtype float64 would take 8000 bytes, more than the memory limit of 1000 bytes (see gather_scatter.set_memory_limit)
+    >>> set_memory_limit(previous)
+    1000
+    """
+    global _limit
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise ValueError(f"memory limit must be an int >= 0 or None, got {nbytes!r}")
+    previous, _limit = _limit, nbytes
+    return previous
+
+
+def memory_limit() -> int:
+    """The limit in bytes now in effect (see :func:`set_memory_limit`)."""
+    configured = _configured()
+    return configured if configured is not None else available_memory()
+
+
+def exceeded(nbytes: int) -> int | None:
+    """The limit if ``nbytes`` exceeds it, else None (cheap for small outputs)."""
+    configured = _configured()
+    if configured is None:
+        if nbytes <= _QUERY_FLOOR:
+            return None
+        configured = available_memory()
+    return configured if nbytes > configured else None
+
+
+def _configured() -> int | None:
+    if _limit is not None:
+        return _limit
+    text = os.environ.get(ENV_VAR)
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{ENV_VAR} must be a number of bytes (an int >= 0), got {text!r}")
+    return value
+
+
+def available_memory() -> int:
+    """Bytes of memory available now; ``2**63 - 1`` where the system does not say."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return INT64_MAX
