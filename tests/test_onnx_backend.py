@@ -1,0 +1,96 @@
+"""ONNX's own backend test cases for Gather, GatherND and ScatterND, replayed through run_node.
+
+The cases come from the installed onnx package's definitions (``onnx.backend.test.case.node``):
+each ``export_*`` function builds a node and calls ``expect``, which wraps it in a model whose
+``opset_import`` pins the opset. ``collect_testcases(op_type)`` cannot be used once per op in
+one process (its filter applies at first import only, and it imports every operator's module),
+so the export functions of the three modules are re-run here with ``expect``'s registry swapped
+for a fresh one; the recorded models are onnx's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from onnx.backend.test.case import node as node_cases
+from onnx.backend.test.case.base import Base
+
+from gather_scatter import run_node
+
+MODULES = {"Gather": "gather", "GatherND": "gathernd", "ScatterND": "scatternd"}
+
+
+def _export_functions(module):
+    for cls in vars(module).values():
+        if isinstance(cls, type) and issubclass(cls, Base) and cls.__module__ == module.__name__:
+            for name in sorted(vars(cls)):
+                if name.startswith("export"):
+                    yield getattr(cls, name)
+
+
+def _collect() -> list:
+    modules = [importlib.import_module(f"{node_cases.__name__}.{m}") for m in MODULES.values()]
+    saved = (node_cases._NodeTestCases, node_cases._existing_names, node_cases._TargetOpType)
+    random_state = np.random.get_state()
+    node_cases._NodeTestCases, node_cases._existing_names, node_cases._TargetOpType = [], {}, None
+    try:
+        for module in modules:
+            for export in _export_functions(module):
+                np.random.seed(0)  # as onnx's exporter does before each export
+                export()
+        cases = list(node_cases._NodeTestCases)
+    finally:
+        node_cases._NodeTestCases, node_cases._existing_names, node_cases._TargetOpType = saved
+        np.random.set_state(random_state)
+    return [c for c in cases if c.model.graph.node[0].op_type in MODULES]
+
+
+CASES = _collect()
+
+
+def _as_array(value) -> np.ndarray:
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
+
+
+def _opset(model: onnx.ModelProto, domain: str) -> int:
+    wanted = {"", "ai.onnx"} if domain in ("", "ai.onnx") else {domain}
+    (version,) = [o.version for o in model.opset_import if o.domain in wanted]
+    return version
+
+
+def test_collection_found_onnx_cases_for_every_op():
+    names = {c.name for c in CASES}
+    # A floor, not the full list: onnx may add cases, a silent collection failure must not pass.
+    assert {
+        "test_gather_0", "test_gather_1", "test_gather_2d_indices", "test_gather_negative_indices",
+        "test_gathernd_example_int32", "test_gathernd_example_float32",
+        "test_gathernd_example_int32_batch_dim1",
+        "test_scatternd", "test_scatternd_add", "test_scatternd_multiply",
+        "test_scatternd_max", "test_scatternd_min",
+    } <= names
+    assert len(names) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_onnx_backend_case(case):
+    graph = case.model.graph
+    assert len(graph.node) == 1
+    node = graph.node[0]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    opset = _opset(case.model, node.domain)
+    ((inputs, outputs),) = case.data_sets
+    inputs = [_as_array(x) for x in inputs]
+    (expected,) = [_as_array(y) for y in outputs]
+    copies = [np.copy(x) for x in inputs]
+
+    actual = run_node(node.op_type, inputs, attrs, opset=opset, domain=node.domain)
+
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected, strict=True)
+    for before, after in zip(copies, inputs):
+        np.testing.assert_array_equal(before, after, strict=True)
