@@ -13,6 +13,7 @@ from .errors import (
     GatherScatterError,
     IndexOutOfBoundsError,
     InvalidAttributeError,
+    ModelInputError,
     OutputTooLargeError,
     ShapeError,
     UnsupportedOpError,
@@ -25,12 +26,23 @@ __all__ = [
     "GatherScatterError",
     "IndexOutOfBoundsError",
     "InvalidAttributeError",
+    "ModelInputError",
     "OutputTooLargeError",
     "ShapeError",
     "UnsupportedOpError",
     "gather",
     "gather_nd",
     "infer_shape",
+    "run_model",
     "run_node",
     "scatter_nd",
 ]
+
+
+def __getattr__(name: str):
+    # run_model needs onnx.reference, which is slow to import: load it on first use only.
+    if name == "run_model":
+        from .reference import run_model
+
+        return run_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,7 +5,8 @@ Each subclass also derives from the builtin exception a caller would already cat
 ``except IndexError`` keeps working around our calls. Every error keeps the facts
 of its message as fields: ``op`` and ``since_version`` (the operator version that
 rejected the input), ``input`` (which input or attribute), ``position`` (the first
-bad position in row-major order), ``value`` and ``valid_range``.
+bad position in row-major order), ``value`` and ``valid_range``; inside a model,
+``node`` (the name of the node that raised it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ __all__ = [
     "GatherScatterError",
     "IndexOutOfBoundsError",
     "InvalidAttributeError",
+    "ModelInputError",
     "OutputTooLargeError",
     "ShapeError",
     "UnsupportedOpError",
@@ -37,6 +39,7 @@ class GatherScatterError(Exception):
         value: Any = None,
         valid_range: tuple[int, int] | None = None,
         axis: int | None = None,
+        node: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -47,9 +50,17 @@ class GatherScatterError(Exception):
         self.value = value
         self.valid_range = valid_range
         self.axis = axis
+        self.node = node
 
     def __reduce__(self):  # keep the fields through pickling (multiprocessing, pytest-xdist)
         return (_rebuild, (type(self), self.message, self.__dict__))
+
+    def in_node(self, name: str, op_type: str) -> "GatherScatterError":
+        """The same error (class and fields) with ``node`` set and the node named first in
+        its message, for an error raised while evaluating that node of a model."""
+        label = f"node {name!r}" if name else "unnamed node"
+        message = f"{label} ({op_type}): {self.message}"
+        return _rebuild(type(self), message, {**self.__dict__, "message": message, "node": name})
 
 
 def _rebuild(cls, message, fields):
@@ -77,6 +88,10 @@ class DTypeError(GatherScatterError, TypeError):
 
 class UnsupportedOpError(GatherScatterError, LookupError):
     """An operator, domain or opset this library does not implement."""
+
+
+class ModelInputError(GatherScatterError, ValueError):
+    """A model input that is missing from the feeds, or a feed the model does not declare."""
 
 
 class OutputTooLargeError(GatherScatterError, MemoryError):

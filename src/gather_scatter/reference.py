@@ -1,0 +1,212 @@
+"""onnx.reference adapters: our kernels inside ``onnx.reference.ReferenceEvaluator``.
+
+Each class evaluates its node with :func:`~gather_scatter.run_node` at the model's opset for
+the node's domain, which the evaluator hands every operator in ``run_params["opsets"]``; so
+version gating (attributes, types) and our errors apply as they do for a single node.
+An error raised by a node is re-raised as the same class with the same fields, its ``node``
+field set and its message starting with the node's name.
+
+>>> import onnx.helper as oh
+>>> from onnx.reference import ReferenceEvaluator
+>>> node = oh.make_node("GatherND", ["data", "indices"], ["y"], name="read", batch_dims=1)
+>>> graph = oh.make_graph([node], "g", [], [])
+>>> model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)])
+>>> ReferenceEvaluator(model, new_ops=NEW_OPS)
+Traceback (most recent call last):
+...
+gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11: has no attribute 'batch_dims' (attributes: none); it was added in GatherND-12
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+
+from ._dispatch import node_attributes, run_node
+from ._versions import resolve
+from .errors import DTypeError, GatherScatterError, ModelInputError, ShapeError
+
+__all__ = ["NEW_OPS", "Gather", "GatherND", "MicrosoftGatherND", "ScatterND", "run_model"]
+
+
+class _Node(OpRun):
+    """One Gather/GatherND/ScatterND node, evaluated by run_node at the model's opset."""
+
+    # No schema: the evaluator would otherwise add the newest version's attribute defaults
+    # (batch_dims=0 on a GatherND-11 node), which the older version must refuse.
+    op_schema = None
+
+    def __init__(self, onnx_node: onnx.NodeProto, run_params: dict[str, Any], schema: Any = None):
+        super().__init__(onnx_node, run_params, schema)
+        # Refuse an attribute or opset the version lacks when the model is loaded, not run.
+        try:
+            node_attributes(resolve(onnx_node.op_type, self._opset, self.op_domain), self._attrs())
+        except GatherScatterError as exc:
+            raise exc.in_node(onnx_node.name, onnx_node.op_type) from None
+
+    @property
+    def _opset(self) -> int:
+        return self.run_params["opsets"][self.onnx_node.domain]
+
+    def _attrs(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.attributes_names_}
+
+    def _run(self, *inputs, **attrs):
+        try:
+            output = run_node(self.onnx_node.op_type, inputs, attrs, opset=self._opset, domain=self.op_domain)
+        except GatherScatterError as exc:
+            raise exc.in_node(self.onnx_node.name, self.onnx_node.op_type) from None
+        return (output,)
+
+    def run(self, *args, **kwargs):
+        try:
+            return super().run(*args, **kwargs)
+        except TypeError as exc:
+            # OpRun.run rewraps every TypeError from _run, DTypeError included: give ours back.
+            if isinstance(exc.__cause__, GatherScatterError):
+                raise exc.__cause__ from None
+            raise
+
+
+class Gather(_Node):
+    """ai.onnx Gather (1, 11, 13)."""
+
+
+class GatherND(_Node):
+    """ai.onnx GatherND (11, 12, 13)."""
+
+
+class ScatterND(_Node):
+    """ai.onnx ScatterND (11, 13, 16, 18)."""
+
+
+class MicrosoftGatherND(_Node):
+    """com.microsoft GatherND (1)."""
+
+    op_domain = "com.microsoft"
+
+
+# The evaluator keys new_ops by (op_domain, class __name__).
+MicrosoftGatherND.__name__ = "GatherND"
+
+#: The classes to pass as ``ReferenceEvaluator(model, new_ops=NEW_OPS)``.
+NEW_OPS: tuple[type[OpRun], ...] = (Gather, GatherND, ScatterND, MicrosoftGatherND)
+
+
+def _declared_dtype(elem_type: int) -> np.dtype:
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """``inputs`` as arrays, checked against the graph's declared inputs (names, types, ranks
+    and fixed dims); initializers listed as inputs may be left out."""
+    initializers = {init.name for init in graph.initializer}
+    declared = {i.name: i for i in graph.input}
+    unknown = sorted(set(inputs) - set(declared))
+    if unknown:
+        raise ModelInputError(
+            f"the model has no input {unknown[0]!r} (inputs: {', '.join(declared) or 'none'})", input=unknown[0]
+        )
+    missing = [name for name in declared if name not in inputs and name not in initializers]
+    if missing:
+        raise ModelInputError(f"model input {missing[0]!r} is missing (inputs: {', '.join(declared)})", input=missing[0])
+    feeds = {}
+    for name, value in inputs.items():
+        value = np.asarray(value)
+        tensor = declared[name].type.tensor_type
+        if declared[name].type.HasField("tensor_type") and tensor.elem_type:
+            _check_type(name, value, tensor.elem_type)
+        if tensor.HasField("shape"):
+            _check_shape(name, value, [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim])
+        feeds[name] = value
+    return feeds
+
+
+def _check_type(name: str, value: np.ndarray, elem_type: int) -> None:
+    want = _declared_dtype(elem_type)
+    if value.dtype == want or (want == object and value.dtype.kind in "OUS"):
+        return
+    shown = onnx.TensorProto.DataType.Name(elem_type).lower()
+    raise DTypeError(
+        f"model input {name!r} has NumPy dtype {value.dtype}, but the model declares tensor({shown}) "
+        f"(NumPy {want})",
+        input=name,
+        value=str(value.dtype),
+    )
+
+
+def _check_shape(name: str, value: np.ndarray, dims: list[int | None]) -> None:
+    if value.ndim != len(dims):
+        raise ShapeError(
+            f"model input {name!r} has rank {value.ndim} (shape {value.shape}), but the model declares "
+            f"rank {len(dims)}",
+            input=name,
+            value=value.shape,
+        )
+    for axis, (size, want) in enumerate(zip(value.shape, dims)):
+        if want is not None and size != want:
+            shown = tuple("?" if d is None else d for d in dims)
+            raise ShapeError(
+                f"model input {name!r} has shape {value.shape}, but the model declares {shown} "
+                f"(axis {axis} must be {want})",
+                input=name,
+                value=value.shape,
+                axis=axis,
+            )
+
+
+def run_model(model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Evaluate an ONNX model: our kernels for Gather, GatherND and ScatterND, onnx.reference
+    for every other operator.
+
+    Parameters
+    ----------
+    model : str, path-like or onnx.ModelProto
+        The model, or the path of an ``.onnx`` file (external data is read beside it).
+    inputs : mapping of str to array_like
+        One array per graph input, by name; each must have the declared element type, rank
+        and fixed dims.
+
+    Returns
+    -------
+    dict of str to ndarray
+        The graph's outputs by name, in the graph's order.
+
+    Raises
+    ------
+    ModelInputError
+        A declared input is missing, or a name is not a declared input.
+    DTypeError, ShapeError
+        An input's dtype, rank or a fixed dim differs from the declaration.
+    GatherScatterError
+        Any of our errors raised by a node, with ``node`` set to its name and the message
+        starting with ``node '<name>' (<op_type>):``; the class is kept, so
+        ``except IndexError`` still catches an out-of-bounds index.
+    OSError, onnx.onnx_cpp2py_export.checker.ValidationError, google.protobuf.message.DecodeError
+        As raised by ``onnx.load`` for a missing or unreadable model file.
+
+    Examples
+    --------
+    >>> import numpy as np, onnx.helper as oh
+    >>> node = oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="write", reduction="add")
+    >>> f = lambda name, elem, shape: oh.make_tensor_value_info(name, elem, shape)
+    >>> graph = oh.make_graph([node], "g", [f("x", 1, [4]), f("i", 7, [2, 1]), f("u", 1, [2])], [f("y", 1, [4])])
+    >>> model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)])
+    >>> feeds = {"x": np.zeros(4, np.float32), "i": np.array([[1], [1]]), "u": np.ones(2, np.float32)}
+    >>> run_model(model, feeds)
+    {'y': array([0., 2., 0., 0.], dtype=float32)}
+    >>> run_model(model, {**feeds, "i": np.array([[1], [4]])})
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.IndexOutOfBoundsError: node 'write' (ScatterND): ScatterND-16: indices[1, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
+    """
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(os.fspath(model))
+    feeds = _check_inputs(model.graph, inputs)
+    session = ReferenceEvaluator(model, new_ops=list(NEW_OPS))
+    return dict(zip(session.output_names, session.run(None, feeds)))
