@@ -1,0 +1,39 @@
+"""One assertion for the error tables: exact class, the builtin it must also be, the whole
+message (a regex matched against all of it) and the structured fields."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from gather_scatter import (
+    DTypeError,
+    GatherScatterError,
+    IndexOutOfBoundsError,
+    InvalidAttributeError,
+    OutputTooLargeError,
+    ShapeError,
+    UnsupportedOpError,
+)
+
+# Each class and the builtin a caller would already catch around our calls.
+BUILTIN = {
+    IndexOutOfBoundsError: IndexError,
+    ShapeError: ValueError,
+    InvalidAttributeError: ValueError,
+    DTypeError: TypeError,
+    UnsupportedOpError: LookupError,
+    OutputTooLargeError: MemoryError,
+}
+
+
+def assert_error(err: BaseException, cls: type, pattern: str, fields: Mapping[str, Any]) -> None:
+    assert type(err) is cls, f"{type(err).__name__}: {err}"
+    assert isinstance(err, GatherScatterError)
+    assert isinstance(err, BUILTIN[cls])
+    assert re.fullmatch(pattern, str(err)), f"message {str(err)!r} does not match {pattern!r}"
+    for name, expected in fields.items():
+        actual = getattr(err, name)
+        assert actual == expected and type(actual) is type(expected), (
+            f"field {name}: {actual!r} != {expected!r}"
+        )

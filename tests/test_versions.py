@@ -1,0 +1,332 @@
+"""The version table against onnx's schemas, the resolution rule, and version gating.
+
+(a) Every ai.onnx Gather/GatherND/ScatterND schema in ``onnx.defs.get_all_schemas_with_history()``
+    has a registry row with the same since_version, attributes and defaults, data types and
+    index types, and the registry has no row onnx lacks: a spec drift fails here.
+(b) ``resolve`` (and ``run_node``, through the version named in its errors) picks the newest
+    version with ``since_version <= opset``, the same one ``onnx.defs.get_schema`` picks.
+(c) Each version refuses what it lacks (attributes, reductions, types, ops, domains, opsets)
+    with the error class, message and fields of the table.
+"""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import defs, helper
+
+from error_check import assert_error
+from gather_scatter import (
+    DTypeError,
+    IndexOutOfBoundsError,
+    InvalidAttributeError,
+    UnsupportedOpError,
+    gather,
+    gather_nd,
+    run_node,
+    scatter_nd,
+)
+from gather_scatter._versions import LATEST_OPSET, REGISTRY, resolve
+
+OPS = ("Gather", "GatherND", "ScatterND")
+LATEST = LATEST_OPSET[""]
+
+# -- (a) the table against onnx's schemas ---------------------------------------------------
+
+SCHEMAS = {
+    (s.name, s.since_version): s
+    for s in defs.get_all_schemas_with_history()
+    if s.domain in ("", "ai.onnx") and s.name in OPS
+}
+OURS = {(op, since): v for (domain, op, since), v in REGISTRY.items() if domain == "" and op in OPS}
+
+
+def _type_names(schema, input_name: str) -> frozenset[str]:
+    """The element types an input accepts: its type constraint's list, or its fixed type."""
+    (type_str,) = [i.type_str for i in schema.inputs if i.name == input_name]
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    allowed = constraints.get(type_str, [type_str])
+    return frozenset(re.fullmatch(r"tensor\((\w+)\)", t).group(1) for t in allowed)
+
+
+def _defaults(schema) -> dict:
+    values = {}
+    for name, attr in schema.attributes.items():
+        value = helper.get_attribute_value(attr.default_value)
+        values[name] = value.decode() if isinstance(value, bytes) else value
+    return values
+
+
+def test_every_onnx_schema_has_a_registry_row():
+    missing = sorted(set(SCHEMAS) - set(OURS))
+    assert not missing, f"onnx has versions the registry lacks: {missing}"
+
+
+def test_every_registry_row_has_an_onnx_schema():
+    extra = sorted(set(OURS) - set(SCHEMAS))
+    assert not extra, f"registry rows onnx does not define: {extra}"
+
+
+@pytest.mark.parametrize("key", sorted(SCHEMAS), ids=[f"{op}-{v}" for op, v in sorted(SCHEMAS)])
+def test_registry_row_matches_onnx_schema(key):
+    schema, ours = SCHEMAS[key], OURS[key]
+    assert (ours.op_type, ours.since_version, ours.domain) == (key[0], key[1], "")
+    assert dict(ours.attributes) == _defaults(schema)
+    assert ours.data_types == _type_names(schema, "data")
+    assert ours.index_types == _type_names(schema, "indices")
+    if key[0] == "ScatterND":
+        assert _type_names(schema, "updates") == _type_names(schema, "data")
+        # The accepted reductions are only in the attribute's text: "'none': ... 'add': ...".
+        if "reduction" in schema.attributes:
+            described = re.findall(r"'(\w+)':", schema.attributes["reduction"].description)
+            assert set(ours.reductions) == set(described)
+        else:
+            assert ours.reductions == ("none",)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_resolution_agrees_with_onnx_get_schema_at_every_opset(op):
+    first = min(v for name, v in SCHEMAS if name == op)
+    for opset in range(first, LATEST + 1):
+        assert resolve(op, opset).since_version == defs.get_schema(op, opset, "").since_version, opset
+
+
+def test_latest_opset_covers_every_version_and_onnx_knows_it():
+    assert LATEST >= max(since for _, since in OURS)
+    assert LATEST <= defs.onnx_opset_version()
+    assert LATEST_OPSET["com.microsoft"] >= 1
+
+
+def test_com_microsoft_gathernd_row():
+    # com.microsoft-GatherND-1.md.txt: int32 or int64 indices, no attributes (no batch_dims);
+    # spec/README.md: T as ai.onnx before bfloat16.
+    row = REGISTRY[("com.microsoft", "GatherND", 1)]
+    assert row.index_types == {"int32", "int64"}
+    assert dict(row.attributes) == {}
+    assert row.data_types == OURS[("GatherND", 11)].data_types
+    assert [k for k in REGISTRY if k[0] == "com.microsoft"] == [("com.microsoft", "GatherND", 1)]
+
+
+# -- (b) resolution ---------------------------------------------------------------------------
+
+# (op, domain, opsets, expected since_version)
+RESOLUTION = [
+    ("Gather", "", range(1, 11), 1),
+    ("Gather", "", range(11, 13), 11),
+    ("Gather", "", range(13, LATEST + 1), 13),
+    ("GatherND", "", [11], 11),
+    ("GatherND", "", [12], 12),
+    ("GatherND", "", range(13, LATEST + 1), 13),
+    ("ScatterND", "", range(11, 13), 11),
+    ("ScatterND", "", range(13, 16), 13),
+    ("ScatterND", "", range(16, 18), 16),
+    ("ScatterND", "", range(18, LATEST + 1), 18),
+    ("GatherND", "com.microsoft", [1], 1),
+]
+RESOLUTION_ROWS = [(op, opset, domain, v) for op, domain, opsets, v in RESOLUTION for opset in opsets]
+
+# One out-of-bounds call per op: the error names the version run_node used.
+_OOB_INPUTS = {
+    "Gather": [np.arange(3.0), np.array([3], dtype=np.int64)],
+    "GatherND": [np.arange(3.0), np.array([[3]], dtype=np.int64)],
+    "ScatterND": [np.arange(3.0), np.array([[3]], dtype=np.int64), np.array([1.0])],
+}
+
+
+@pytest.mark.parametrize(
+    ("op", "opset", "domain", "since"),
+    RESOLUTION_ROWS,
+    ids=[f"{d + '.' if d else ''}{op}@{opset}->{v}" for op, opset, d, v in RESOLUTION_ROWS],
+)
+def test_resolution(op, opset, domain, since):
+    version = resolve(op, opset, domain)
+    assert (version.op_type, version.domain, version.since_version) == (op, domain, since)
+    if domain == "":
+        assert resolve(op, opset, "ai.onnx") is version
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        run_node(op, _OOB_INPUTS[op], opset=opset, domain=domain)
+    prefix = f"{domain}.{op}" if domain else op
+    assert str(info.value).startswith(f"{prefix}-{since}: indices[")
+    assert (info.value.op, info.value.since_version) == (op, since)
+
+
+# -- (c) version gating through run_node ------------------------------------------------------
+
+_F = np.arange(4.0)  # float64 data
+_BF16 = np.arange(4).astype(ml_dtypes.bfloat16)
+_I64_1 = np.array([1], dtype=np.int64)
+_I64_11 = np.array([[1]], dtype=np.int64)
+_I32_11 = np.array([[1]], dtype=np.int32)
+_ALLOWED_NO_BF16 = re.escape(
+    "(allowed: tensor(bool), tensor(complex128), tensor(complex64), tensor(double), tensor(float), "
+    "tensor(float16), tensor(int16), tensor(int32), tensor(int64), tensor(int8), tensor(string), "
+    "tensor(uint16), tensor(uint32), tensor(uint64), tensor(uint8))"
+)
+
+
+def _row(id, op_type, opset, inputs, attrs, cls, pattern, /, domain="", **fields):
+    return pytest.param(op_type, opset, domain, inputs, attrs, cls, pattern, fields, id=id)
+
+
+def _no_attr(version, op_type, attr, later=None):
+    hint = re.escape(f"; it was added in {op_type}-{later}") if later else ""
+    return rf"{re.escape(version)}: has no attribute '{attr}' \(attributes: none\){hint}"
+
+
+GATING = [
+    _row("batch_dims-on-GatherND-11", "GatherND", 11, [_F.reshape(2, 2), np.array([[1], [0]])],
+         {"batch_dims": 1}, InvalidAttributeError, _no_attr("GatherND-11", "GatherND", "batch_dims", 12),
+         op="GatherND", since_version=11, input="batch_dims", value=1),
+    _row("batch_dims=0-on-GatherND-11", "GatherND", 11, [_F.reshape(2, 2), np.array([[1], [0]])],
+         {"batch_dims": 0}, InvalidAttributeError, _no_attr("GatherND-11", "GatherND", "batch_dims", 12),
+         op="GatherND", since_version=11, input="batch_dims", value=0),
+    _row("batch_dims-on-com.microsoft.GatherND-1", "GatherND", 1, [_F.reshape(2, 2), np.array([[1], [0]])],
+         {"batch_dims": 1}, InvalidAttributeError, _no_attr("com.microsoft.GatherND-1", "GatherND", "batch_dims"),
+         domain="com.microsoft", op="GatherND", since_version=1, input="batch_dims", value=1),
+    _row("reduction-on-ScatterND-11", "ScatterND", 12, [_F, _I64_11, np.array([5.0])], {"reduction": "add"},
+         InvalidAttributeError, _no_attr("ScatterND-11", "ScatterND", "reduction", 16),
+         op="ScatterND", since_version=11, input="reduction", value="add"),
+    _row("reduction-on-ScatterND-13", "ScatterND", 15, [_F, _I64_11, np.array([5.0])], {"reduction": "mul"},
+         InvalidAttributeError, _no_attr("ScatterND-13", "ScatterND", "reduction", 16),
+         op="ScatterND", since_version=13, input="reduction", value="mul"),
+    _row("reduction=none-on-ScatterND-13", "ScatterND", 13, [_F, _I64_11, np.array([5.0])], {"reduction": "none"},
+         InvalidAttributeError, _no_attr("ScatterND-13", "ScatterND", "reduction", 16),
+         op="ScatterND", since_version=13, input="reduction", value="none"),
+    *[
+        _row(f"{r}-on-ScatterND-16@{opset}", "ScatterND", opset, [_F, _I64_11, np.array([5.0])], {"reduction": given},
+             InvalidAttributeError,
+             re.escape(f"ScatterND-16: reduction = '{r}' is not accepted (accepted: 'none', 'add', 'mul')"),
+             op="ScatterND", since_version=16, input="reduction", value=r)
+        for r, given, opset in [("max", "max", 16), ("min", "min", 17), ("max", b"max", 17)]
+    ],
+    *[
+        _row(f"bfloat16-data-on-{op}-{since}", op, opset, inputs, {}, DTypeError,
+             re.escape(f"{op}-{since}: data has type tensor(bfloat16), which this version does not allow ")
+             + _ALLOWED_NO_BF16,
+             op=op, since_version=since, input="data", value="tensor(bfloat16)")
+        for op, since, opset, inputs in [
+            ("Gather", 1, 10, [_BF16, _I64_1]),
+            ("Gather", 11, 12, [_BF16, _I64_1]),
+            ("GatherND", 11, 11, [_BF16, _I64_11]),
+            ("GatherND", 12, 12, [_BF16, _I64_11]),
+            ("ScatterND", 11, 12, [_BF16, _I64_11, _BF16[:1]]),
+        ]
+    ],
+    _row("bfloat16-data-on-com.microsoft.GatherND-1", "GatherND", 1, [_BF16, _I64_11], {}, DTypeError,
+         re.escape("com.microsoft.GatherND-1: data has type tensor(bfloat16), which this version does not allow ")
+         + _ALLOWED_NO_BF16,
+         domain="com.microsoft", op="GatherND", since_version=1, input="data", value="tensor(bfloat16)"),
+    *[
+        _row(f"int32-indices-on-{op}-{since}", op, since, inputs, {}, DTypeError,
+             re.escape(f"{op}-{since}: indices has type tensor(int32), which this version does not allow "
+                       "(allowed: tensor(int64))"),
+             op=op, since_version=since, input="indices", value="tensor(int32)")
+        for op, since, inputs in [
+            ("GatherND", 11, [_F, _I32_11]),
+            ("GatherND", 12, [_F, _I32_11]),
+            ("GatherND", 13, [_F, _I32_11]),
+            ("ScatterND", 11, [_F, _I32_11, np.array([5.0])]),
+            ("ScatterND", 13, [_F, _I32_11, np.array([5.0])]),
+            ("ScatterND", 16, [_F, _I32_11, np.array([5.0])]),
+            ("ScatterND", 18, [_F, _I32_11, np.array([5.0])]),
+        ]
+    ],
+    _row("unknown-attribute-axes-on-Gather-13", "Gather", 13, [_F, _I64_1], {"axes": 0}, InvalidAttributeError,
+         re.escape("Gather-13: has no attribute 'axes' (attributes: axis)"),
+         op="Gather", since_version=13, input="axes", value=0),
+    _row("unknown-attribute-batch_dims-on-ScatterND-18", "ScatterND", 18, [_F, _I64_11, np.array([5.0])],
+         {"batch_dims": 0}, InvalidAttributeError,
+         re.escape("ScatterND-18: has no attribute 'batch_dims' (attributes: reduction)"),
+         op="ScatterND", since_version=18, input="batch_dims", value=0),
+    _row("unknown-op-GatherElements", "GatherElements", 13, [_F, _I64_1], {}, UnsupportedOpError,
+         re.escape("operator 'GatherElements' of domain ai.onnx is not supported (supported: Gather, GatherND, ScatterND)"),
+         op="GatherElements", since_version=None, input="op_type", value="GatherElements"),
+    _row("unknown-op-Gather-in-com.microsoft", "Gather", 1, [_F, _I64_1], {}, UnsupportedOpError,
+         re.escape("operator 'Gather' of domain com.microsoft is not supported (supported: GatherND)"),
+         domain="com.microsoft", op="Gather", since_version=None, input="op_type", value="Gather"),
+    _row("unknown-domain-ai.onnx.ml", "Gather", 13, [_F, _I64_1], {}, UnsupportedOpError,
+         re.escape("domain 'ai.onnx.ml' is not supported (known: ai.onnx, com.microsoft)"),
+         domain="ai.onnx.ml", op="Gather", input="domain", value="ai.onnx.ml"),
+    *[
+        _row(f"{d + '.' if d else ''}{op}-opset-{opset}-predates-it", op, opset, inputs, {}, UnsupportedOpError,
+             re.escape(f"{op}: opset {opset} of domain {d or 'ai.onnx'} predates the operator (first version {first})"),
+             domain=d, op=op, since_version=None, input="opset", value=opset, valid_range=(first, latest))
+        for op, opset, d, first, latest, inputs in [
+            ("Gather", 0, "", 1, LATEST, [_F, _I64_1]),
+            ("GatherND", 10, "", 11, LATEST, [_F, _I64_11]),
+            ("ScatterND", 10, "", 11, LATEST, [_F, _I64_11, np.array([5.0])]),
+            ("GatherND", 0, "com.microsoft", 1, 1, [_F, _I64_11]),
+        ]
+    ],
+    *[
+        _row(f"{d + '.' if d else ''}{op}-opset-{opset}-is-newer-than-latest", op, opset, inputs, {},
+             UnsupportedOpError,
+             re.escape(f"{op}: opset {opset} of domain {d or 'ai.onnx'} is newer than the newest this library "
+                       f"knows ({opset - 1}); an operator may have changed there"),
+             domain=d, op=op, since_version=None, input="opset", value=opset, valid_range=(first, opset - 1))
+        for op, opset, d, first, inputs in [
+            ("Gather", LATEST + 1, "", 1, [_F, _I64_1]),
+            ("ScatterND", LATEST + 1, "", 11, [_F, _I64_11, np.array([5.0])]),
+            ("GatherND", 2, "com.microsoft", 1, [_F, _I64_11]),
+        ]
+    ],
+    _row("opset-not-an-int", "Gather", "13", [_F, _I64_1], {}, UnsupportedOpError,
+         re.escape("Gather: opset must be an int, got '13'"), op="Gather", input="opset", value="13"),
+]
+
+
+@pytest.mark.parametrize(("op", "opset", "domain", "inputs", "attrs", "cls", "pattern", "fields"), GATING)
+def test_version_gating(op, opset, domain, inputs, attrs, cls, pattern, fields):
+    with pytest.raises(cls) as info:
+        run_node(op, inputs, attrs, opset=opset, domain=domain)
+    assert_error(info.value, cls, pattern, fields)
+
+
+# Each gated feature works from the first version that has it (values from numpy indexing).
+_X = np.arange(6.0).reshape(2, 3)
+
+
+@pytest.mark.parametrize(
+    ("op", "opset", "domain", "inputs", "attrs", "expected"),
+    [
+        pytest.param("GatherND", 12, "", [_X, np.array([[2], [0]])], {"batch_dims": 1},
+                     np.array([_X[0, 2], _X[1, 0]]), id="batch_dims-from-GatherND-12"),
+        pytest.param("ScatterND", 16, "", [_F, np.array([[1], [1]]), np.array([5.0, 6.0])], {"reduction": b"add"},
+                     np.array([0.0, 12.0, 2.0, 3.0]), id="add-from-ScatterND-16"),
+        pytest.param("ScatterND", 18, "", [_F, np.array([[1], [2]]), np.array([5.0, -1.0])], {"reduction": "max"},
+                     np.array([0.0, 5.0, 2.0, 3.0]), id="max-from-ScatterND-18"),
+        pytest.param("ScatterND", 18, "", [_F, np.array([[1], [2]]), np.array([5.0, -1.0])], {"reduction": "min"},
+                     np.array([0.0, 1.0, -1.0, 3.0]), id="min-from-ScatterND-18"),
+        pytest.param("Gather", 13, "", [_BF16, np.array([3, 0])], {},
+                     np.array([3, 0]).astype(ml_dtypes.bfloat16), id="bfloat16-from-Gather-13"),
+        pytest.param("GatherND", 13, "", [_BF16, np.array([[3]])], {},
+                     np.array([3]).astype(ml_dtypes.bfloat16), id="bfloat16-from-GatherND-13"),
+        pytest.param("ScatterND", 13, "", [_BF16, np.array([[3]]), np.array([9]).astype(ml_dtypes.bfloat16)], {},
+                     np.array([0, 1, 2, 9]).astype(ml_dtypes.bfloat16), id="bfloat16-from-ScatterND-13"),
+        pytest.param("Gather", 1, "", [_F, np.array([3, -4], dtype=np.int32)], {},
+                     np.array([3.0, 0.0]), id="int32-indices-on-Gather-1"),
+        pytest.param("GatherND", 1, "com.microsoft", [_X, np.array([[1, 2]], dtype=np.int32)], {},
+                     np.array([5.0]), id="int32-indices-on-com.microsoft.GatherND-1"),
+    ],
+)
+def test_gated_feature_works_from_its_first_version(op, opset, domain, inputs, attrs, expected):
+    out = run_node(op, inputs, attrs, opset=opset, domain=domain)
+    assert out.dtype == expected.dtype
+    np.testing.assert_array_equal(out, expected, strict=True)
+
+
+def test_public_kernels_are_the_newest_versions():
+    # gather/gather_nd: Gather-13/GatherND-13 (bfloat16, batch_dims); scatter_nd: ScatterND-18.
+    for call, name in [
+        (lambda: gather(np.arange(3.0), np.array([5])), "Gather-13"),
+        (lambda: gather_nd(np.arange(3.0), np.array([[5]])), "GatherND-13"),
+        (lambda: scatter_nd(np.arange(3.0), np.array([[5]]), np.array([1.0])), "ScatterND-18"),
+    ]:
+        with pytest.raises(IndexOutOfBoundsError, match=rf"^{name}: "):
+            call()
+    out = scatter_nd(np.arange(3.0), np.array([[0]]), np.array([-1.0]), reduction="min")
+    np.testing.assert_array_equal(out, [-1.0, 1.0, 2.0], strict=True)
