@@ -1,0 +1,456 @@
+"""Differential tests against onnxruntime (CPU), bit for bit.
+
+One-node models for every version in the REGISTRY at its own opset (ai.onnx, and
+com.microsoft GatherND-1, an ORT contrib op), random valid inputs compared with
+``run_node``, and random invalid inputs that ORT must reject while we raise the matching
+GatherScatterError subclass.
+
+Known divergences are data: ``DIVERGENCES`` rows of (op, condition, reason, example). A
+random case that meets a row's condition is skipped *and counted*; each row's example runs
+in a strict-xfail test asserting ORT agrees with us, so a fixed divergence fails loudly.
+Sessions use ``intra_op_num_threads=1``: ORT's ScatterND reductions race on more threads
+(its own row and test below).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed: the differential tests need it")
+onnx = pytest.importorskip("onnx", reason="onnx builds the models for the onnxruntime tests")
+from onnx import TensorProto, helper  # noqa: E402
+
+import gather_scatter as gs  # noqa: E402
+import oracle  # noqa: E402
+import strategies as S  # noqa: E402
+from gather_scatter._versions import REGISTRY  # noqa: E402
+from strategies import Case  # noqa: E402
+
+VERSIONS = sorted(REGISTRY.values(), key=lambda v: (v.op_type, v.domain, v.since_version))
+NAMES = ("data", "indices", "updates")
+TENSOR_TYPES = {
+    "float": TensorProto.FLOAT, "double": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,
+    "bfloat16": TensorProto.BFLOAT16, "int8": TensorProto.INT8, "int16": TensorProto.INT16,
+    "int32": TensorProto.INT32, "int64": TensorProto.INT64, "uint8": TensorProto.UINT8,
+    "uint16": TensorProto.UINT16, "uint32": TensorProto.UINT32, "uint64": TensorProto.UINT64,
+    "bool": TensorProto.BOOL, "string": TensorProto.STRING, "complex64": TensorProto.COMPLEX64,
+    "complex128": TensorProto.COMPLEX128,
+}
+CASES_PER_COMBINATION = 4  # per (version, data type, index type, reduction)
+COUNTS: Counter = Counter()
+
+
+# ----------------------------------------------------------------------------- running ORT
+
+
+def _model(spec, case: Case) -> bytes:
+    types = [TENSOR_TYPES[S.onnx_name(a.dtype)] for a in case.inputs]
+    names = NAMES[: len(case.inputs)]
+    node = helper.make_node(spec.op_type, list(names), ["out"], domain=spec.domain, **case.attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types)],
+        [helper.make_tensor_value_info("out", types[0], None)],
+    )
+    if spec.domain:
+        opsets = [helper.make_opsetid("", 13), helper.make_opsetid(spec.domain, spec.since_version)]
+    else:
+        opsets = [helper.make_opsetid("", spec.since_version)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+_SESSIONS: dict = {}
+
+
+def _session(spec, case: Case, threads: int = 1):
+    key = (spec.name, tuple(a.dtype.str for a in case.inputs), tuple(sorted(case.attrs.items())), threads)
+    if key not in _SESSIONS:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 4
+        _SESSIONS[key] = ort.InferenceSession(_model(spec, case), options, providers=["CPUExecutionProvider"])
+    return _SESSIONS[key]
+
+
+def _ort_value(array: np.ndarray):
+    array = np.array(array, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+    if S.onnx_name(array.dtype) == "bfloat16":  # ORT's numpy bridge has no bfloat16: pass the bits
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(array)
+
+
+def run_ort(spec, case: Case, threads: int = 1, out_shape=None) -> np.ndarray:
+    """ORT's output for ``case``; any ORT failure (load or run) propagates."""
+    session = _session(spec, case, threads)
+    if S.onnx_name(case.inputs[0].dtype) != "bfloat16":
+        return session.run(None, dict(zip(NAMES, case.inputs)))[0]
+    feeds = {name: _ort_value(array) for name, array in zip(NAMES, case.inputs)}
+    if out_shape is None:  # (invalid inputs: only whether ORT refuses matters)
+        return session.run_with_ort_values(["out"], feeds)[0]
+    # bfloat16 out: bind a preallocated uint16 buffer typed as bfloat16 (shape from our rule).
+    binding = session.io_binding()
+    for name, value in feeds.items():
+        binding.bind_ortvalue_input(name, value)
+    buffer = np.zeros(out_shape, dtype=np.uint16)
+    binding.bind_ortvalue_output("out", ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buffer, TensorProto.BFLOAT16))
+    session.run_with_iobinding(binding)
+    return buffer.view(S.DTYPES["bfloat16"])
+
+
+def run_ours(spec, case: Case) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # inf * 0 and the like: NaN is the answer
+        return gs.run_node(spec.op_type, case.inputs, case.attrs, opset=spec.since_version, domain=spec.domain)
+
+
+def assert_ort_agrees(spec, case: Case, threads: int = 1) -> None:
+    """Same bits out; or, where we raise a GatherScatterError, ORT refuses the input too."""
+    try:
+        ours = run_ours(spec, case)
+    except gs.GatherScatterError as error:
+        try:
+            run_ort(spec, case, threads)
+        except Exception:
+            return
+        pytest.fail(f"ORT accepted what we reject ({type(error).__name__}: {error}): {case.describe()}")
+    theirs = run_ort(spec, case, threads, ours.shape)
+    oracle.assert_same(np.asarray(theirs), ours, f"ORT vs ours, {spec.name} {case.describe()}")
+
+
+# ----------------------------------------------------------------------------- divergences
+
+
+def _type(case: Case) -> str:
+    return S.onnx_name(case.inputs[0].dtype)
+
+
+def _reduction(case: Case) -> str:
+    return case.attrs.get("reduction", "none")
+
+
+def _gather_wide_string_slices(spec, case, threads):
+    data = case.inputs[0]
+    axis = case.attrs.get("axis", 0) % data.ndim
+    return _type(case) == "string" and math.prod(data.shape[axis + 1 :]) > 1
+
+
+def _batch_dims_differ_but_divide(spec, case, threads):
+    data, indices = case.inputs[:2]
+    b = case.attrs.get("batch_dims", 0)
+    return (b > 0 and data.shape[:b] != indices.shape[:b]
+            and math.prod(indices.shape[:-1]) % max(math.prod(data.shape[:b]), 1) == 0)
+
+
+def _max_min_nan_in_data(spec, case, threads):
+    data = case.inputs[0]
+    return (_reduction(case) in ("max", "min") and _type(case) in S.FLOATS
+            and bool(np.isnan(data.astype(np.float64)).any()))
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A known way ORT differs: for ``op`` (or '*'), when ``condition(spec, case, threads)``."""
+
+    name: str
+    op: str
+    condition: Callable
+    reason: str
+    example: Callable[[], tuple]  # () -> (spec, case, threads): a case where ORT differs
+
+
+def _spec(op, version, domain=""):
+    return REGISTRY[(domain, op, version)]
+
+
+def _scatter_example(type_name, reduction, data, updates, version=18):
+    dtype = S.DTYPES[type_name]
+    case = Case("ScatterND", [np.array(data, dtype=dtype), np.array([[1], [0], [1]], dtype=np.int64),
+                              np.array(updates, dtype=dtype)], {"reduction": reduction})
+    return _spec("ScatterND", version), case, 1
+
+
+def _race_example():
+    n, width = 64, 20000
+    case = Case("ScatterND", [np.zeros((4, width), np.int64), np.zeros((n, 1), np.int64),
+                              np.ones((n, width), np.int64)], {"reduction": "add"})
+    return _spec("ScatterND", 16), case, 2
+
+
+DIVERGENCES = (
+    Divergence(
+        "gather-string-wide-slices", "Gather", _gather_wide_string_slices,
+        "ORT 1.31 CPU Gather returns empty strings (after the first) when each gathered slice of a "
+        "string tensor is wider than one element",
+        lambda: (_spec("Gather", 13), Case("Gather", [np.array([["a", "b"], ["c", "d"]], dtype=object),
+                                                       np.array([1], np.int64)], {"axis": 0}), 1),
+    ),
+    Divergence(
+        "no-complex", "*", lambda spec, case, threads: _type(case) in S.COMPLEX,
+        "ORT registers no complex64/complex128 kernels for these ops: the model fails to load",
+        lambda: (_spec("Gather", 13), Case("Gather", [np.array([1 + 2j, 3j], np.complex64),
+                                                       np.array([1], np.int64)], {"axis": 0}), 1),
+    ),
+    Divergence(
+        "scatternd-float16-reduction", "ScatterND",
+        lambda spec, case, threads: _type(case) == "float16" and _reduction(case) != "none",
+        "ORT CPU ScatterND: 'MLFloat16 data type is not supported ... when reduction is add/mul/max/min'",
+        lambda: _scatter_example("float16", "add", [1.0, 2.0], [0.5, 0.25, 0.125]),
+    ),
+    Divergence(
+        "scatternd-bfloat16-reduction", "ScatterND",
+        lambda spec, case, threads: _type(case) == "bfloat16" and _reduction(case) != "none",
+        "ORT CPU ScatterND: 'BFloat16 data type is not supported ... when reduction is add/mul/max/min'",
+        lambda: _scatter_example("bfloat16", "mul", [1.0, 2.0], [0.5, 0.25, 3.0]),
+    ),
+    Divergence(
+        "scatternd-bool-max-min", "ScatterND",
+        lambda spec, case, threads: _type(case) == "bool" and _reduction(case) in ("max", "min"),
+        "ORT CPU ScatterND-18: 'bool data type is not supported ... when reduction is max/min' "
+        "(we define them as or/and, README)",
+        lambda: _scatter_example("bool", "max", [False, True], [True, False, False]),
+    ),
+    Divergence(
+        "scatternd-string-max-min", "ScatterND",
+        lambda spec, case, threads: _type(case) == "string" and _reduction(case) in ("max", "min"),
+        "ORT CPU ScatterND-18: 'string data type is not supported ... when reduction is max/min' "
+        "(we compare by code point, README)",
+        lambda: _scatter_example("string", "min", ["b", "é"], ["a", "z", "日本"]),
+    ),
+    Divergence(
+        "scatternd-max-min-nan-in-data", "ScatterND", _max_min_nan_in_data,
+        "ORT max/min keep the update when the current value is NaN (max(NaN, 1) = 1); we propagate "
+        "NaN as np.maximum/np.minimum do (the spec's loop in NumPy terms). A NaN update does propagate in both.",
+        lambda: _scatter_example("float", "max", [np.nan, 2.0], [1.0, 5.0, 3.0]),
+    ),
+    Divergence(
+        "gathernd-batch-dims-not-checked", "GatherND", _batch_dims_differ_but_divide,
+        "ORT GatherND with batch_dims > 0 does not check that data and indices have the same batch "
+        "dims: it only requires prod(indices.shape[:-1]) to be divisible by the data batch size, and "
+        "then returns a result; the spec requires equal batch dims (we raise ShapeError)",
+        lambda: (_spec("GatherND", 13), Case("GatherND", [np.arange(12).reshape(2, 3, 2),
+                                                           np.zeros((4, 1, 1), np.int64)], {"batch_dims": 1}), 1),
+    ),
+    Divergence(
+        "scatternd-reduction-race", "ScatterND",
+        lambda spec, case, threads: threads > 1 and _reduction(case) != "none",
+        "ORT CPU ScatterND with a reduction and duplicate indices loses updates when "
+        "intra_op_num_threads > 1 (slices for the same destination are reduced concurrently)",
+        _race_example,
+    ),
+)
+
+
+def divergence_for(spec, case: Case, threads: int = 1) -> Divergence | None:
+    for row in DIVERGENCES:
+        if row.op in ("*", spec.op_type) and row.condition(spec, case, threads):
+            return row
+    return None
+
+
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(row, id=row.name, marks=pytest.mark.xfail(strict=True, reason=row.reason)) for row in DIVERGENCES],
+)
+def test_known_divergence_still_diverges(row):
+    """Asserts ORT agrees with us on the row's example: expected to fail while the divergence lasts."""
+    spec, case, threads = row.example()
+    assert divergence_for(spec, case, threads) is row  # the example meets its own condition
+    if row.name == "scatternd-reduction-race":  # a race: give it several chances to show
+        for _ in range(20):
+            assert_ort_agrees(spec, case, threads)
+    else:
+        assert_ort_agrees(spec, case, threads)
+
+
+def test_divergence_examples_are_real_disagreements_not_test_bugs():
+    """Each row's example passes our own oracle, so a failing xfail above is ORT's doing."""
+    for row in DIVERGENCES:
+        spec, case, _ = row.example()
+        reference = getattr(oracle, {"Gather": "gather", "GatherND": "gather_nd", "ScatterND": "scatter_nd"}[case.op])
+        try:
+            expected = reference(*case.inputs, **case.attrs)
+        except (IndexError, ValueError, TypeError):  # an invalid input: we must refuse it as well
+            with pytest.raises(gs.GatherScatterError):
+                run_ours(spec, case)
+            continue
+        oracle.assert_same(run_ours(spec, case), expected, row.name)
+
+
+# ----------------------------------------------------------------------------- valid inputs
+
+
+def _valid_cases(spec, rng):
+    index_types = sorted(spec.index_types)
+    for type_name in sorted(spec.data_types):
+        for index_dtype in index_types:
+            reductions = S.reductions_for(type_name, spec.reductions) if "reduction" in spec.attributes else [None]
+            for reduction in reductions:
+                for _ in range(CASES_PER_COMBINATION):
+                    if spec.op_type == "Gather":
+                        yield S.gather_case(rng, type_name, index_dtype)
+                    elif spec.op_type == "GatherND":
+                        yield S.gather_nd_case(rng, type_name, index_dtype, batch_dims="batch_dims" in spec.attributes)
+                    else:
+                        yield S.scatter_nd_case(rng, type_name, index_dtype, reduction)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_counts(request):
+    yield
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    line = (f"onnxruntime {ort.__version__}: {COUNTS['valid']} valid cases compared, "
+            f"{COUNTS['invalid']} invalid cases compared, {COUNTS['divergent']} divergent cases skipped "
+            f"({', '.join(f'{k[4:]}: {v}' for k, v in sorted(COUNTS.items()) if k.startswith('row:'))})")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
+        print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line("")
+        reporter.write_line(line)
+
+
+@pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
+def test_valid_inputs_match_onnxruntime(spec):
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
+    compared = skipped = 0
+    for case in _valid_cases(spec, rng):
+        row = divergence_for(spec, case)
+        if row is not None:
+            skipped += 1
+            COUNTS[f"row:{row.name}"] += 1
+            continue
+        assert_ort_agrees(spec, case)
+        compared += 1
+    COUNTS["valid"] += compared
+    COUNTS["divergent"] += skipped
+    assert compared >= 30, (compared, skipped)
+
+
+# ----------------------------------------------------------------------------- invalid inputs
+
+
+def _rng_for(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def _nonempty(make, rng, attempts=50):
+    for _ in range(attempts):
+        case = make(rng)
+        if case.inputs[1].size:
+            return case
+    raise AssertionError("no case with non-empty indices")
+
+
+def _push_out_of_bounds(rng, case: Case) -> Case:
+    indices = case.inputs[1].copy()
+    flat = indices.reshape(-1)
+    flat[int(rng.integers(flat.size))] = rng.choice([50, -51])
+    return Case(case.op, [case.inputs[0], indices] + case.inputs[2:], case.attrs)
+
+
+def _invalid_cases(spec, rng, type_name, index_dtype):
+    """(kind, case, expected error class) for ``spec``; every case has something wrong."""
+    op = spec.op_type
+    has_batch = "batch_dims" in spec.attributes
+    if op == "Gather":
+        base = _nonempty(lambda r: S.gather_case(r, type_name, index_dtype, zero=0.0), rng)
+        yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
+        r = base.inputs[0].ndim
+        yield "axis out of range", Case(op, base.inputs, {"axis": int(rng.choice([r, -r - 1]))}), gs.InvalidAttributeError
+        return
+    if op == "GatherND":
+        base = _nonempty(lambda r: S.gather_nd_case(r, type_name, index_dtype, batch_dims=has_batch, zero=0.0), rng)
+        yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
+        data, indices = base.inputs
+        b = base.attrs.get("batch_dims", 0)
+        too_long = np.zeros(indices.shape[:-1] + (data.ndim - b + 1,), dtype=indices.dtype)
+        yield "indices.shape[-1] > rank - batch_dims", Case(op, [data, too_long], base.attrs), gs.ShapeError
+        if has_batch:
+            data = S.values(rng, type_name, (2, 3, 2))
+            batch = int(rng.choice([1, 3, 4, 6]))  # != 2; ORT refuses only those not divisible by 2
+            indices = S.index_tuples(rng, (3,), (batch, int(rng.integers(1, 3))), index_dtype)
+            yield "batch dims differ", Case(op, [data, indices], {"batch_dims": 1}), gs.ShapeError
+            yield "batch_dims >= rank", Case(op, [data, indices[0]], {"batch_dims": 2}), gs.InvalidAttributeError
+        if spec.domain == "":
+            wrong = S.index_tuples(rng, data.shape[:1], (2,), "int32")
+            yield "int32 indices", Case(op, [data, wrong], {}), gs.DTypeError
+        return
+    reductions = S.reductions_for(type_name, spec.reductions) if "reduction" in spec.attributes else [None]
+    reduction = reductions[int(rng.integers(len(reductions)))]
+
+    def make(r):
+        return S.scatter_nd_case(r, type_name, index_dtype, reduction, zero=0.0)
+
+    base = _nonempty(make, rng)
+    yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
+    data, indices, updates = base.inputs
+    grown = updates.shape[:-1] + (updates.shape[-1] + 1,) if updates.ndim else (1,)
+    yield "updates shape", Case(op, [data, indices, S.values(rng, type_name, grown)], base.attrs), gs.ShapeError
+    too_long = np.zeros(indices.shape[:-1] + (data.ndim + 1,), dtype=indices.dtype)
+    yield "indices.shape[-1] > rank", Case(op, [data, too_long, updates], base.attrs), gs.ShapeError
+    other = "int32" if type_name != "int32" else "int64"
+    mixed = S.values(rng, other, updates.shape)
+    yield "updates type differs", Case(op, [data, indices, mixed], base.attrs), gs.DTypeError
+    yield "int32 indices", Case(op, [data, indices.astype(np.int32), updates], base.attrs), gs.DTypeError
+
+
+def _ort_supported_types(spec):
+    return [t for t in sorted(spec.data_types) if t not in S.COMPLEX]
+
+
+@pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
+def test_invalid_inputs_rejected_by_both(spec):
+    rng = _rng_for("invalid", spec.name)
+    compared = skipped = 0
+    kinds = set()
+    for type_name in _ort_supported_types(spec):
+        for index_dtype in sorted(spec.index_types):
+            for kind, case, error in _invalid_cases(spec, rng, type_name, index_dtype):
+                with pytest.raises(error) as ours:
+                    run_ours(spec, case)
+                assert ours.value.op == spec.op_type and ours.value.since_version == spec.since_version
+                row = divergence_for(spec, case)
+                if row is not None:
+                    skipped += 1
+                    COUNTS[f"row:{row.name}"] += 1
+                    continue
+                try:  # at load or at run: ORT must refuse it somewhere
+                    run_ort(spec, case)
+                except Exception:
+                    pass
+                else:
+                    pytest.fail(f"ORT accepted {kind}: {case.describe()}")
+                compared += 1
+                kinds.add(kind)
+    COUNTS["invalid"] += compared
+    COUNTS["divergent"] += skipped
+    assert compared >= 20 and len(kinds) >= 2, (compared, kinds)
+
+
+def test_race_example_agrees_on_one_thread():
+    """The race row's example is right with intra_op_num_threads=1: its xfail is the threads' doing."""
+    spec, case, threads = _race_example()
+    assert threads == 2
+    assert_ort_agrees(spec, case, threads=1)
+    assert int(run_ours(spec, case)[0, 0]) == 64
+
+
+def test_gather_strings_agree_when_slices_are_single_elements():
+    """ORT's string Gather is right for one-element slices: the divergence row is narrow."""
+    spec = _spec("Gather", 13)
+    case = Case("Gather", [np.array([["a", "é"], ["日本", ""]], dtype=object), np.array([1, 0, -1], np.int64)],
+                {"axis": 1})
+    assert divergence_for(spec, case) is None
+    assert_ort_agrees(spec, case)
