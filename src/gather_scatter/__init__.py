@@ -2,12 +2,14 @@
 
 Kernels (NumPy in, NumPy out, newest semantics): :func:`gather` (Gather-13),
 :func:`gather_nd` (GatherND-13), :func:`scatter_nd` (ScatterND-18).
-Version-exact evaluation: :func:`run_node`; shape inference: :func:`infer_shape`.
+Version-exact evaluation: :func:`run_node`; shape inference: :func:`infer_shape` (one node)
+and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_limit`.
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
 """
 
 from ._dispatch import infer_shape, run_node
 from ._kernels import gather, gather_nd, scatter_nd
+from ._memory import memory_limit, set_memory_limit
 from .errors import (
     DTypeError,
     GatherScatterError,
@@ -32,10 +34,13 @@ __all__ = [
     "UnsupportedOpError",
     "gather",
     "gather_nd",
+    "infer_model_shapes",
     "infer_shape",
+    "memory_limit",
     "run_model",
     "run_node",
     "scatter_nd",
+    "set_memory_limit",
 ]
 
 
@@ -45,4 +50,8 @@ def __getattr__(name: str):
         from .reference import run_model
 
         return run_model
+    if name == "infer_model_shapes":  # imports onnx, also slow
+        from .shape_inference import infer_model_shapes
+
+        return infer_model_shapes
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

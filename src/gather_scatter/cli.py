@@ -133,7 +133,34 @@ def _add_run(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run,)
+def _shapes(args: argparse.Namespace) -> int:
+    import onnx
+
+    from .errors import GatherScatterError
+    from .shape_inference import infer_model_shapes, node_shapes
+
+    model = _load_model(args.model)
+    try:
+        lines = list(node_shapes(infer_model_shapes(model)))
+    except (GatherScatterError, onnx.shape_inference.InferenceError) as exc:
+        raise _UserError(str(exc)) from None
+    print("\n".join(lines) if lines else f"{args.model}: no Gather, GatherND or ScatterND node")
+    return 0
+
+
+def _add_shapes(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "shapes",
+        help="infer the output shape and dtype of each Gather/GatherND/ScatterND node",
+        description="Infer shapes over a whole ONNX model (onnx's inference for other nodes) and "
+        "print each Gather/GatherND/ScatterND node's output shape and dtype, or the error naming "
+        "the node.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="an .onnx file")
+    parser.set_defaults(func=_shapes)
+
+
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes)
 
 
 def _build_parser() -> argparse.ArgumentParser:

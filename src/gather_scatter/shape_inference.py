@@ -1,0 +1,192 @@
+"""Model-level shape inference: our rules for Gather/GatherND/ScatterND nodes (com.microsoft
+GatherND included, which onnx does not know), onnx's inference for every other node.
+
+>>> import onnx.helper as oh
+>>> from onnx import TensorProto
+>>> node = oh.make_node("GatherND", ["data", "indices"], ["y"], name="pick", domain="com.microsoft")
+>>> graph = oh.make_graph(
+...     [node, oh.make_node("Relu", ["y"], ["z"])], "g",
+...     [oh.make_tensor_value_info("data", TensorProto.FLOAT, ["N", 3, 4]),
+...      oh.make_tensor_value_info("indices", TensorProto.INT32, ["Q", 2])],
+...     [oh.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+>>> model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("com.microsoft", 1)])
+>>> for line in node_shapes(infer_model_shapes(model)):
+...     print(line)
+node 'pick' (com.microsoft.GatherND-1): y ('Q', 4) float32
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ._dispatch import _OPS, infer_shape
+from ._shapes import Shape, fmt_shape
+from ._versions import LATEST_OPSET, normalize_domain, resolve
+from .errors import GatherScatterError, ShapeError, UnsupportedOpError
+
+__all__ = ["infer_model_shapes", "node_shapes"]
+
+
+def _ours(node: onnx.NodeProto) -> bool:
+    domain = normalize_domain(node.domain)
+    return node.op_type in _OPS and domain in LATEST_OPSET and (domain == "" or node.op_type == "GatherND")
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    return {normalize_domain(o.domain): o.version for o in model.opset_import}
+
+
+def _known_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    types = {}
+    for init in graph.initializer:
+        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type
+    return types
+
+
+def _shape(t: onnx.TypeProto | None) -> Shape:
+    if t is None or not t.tensor_type.HasField("shape"):
+        return None
+    dims = t.tensor_type.shape.dim
+    return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in dims)
+
+
+def _dtype(t: onnx.TypeProto | None) -> Any:
+    elem = t.tensor_type.elem_type if t is not None else 0
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem)) if elem else None
+
+
+def _merge(node: onnx.NodeProto, output: str, ours: Shape, declared: Shape) -> Shape:
+    """Our shape, with dims we leave unknown taken from what the model already declares."""
+    if declared is None:
+        return ours
+    if ours is None:
+        return declared
+    if len(ours) != len(declared) or any(
+        isinstance(o, int) and isinstance(d, int) and o != d for o, d in zip(ours, declared)
+    ):
+        raise ShapeError(
+            f"output {output!r} is declared with shape {fmt_shape(declared)}, but the inputs give "
+            f"{fmt_shape(ours)}",
+            op=node.op_type, input=output, value=declared,
+        ).in_node(node.name, node.op_type)
+    return tuple(d if o is None else o for o, d in zip(ours, declared))
+
+
+def _opset(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
+    domain = normalize_domain(node.domain)
+    if domain not in opsets:
+        raise UnsupportedOpError(
+            f"the model imports no opset for domain {domain or 'ai.onnx'!r}", op=node.op_type, input="domain"
+        ).in_node(node.name, node.op_type)
+    return opsets[domain]
+
+
+def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, onnx.TypeProto]):
+    """(shape, dtype, elem_type) of the node's output, or the node's error naming it."""
+    domain = normalize_domain(node.domain)
+    inputs = [types.get(name) for name in node.input]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    try:
+        shape, dtype = infer_shape(
+            node.op_type, [_shape(t) for t in inputs], [_dtype(t) for t in inputs], attrs,
+            opset=_opset(node, opsets), domain=domain,
+        )
+    except GatherScatterError as exc:
+        raise exc.in_node(node.name, node.op_type) from None
+    elem = inputs[0].tensor_type.elem_type if inputs and inputs[0] is not None else 0
+    return shape, dtype, elem
+
+
+def _apply_rules(model: onnx.ModelProto, declared_types: dict[str, onnx.TypeProto]) -> bool:
+    """Write our nodes' outputs into value_info (or graph.output); True if anything changed.
+
+    ``declared_types`` are the types the model itself declared: a contradiction with them is
+    the model's error. What onnx inferred for our nodes is overwritten (our rule is exact).
+    """
+    graph, opsets = model.graph, _opsets(model)
+    outputs = {o.name: o for o in graph.output}
+    changed = False
+    for node in graph.node:  # ONNX keeps nodes in topological order
+        if not _ours(node) or not node.output or not node.output[0]:
+            continue
+        types = _known_types(graph)
+        name = node.output[0]
+        shape, _, elem = _infer_node(node, opsets, types)
+        declared = declared_types.get(name)
+        shape = _merge(node, name, shape, _shape(declared))
+        elem = elem or (declared.tensor_type.elem_type if declared is not None else 0)
+        if shape is None and not elem:
+            continue
+        info = helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None)
+        if types.get(name) == info.type:
+            continue
+        changed = True
+        target = outputs.get(name) or next((v for v in graph.value_info if v.name == name), None)
+        if target is None:
+            graph.value_info.append(info)
+        else:
+            target.type.CopyFrom(info.type)
+    return changed
+
+
+def infer_model_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with the shape and type of every value filled in where known.
+
+    Gather, GatherND and ScatterND nodes (ai.onnx, and com.microsoft GatherND, which onnx's
+    inference skips) get our rule (:func:`~gather_scatter.infer_shape`) at the model's opset;
+    all other nodes onnx's ``infer_shapes``. The two alternate until nothing changes, so
+    nodes downstream of a com.microsoft GatherND get shapes too. Only the main graph is
+    walked, not subgraphs of If/Loop/Scan.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        Not modified.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Our nodes' outputs in ``graph.value_info`` (or ``graph.output``): symbols kept,
+        unknown dims left without value, a rank-unknown output without a shape.
+
+    Raises
+    ------
+    ShapeError, InvalidAttributeError, DTypeError, UnsupportedOpError, OutputTooLargeError
+        As :func:`~gather_scatter.infer_shape` raises them, the message starting with the
+        node: ``node 'pick' (GatherND): GatherND-13: ...``; also ShapeError for an output
+        the model declares with a shape that contradicts the rule.
+    """
+    opsets = _opsets(model)
+    for node in model.graph.node:  # onnx's own error for this would not name the node
+        if _ours(node):
+            _opset(node, opsets)
+    declared = _known_types(model.graph)
+    out = model
+    # Each round lets values flow one more step through a non-ours node between ours.
+    for _ in range(len(model.graph.node) + 1):
+        out = onnx.shape_inference.infer_shapes(out)  # returns a new model
+        if not _apply_rules(out, declared):
+            break
+    return out
+
+
+def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
+    """One line per Gather/GatherND/ScatterND node of an inferred model: node, version,
+    output name, shape and dtype (``?`` where unknown)."""
+    graph, opsets = model.graph, _opsets(model)
+    types = _known_types(graph)
+    for node in graph.node:
+        if _ours(node):
+            name = node.output[0]
+            spec = resolve(node.op_type, opsets[normalize_domain(node.domain)], node.domain)
+            dtype = _dtype(types.get(name))
+            label = f"node {node.name!r}" if node.name else "unnamed node"
+            yield f"{label} ({spec.name}): {name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}"
+

@@ -1,0 +1,145 @@
+"""infer_model_shapes over whole models, and the ``gather-scatter shapes`` command."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto, numpy_helper
+
+from gather_scatter import DTypeError, ShapeError, UnsupportedOpError, infer_model_shapes
+from gather_scatter.cli import main
+from gather_scatter.shape_inference import node_shapes
+
+MS = "com.microsoft"
+
+
+def _model(nodes, inputs, outputs=(), initializers=(), opset=18, ms=True):
+    opsets = [oh.make_opsetid("", opset)] + ([oh.make_opsetid(MS, 1)] if ms else [])
+    graph = oh.make_graph(nodes, "g", inputs, list(outputs), initializer=list(initializers))
+    return oh.make_model(graph, opset_imports=opsets)
+
+
+def _vi(name, elem, shape):
+    return oh.make_tensor_value_info(name, elem, shape)
+
+
+def _shapes(model):
+    """name -> (dims, elem_type) for every typed value of the graph."""
+    g = model.graph
+    return {
+        v.name: (
+            tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in v.type.tensor_type.shape.dim)
+            if v.type.tensor_type.HasField("shape") else None,
+            v.type.tensor_type.elem_type,
+        )
+        for v in (*g.input, *g.value_info, *g.output)
+    }
+
+
+def test_ms_gathernd_chain_gets_shapes_downstream():
+    # ms GatherND -> Relu -> ms GatherND -> Neg: needs our rule, onnx's, ours, onnx's again.
+    nodes = [
+        oh.make_node("GatherND", ["data", "idx"], ["a"], name="first", domain=MS),
+        oh.make_node("Relu", ["a"], ["b"]),
+        oh.make_node("GatherND", ["b", "idx2"], ["c"], name="second", domain=MS),
+        oh.make_node("Neg", ["c"], ["d"]),
+    ]
+    model = _model(
+        nodes,
+        [_vi("data", TensorProto.FLOAT, ["N", 5, 6, 7]), _vi("idx", TensorProto.INT32, ["Q", 1]),
+         _vi("idx2", TensorProto.INT64, [3, 2])],
+        [_vi("d", TensorProto.FLOAT, None)],
+    )
+    before = model.SerializeToString()
+    shapes = _shapes(infer_model_shapes(model))
+    assert model.SerializeToString() == before  # the input model is left alone
+    assert shapes["a"] == (("Q", 5, 6, 7), TensorProto.FLOAT)
+    assert shapes["b"] == (("Q", 5, 6, 7), TensorProto.FLOAT)
+    assert shapes["c"] == ((3, 6, 7), TensorProto.FLOAT)
+    assert shapes["d"] == ((3, 6, 7), TensorProto.FLOAT)
+
+
+def test_initializer_shapes_and_ai_onnx_nodes():
+    indices = numpy_helper.from_array(np.zeros((4, 1), dtype=np.int64), "idx")
+    nodes = [
+        oh.make_node("ScatterND", ["data", "idx", "upd"], ["s"], reduction="add"),
+        oh.make_node("Gather", ["s", "gi"], ["g"], axis=1),
+    ]
+    model = _model(
+        nodes,
+        [_vi("data", TensorProto.FLOAT16, [None, 3]), _vi("upd", TensorProto.FLOAT16, [4, 3]),
+         _vi("gi", TensorProto.INT32, ["T"])],
+        initializers=[indices],
+        ms=False,
+    )
+    shapes = _shapes(infer_model_shapes(model))
+    assert shapes["s"] == ((None, 3), TensorProto.FLOAT16)
+    assert shapes["g"] == ((None, "T"), TensorProto.FLOAT16)
+
+
+def test_scatter_updates_error_names_the_node():
+    # onnx's own inference never checks ScatterND updates; ours does.
+    node = oh.make_node("ScatterND", ["data", "idx", "upd"], ["y"], name="write")
+    model = _model(
+        [node],
+        [_vi("data", TensorProto.FLOAT, [4, 5]), _vi("idx", TensorProto.INT64, [3, 1]),
+         _vi("upd", TensorProto.FLOAT, [3, 4])],
+        ms=False,
+    )
+    with pytest.raises(ShapeError) as e:
+        infer_model_shapes(model)
+    assert str(e.value) == (
+        "node 'write' (ScatterND): ScatterND-18: updates shape (3, 4) must equal indices.shape[:-1] + "
+        "data.shape[k:] = (3, 5) with k = 1 (data shape (4, 5), indices shape (3, 1))"
+    )
+    assert e.value.node == "write"
+
+
+def test_version_errors_name_the_node():
+    node = oh.make_node("GatherND", ["data", "idx"], ["y"], name="pick")
+    model = _model([node], [_vi("data", TensorProto.BFLOAT16, [4]), _vi("idx", TensorProto.INT64, [1, 1])],
+                   opset=12, ms=False)
+    with pytest.raises(DTypeError, match=r"^node 'pick' \(GatherND\): GatherND-12: data has type tensor\(bfloat16\)"):
+        infer_model_shapes(model)
+    ms_node = oh.make_node("GatherND", ["data", "idx"], ["y"], name="ms", domain=MS)
+    model = _model([ms_node], [_vi("data", TensorProto.FLOAT, [4]), _vi("idx", TensorProto.INT64, [1, 1])], ms=False)
+    with pytest.raises(UnsupportedOpError, match=r"^node 'ms' \(GatherND\): the model imports no opset for domain 'com.microsoft'"):
+        infer_model_shapes(model)
+
+
+def test_declared_output_that_contradicts_the_rule():
+    node = oh.make_node("Gather", ["data", "idx"], ["y"], name="take")
+    model = _model([node], [_vi("data", TensorProto.FLOAT, [4, 5]), _vi("idx", TensorProto.INT64, [2])],
+                   [_vi("y", TensorProto.FLOAT, [3, 5])], ms=False)
+    with pytest.raises(ShapeError, match=r"node 'take' \(Gather\): output 'y' is declared with shape \(3, 5\), but the inputs give \(2, 5\)"):
+        infer_model_shapes(model)
+
+
+def test_declared_output_fills_what_the_rule_leaves_unknown():
+    node = oh.make_node("GatherND", ["data", "idx"], ["y"], domain=MS)
+    model = _model([node], [_vi("data", TensorProto.FLOAT, [4, 5]), _vi("idx", TensorProto.INT64, [None, 1])],
+                   [_vi("y", TensorProto.FLOAT, [7, 5])])
+    assert _shapes(infer_model_shapes(model))["y"] == ((7, 5), TensorProto.FLOAT)
+    assert list(node_shapes(infer_model_shapes(model))) == ["unnamed node (com.microsoft.GatherND-1): y (7, 5) float32"]
+
+
+def test_cli_shapes(tmp_path, capsys):
+    good = _model([oh.make_node("GatherND", ["data", "idx"], ["y"], name="pick", domain=MS)],
+                  [_vi("data", TensorProto.FLOAT, ["N", 3, 4]), _vi("idx", TensorProto.INT32, ["Q", 2])])
+    onnx.save(good, tmp_path / "good.onnx")
+    assert main(["shapes", str(tmp_path / "good.onnx")]) == 0
+    assert capsys.readouterr().out == "node 'pick' (com.microsoft.GatherND-1): y ('Q', 4) float32\n"
+
+    bad = _model([oh.make_node("GatherND", ["data", "idx"], ["y"], name="pick", domain=MS)],
+                 [_vi("data", TensorProto.FLOAT, [3]), _vi("idx", TensorProto.INT32, [5, 2])])
+    onnx.save(bad, tmp_path / "bad.onnx")
+    assert main(["shapes", str(tmp_path / "bad.onnx")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "gather-scatter shapes: error: node 'pick' (GatherND): com.microsoft.GatherND-1: indices.shape[-1] = 2 "
+        "must be in [1, 1] (1 to rank(data) - batch_dims; data shape (3,), indices shape (5, 2))\n"
+    )
+    assert "Traceback" not in captured.err
