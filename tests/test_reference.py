@@ -1,0 +1,240 @@
+"""gather_scatter.reference: our kernels inside onnx.reference, against plain onnx.reference and
+onnxruntime, version gating through the evaluator, run_model on the exported models, and errors
+that name their node."""
+
+from __future__ import annotations
+
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+import gather_scatter
+from gather_scatter import (
+    DTypeError,
+    IndexOutOfBoundsError,
+    InvalidAttributeError,
+    ModelInputError,
+    ShapeError,
+    UnsupportedOpError,
+)
+from gather_scatter.reference import NEW_OPS, run_model
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DECODER = ROOT / "src" / "gather_scatter" / "data" / "decoder_step.onnx"
+DECODER_INPUTS = DECODER.with_name("decoder_step_inputs.npz")
+SPARSE = ROOT / "tests" / "data" / "sparse_update.onnx"
+SPARSE_INPUTS = SPARSE.with_name("sparse_update_inputs.npz")
+INPUT_NAMES = ("data", "indices", "updates")
+
+
+def one_node(op_type, arrays, attrs=None, *, opset, domain="", name="the_node", declare_types=True):
+    """A model of one node named ``name`` whose inputs are graph inputs data, indices(, updates)."""
+    names = INPUT_NAMES[: len(arrays)]
+    node = oh.make_node(op_type, names, ["y"], name=name, domain=domain, **(attrs or {}))
+
+    def info(n, a):
+        elem = oh.np_dtype_to_tensor_dtype(a.dtype) if declare_types else onnx.TensorProto.UNDEFINED
+        return oh.make_tensor_value_info(n, elem, a.shape if declare_types else None)
+
+    output = oh.make_tensor_value_info("y", info("y", arrays[0]).type.tensor_type.elem_type, None)
+    graph = oh.make_graph([node], "g", [info(n, a) for n, a in zip(names, arrays)], [output])
+    opsets = [oh.make_opsetid("", opset)] if not domain else [oh.make_opsetid("", 13), oh.make_opsetid(domain, opset)]
+    return oh.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+def feeds(arrays):
+    return dict(zip(INPUT_NAMES, arrays))
+
+
+def ours(model, arrays):
+    return ReferenceEvaluator(model, new_ops=list(NEW_OPS)).run(None, feeds(arrays))[0]
+
+
+def onnxruntime_run(model, inputs):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is an optional test dependency")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # opset-1 models draw a legacy-support warning
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, inputs)))
+
+
+DATA = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+# (id, op_type, domain, opset, arrays, attrs, expected): every version of every operator.
+CASES = [
+    ("Gather-1", "Gather", "", 1, [DATA, np.array([[2, 0]], np.int64)], {"axis": 1}, DATA[:, [[2, 0]]]),
+    ("Gather-11", "Gather", "", 11, [DATA, np.array([-1, 0], np.int32)], {"axis": 2}, DATA[..., [-1, 0]]),
+    ("Gather-13", "Gather", "", 13, [DATA, np.array(1, np.int64)], {}, DATA[1]),
+    ("GatherND-11", "GatherND", "", 11, [DATA, np.array([[1, -1], [0, 2]])], {}, DATA[[1, 0], [-1, 2]]),
+    ("GatherND-12", "GatherND", "", 12, [DATA, np.array([[2], [0]])], {"batch_dims": 1}, DATA[[0, 1], [2, 0]]),
+    ("GatherND-13", "GatherND", "", 13, [DATA, np.array([[1, 2, 3]])], {"batch_dims": 0}, DATA[[1], [2], [3]]),
+    ("ScatterND-11", "ScatterND", "", 11, [DATA, np.array([[1, 0]]), -np.ones((1, 4), np.float32)], {}, None),
+    ("ScatterND-13", "ScatterND", "", 13, [DATA, np.array([[0], [1]]), np.zeros((2, 3, 4), np.float32)], {}, None),
+    ("ScatterND-16-add", "ScatterND", "", 16, [DATA, np.array([[0, 1], [0, 1]]), np.ones((2, 4), np.float32)],
+     {"reduction": "add"}, None),
+    ("ScatterND-16-mul", "ScatterND", "", 16, [DATA, np.array([[1, 2, 3]]), np.full(1, 2, np.float32)],
+     {"reduction": "mul"}, None),
+    ("ScatterND-18-max", "ScatterND", "", 18, [DATA, np.array([[1, 1], [0, 0]]), np.full((2, 4), 10, np.float32)],
+     {"reduction": "max"}, None),
+    ("ScatterND-18-min", "ScatterND", "", 18, [DATA, np.array([[1, 1], [0, 0]]), np.full((2, 4), 10, np.float32)],
+     {"reduction": "min"}, None),
+    ("com.microsoft.GatherND-1", "GatherND", "com.microsoft", 1, [DATA, np.array([[1, 2], [0, -3]], np.int32)], {},
+     DATA[[1, 0], [2, -3]]),
+]
+def _scatter_expected(case_id, data, indices, updates):
+    """The spec's loop, written out for these small cases (the oracle tests cover the rest)."""
+    out = data.copy()
+    reduce = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+    kind = case_id.rsplit("-", 1)[-1]
+    for idx, upd in zip(indices.reshape(-1, indices.shape[-1]), updates.reshape(-1, *data.shape[indices.shape[-1]:])):
+        key = tuple(idx)
+        out[key] = reduce[kind](out[key], upd) if kind in reduce else upd
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_new_ops_match_expected_onnx_reference_and_onnxruntime(case):
+    case_id, op_type, domain, opset, arrays, attrs, expected = case
+    if expected is None:
+        expected = _scatter_expected(case_id, *arrays)
+    model = one_node(op_type, arrays, attrs, opset=opset, domain=domain)
+    got = ours(model, arrays)
+    np.testing.assert_array_equal(got, expected)
+    assert got.dtype == DATA.dtype
+    if not domain:  # onnx.reference has no com.microsoft operators
+        np.testing.assert_array_equal(ReferenceEvaluator(model).run(None, feeds(arrays))[0], expected)
+    np.testing.assert_array_equal(onnxruntime_run(model, feeds(arrays))["y"], expected)
+
+
+def test_each_node_uses_the_version_of_the_model_opset():
+    # Opset 15 has no new ScatterND: it is ScatterND-13, which names itself in errors.
+    model = one_node("ScatterND", [DATA, np.array([[5]]), DATA[:1]], opset=15)
+    with pytest.raises(IndexOutOfBoundsError, match=r"ScatterND-13: indices\[0, 0\] = 5") as info:
+        ours(model, [DATA, np.array([[5]]), DATA[:1]])
+    assert info.value.since_version == 13
+
+
+@pytest.mark.parametrize(
+    "op_type, arrays, attrs, opset, error, message",
+    [
+        ("GatherND", [DATA, np.array([[1]])], {"batch_dims": 1}, 11, InvalidAttributeError,
+         r"GatherND-11: has no attribute 'batch_dims' .*added in GatherND-12"),
+        ("ScatterND", [DATA, np.array([[1]]), DATA[:1]], {"reduction": "add"}, 13, InvalidAttributeError,
+         r"ScatterND-13: has no attribute 'reduction'"),
+        ("Gather", [DATA, np.array([0])], {"batch_dims": 0}, 13, InvalidAttributeError, r"Gather-13: has no attribute"),
+        ("GatherND", [DATA, np.array([[1]])], {}, 10, UnsupportedOpError, r"GatherND: opset 10 .* predates the operator"),
+    ],
+)
+def test_version_gating_rejects_the_model_when_loaded(op_type, arrays, attrs, opset, error, message):
+    model = one_node(op_type, arrays, attrs, opset=opset)
+    with pytest.raises(error, match=r"^node 'the_node' \(" + op_type + r"\): " + message) as info:
+        ReferenceEvaluator(model, new_ops=list(NEW_OPS))
+    assert info.value.node == "the_node"
+
+
+@pytest.mark.parametrize(
+    "op_type, arrays, attrs, opset, domain, error, message",
+    [
+        ("ScatterND", [DATA, np.array([[1]]), DATA[:1]], {"reduction": "max"}, 16, "", InvalidAttributeError,
+         r"ScatterND-16: reduction = 'max' is not accepted"),
+        ("Gather", [DATA.astype(ml_dtypes.bfloat16), np.array([0])], {}, 11, "", DTypeError,
+         r"Gather-11: data has type tensor\(bfloat16\)"),
+        ("GatherND", [DATA, np.array([[1]], np.int32)], {}, 13, "", DTypeError,
+         r"GatherND-13: indices has type tensor\(int32\)"),
+    ],
+)
+def test_version_gating_at_run_keeps_class_and_fields(op_type, arrays, attrs, opset, domain, error, message):
+    # Undeclared input types, so onnx.reference itself checks nothing before our kernel.
+    model = one_node(op_type, arrays, attrs, opset=opset, domain=domain, declare_types=False)
+    with pytest.raises(error, match=r"^node 'the_node' \(" + op_type + r"\): " + message) as info:
+        ours(model, arrays)
+    assert info.value.node == "the_node"
+    assert info.value.since_version == opset
+
+
+def test_com_microsoft_gather_nd_takes_int32_indices_where_ai_onnx_does_not():
+    arrays = [DATA, np.array([[1, 2, 3]], np.int32)]
+    np.testing.assert_array_equal(ours(one_node("GatherND", arrays, opset=1, domain="com.microsoft"), arrays), [23.0])
+
+
+def load_inputs(path):
+    with np.load(path) as archive:
+        return dict(archive)
+
+
+@pytest.mark.parametrize("model_path, inputs_path", [(DECODER, DECODER_INPUTS), (SPARSE, SPARSE_INPUTS)])
+def test_run_model_on_exported_models_matches_onnxruntime(model_path, inputs_path):
+    model = onnx.load(model_path)
+    assert {"Gather", "GatherND", "ScatterND"} <= {n.op_type for n in model.graph.node}
+    inputs = load_inputs(inputs_path)
+    got = run_model(model_path, inputs)
+    want = onnxruntime_run(model, inputs)
+    assert list(got) == [o.name for o in model.graph.output]
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_decoder_step_writes_each_sequence_position_only():
+    inputs = load_inputs(DECODER_INPUTS)
+    out = gather_scatter.run_model(onnx.load(DECODER), inputs)
+    changed = np.any(out["k_cache_out"] != inputs["k_cache"], axis=-1)
+    expected = np.zeros_like(changed)
+    expected[np.arange(len(inputs["pos"])), inputs["pos"]] = True
+    np.testing.assert_array_equal(changed, expected)
+    assert np.all(np.isfinite(out["logits"]))
+
+
+def test_errors_inside_a_model_name_the_node_and_keep_class_and_fields():
+    inputs = {**load_inputs(DECODER_INPUTS), "pos": np.array([2, 6])}
+    with pytest.raises(IndexError) as info:  # the builtin still catches it
+        run_model(DECODER, inputs)
+    err = info.value
+    assert isinstance(err, IndexOutOfBoundsError)
+    assert (err.node, err.op, err.since_version) == ("node_ScatterND_20", "ScatterND", 18)
+    assert (err.position, err.value, err.valid_range, err.axis) == ((1, 1), 6, (-6, 5), 1)
+    assert str(err) == err.message == (
+        "node 'node_ScatterND_20' (ScatterND): ScatterND-18: indices[1, 1] = 6 is out of bounds "
+        "for data axis 1 of size 6 (valid range [-6, 5])"
+    )
+    copy = pickle.loads(pickle.dumps(err))
+    assert (type(copy), str(copy), copy.node, copy.position) == (type(err), str(err), err.node, err.position)
+
+
+def test_unnamed_node_is_named_by_op_type():
+    arrays = [DATA, np.array([9])]
+    with pytest.raises(IndexOutOfBoundsError, match=r"^unnamed node \(Gather\): Gather-13: indices\[0\] = 9"):
+        ours(one_node("Gather", arrays, opset=13, name=""), arrays)
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        (lambda f: f.pop("tokens"), ModelInputError, r"model input 'tokens' is missing"),
+        (lambda f: f.update(token=f["tokens"]), ModelInputError, r"the model has no input 'token'"),
+        (lambda f: f.update(tokens=f["tokens"].astype(np.int32)), DTypeError,
+         r"model input 'tokens' has NumPy dtype int32, but the model declares tensor\(int64\)"),
+        (lambda f: f.update(pos=f["pos"][:, None]), ShapeError, r"model input 'pos' has rank 2 .* declares rank 1"),
+        (lambda f: f.update(pos=np.zeros(3, np.int64)), ShapeError, r"axis 0 must be 2"),
+    ],
+)
+def test_run_model_checks_inputs_against_the_declaration(change, error, message):
+    inputs = load_inputs(DECODER_INPUTS)
+    change(inputs)
+    with pytest.raises(error, match=message):
+        run_model(DECODER, inputs)
+
+
+def test_import_does_not_load_onnx_reference():
+    code = (
+        "import sys, gather_scatter; assert 'onnx.reference' not in sys.modules; "
+        "gather_scatter.run_model; assert 'onnx.reference' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
