@@ -1,0 +1,146 @@
+"""The gather-scatter command line, in-process (main) and as a subprocess (python -m)."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gather_scatter import run_model
+from gather_scatter.cli import main
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+SPARSE = DATA / "sparse_update.onnx"
+SPARSE_INPUTS = DATA / "sparse_update_inputs.npz"
+
+
+@pytest.fixture
+def sparse_inputs():
+    with np.load(SPARSE_INPUTS) as archive:
+        return dict(archive)
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "gather_scatter.cli", *map(str, args)], capture_output=True, text=True, timeout=60
+    )
+
+
+def save_inputs(tmp_path, inputs):
+    """One .npy per input; the --input arguments for them."""
+    args = []
+    for name, value in inputs.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    return args
+
+
+def assert_one_paragraph_error(stderr, *fragments):
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gather-scatter run: error: "), stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_default_run_prints_each_output_in_process(capsys):
+    assert main(["run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "model: built-in decoder_step.onnx (inputs from decoder_step_inputs.npz)"
+    rows = [line.split(maxsplit=4) for line in out[1:4]]
+    assert [r[:2] for r in rows] == [["logits", "float32"], ["k_cache_out", "float32"], ["v_cache_out", "float32"]]
+    assert out[1].split("[", 1)[0].split()[2:] == ["(2,", "16)"]
+    assert "-0.3076 -0.1484 -0.2639 ..." in out[1]
+    assert out[4].startswith("wall time: ") and out[4].endswith(" ms")
+
+
+def test_default_run_as_subprocess():
+    result = run_cli("run")
+    assert result.returncode == 0, result.stderr
+    assert "logits       float32  (2, 16)" in result.stdout
+    assert "k_cache_out  float32  (2, 6, 8)" in result.stdout
+
+
+def test_console_script():
+    script = shutil.which("gather-scatter", path=str(pathlib.Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the gather-scatter console script is not installed beside this Python")
+    result = subprocess.run([script, "run"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("model: built-in decoder_step.onnx")
+
+
+def test_input_files_and_output_npz(tmp_path, sparse_inputs, capsys):
+    out_path = tmp_path / "out.npz"
+    argv = ["run", str(SPARSE), *save_inputs(tmp_path, sparse_inputs), "--output", str(out_path)]
+    assert main(argv) == 0
+    stdout = capsys.readouterr().out
+    assert "updated  float32  (2, 5, 4)" in stdout and f"outputs saved to {out_path}" in stdout
+    with np.load(out_path) as saved:
+        assert list(saved) == ["updated"]
+        np.testing.assert_array_equal(saved["updated"], run_model(SPARSE, sparse_inputs)["updated"])
+
+
+def test_inputs_npz_with_an_input_file_overriding_it(tmp_path, sparse_inputs):
+    np.save(tmp_path / "dst.npy", np.zeros(7, np.int64))
+    out_path = tmp_path / "out.npz"
+    result = run_cli("run", SPARSE, "--inputs", SPARSE_INPUTS, "--input", f"dst={tmp_path / 'dst.npy'}",
+                     "--output", out_path)
+    assert result.returncode == 0, result.stderr
+    expected = run_model(SPARSE, {**sparse_inputs, "dst": np.zeros(7, np.int64)})["updated"]
+    with np.load(out_path) as saved:
+        np.testing.assert_array_equal(saved["updated"], expected)
+
+
+@pytest.mark.parametrize(
+    "change, fragments",
+    [
+        (lambda f: f.pop("src"), ["model input 'src' is missing"]),
+        (lambda f: f.update(dst=f["dst"].astype(np.int32)),
+         ["model input 'dst' has NumPy dtype int32, but the model declares tensor(int64)"]),
+        (lambda f: f.update(dst=np.array([0, 1, 1, 4, 0, 2, 5])),
+         ["node 'node_ScatterND_25' (ScatterND):", "indices[6, 1] = 5 is out of bounds for data axis 1 of size 5"]),
+    ],
+    ids=["missing", "wrong-dtype", "out-of-bounds"],
+)
+def test_bad_inputs_exit_2_with_one_paragraph(tmp_path, sparse_inputs, capsys, change, fragments):
+    change(sparse_inputs)
+    assert main(["run", str(SPARSE), *save_inputs(tmp_path, sparse_inputs)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_paragraph_error(captured.err, *fragments)
+
+
+def test_out_of_bounds_index_as_subprocess(tmp_path, sparse_inputs):
+    sparse_inputs["src"] = np.array([0, 0, 0, 9, 0, 0, 0])
+    np.savez(tmp_path / "bad.npz", **sparse_inputs)
+    result = run_cli("run", SPARSE, "--inputs", tmp_path / "bad.npz")
+    assert result.returncode == 2
+    assert_one_paragraph_error(result.stderr, "(GatherND): GatherND-13: indices[3, 1] = 9 is out of bounds")
+
+
+@pytest.mark.parametrize("content", [None, b"not a protobuf"], ids=["missing-file", "not-onnx"])
+def test_unreadable_model_exits_2(tmp_path, content):
+    path = tmp_path / "model.onnx"
+    if content is not None:
+        path.write_bytes(content)
+    result = run_cli("run", path)
+    assert result.returncode == 2
+    assert_one_paragraph_error(result.stderr, f"cannot read model '{path}'")
+
+
+def test_unreadable_inputs_file_exits_2(tmp_path, capsys):
+    (tmp_path / "in.npz").write_text("nope")
+    assert main(["run", str(SPARSE), "--inputs", str(tmp_path / "in.npz")]) == 2
+    assert_one_paragraph_error(capsys.readouterr().err, "cannot read inputs file")
+
+
+def test_malformed_input_argument_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(SPARSE), "--input", "dst"])
+    assert info.value.code == 2
+    assert "expected NAME=FILE.npy, got 'dst'" in capsys.readouterr().err
