@@ -251,6 +251,9 @@ GATING = [
     _row("unknown-domain-ai.onnx.ml", "Gather", 13, [_F, _I64_1], {}, UnsupportedOpError,
          re.escape("domain 'ai.onnx.ml' is not supported (known: ai.onnx, com.microsoft)"),
          domain="ai.onnx.ml", op="Gather", input="domain", value="ai.onnx.ml"),
+    _row("domain-None", "Gather", 13, [_F, _I64_1], {}, UnsupportedOpError,
+         re.escape("domain None is not supported (known: ai.onnx, com.microsoft)"),
+         domain=None, op="Gather", input="domain", value=None),
     *[
         _row(f"{d + '.' if d else ''}{op}-opset-{opset}-predates-it", op, opset, inputs, {}, UnsupportedOpError,
              re.escape(f"{op}: opset {opset} of domain {d or 'ai.onnx'} predates the operator (first version {first})"),

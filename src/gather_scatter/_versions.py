@@ -153,7 +153,7 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpVersion:
     if domain not in LATEST_OPSET:
         known = ", ".join(d or "ai.onnx" for d in LATEST_OPSET)
         raise UnsupportedOpError(
-            f"domain {shown_domain!r} is not supported (known: {known})", op=op_type, input="domain", value=domain
+            f"domain {domain!r} is not supported (known: {known})", op=op_type, input="domain", value=domain
         )
     candidates = sorted(
         (v for (d, op, _), v in REGISTRY.items() if d == domain and op == op_type),
@@ -206,7 +206,7 @@ class Reduction(str, Enum):
     @classmethod
     def parse(cls, spec: OpVersion, value: Any) -> "Reduction":
         if isinstance(value, bytes):  # onnx string attributes arrive as bytes
-            value = value.decode()
+            value = value.decode(errors="backslashreplace")
         if isinstance(value, cls):
             value = value.value
         if value not in spec.reductions:
