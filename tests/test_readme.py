@@ -1,0 +1,35 @@
+"""The README's table of supported versions says what the registry holds."""
+
+from __future__ import annotations
+
+import pathlib
+
+from gather_scatter._versions import ALL_TYPES, REGISTRY, TYPES_BEFORE_BFLOAT16
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16}
+
+
+def table_rows():
+    lines = README.read_text().split("### Supported versions", 1)[1].splitlines()
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("| ")]
+    return rows[2:]  # after the header and its rule
+
+
+def attributes_cell(version):
+    if not version.attributes:
+        return "—"
+    return ", ".join(
+        f"{name} ({default!r}: {', '.join(version.reductions)})" if name == "reduction" else f"{name} ({default})"
+        for name, default in version.attributes.items()
+    )
+
+
+def test_readme_version_table_matches_the_registry():
+    rows = {
+        ("" if domain == "ai.onnx" else domain, op, int(since)): (attributes, DATA_TYPES[data], set(index.split(", ")))
+        for op, domain, since, attributes, data, index in table_rows()
+    }
+    assert set(rows) == set(REGISTRY)
+    for key, version in REGISTRY.items():
+        assert rows[key] == (attributes_cell(version), version.data_types, version.index_types), key
