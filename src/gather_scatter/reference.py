@@ -98,10 +98,6 @@ MicrosoftGatherND.__name__ = "GatherND"
 NEW_OPS: tuple[type[OpRun], ...] = (Gather, GatherND, ScatterND, MicrosoftGatherND)
 
 
-def _declared_dtype(elem_type: int) -> np.dtype:
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-
-
 def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """``inputs`` as arrays, checked against the graph's declared inputs (names, types, ranks
     and fixed dims); initializers listed as inputs may be left out."""
@@ -128,7 +124,7 @@ def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str
 
 
 def _check_type(name: str, value: np.ndarray, elem_type: int) -> None:
-    want = _declared_dtype(elem_type)
+    want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     if value.dtype == want or (want == object and value.dtype.kind in "OUS"):
         return
     shown = onnx.TensorProto.DataType.Name(elem_type).lower()
