@@ -1,0 +1,197 @@
+"""Hostile and odd inputs: huge (zero-stride) shapes, int64-overflowing dims, zero dims, and
+indices that are non-contiguous, read-only, byte-swapped or of another integer type. Each
+case has its expected result or error class and message pattern. Cases that could allocate
+terabytes if the check failed run in a subprocess under an address-space cap, so a failure
+there is a MemoryError in the child, never a dead pytest or a swapping machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource  # noqa: F401 - the child uses it; import here fails early off POSIX
+import subprocess
+import sys
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import pytest
+
+from gather_scatter import (
+    DTypeError,
+    IndexOutOfBoundsError,
+    OutputTooLargeError,
+    gather,
+    gather_nd,
+    infer_shape,
+    run_node,
+    scatter_nd,
+    set_memory_limit,
+)
+
+TB = np.broadcast_to(np.float32(0), (10**6, 10**6))  # 4 TB of data, no memory
+MS = "com.microsoft"
+
+
+class Case(NamedTuple):
+    id: str
+    call: Callable[[], Any]
+    expected: Any  # an ndarray (value and dtype), a tuple (an infer_shape result), or (error class, pattern)
+    isolate: bool = False  # run in a capped subprocess
+    env: dict | None = None  # extra environment for the subprocess
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def _with_limit(nbytes: int, call: Callable[[], Any]) -> Callable[[], Any]:
+    def run():
+        previous = set_memory_limit(nbytes)
+        try:
+            return call()
+        finally:
+            set_memory_limit(previous)
+
+    return run
+
+
+A = np.arange(12, dtype=np.float32).reshape(3, 4)
+I2 = np.array([[2], [0]])
+
+CASES = [
+    # Outputs far beyond memory: refused before allocating, in the child under a 2 GiB cap.
+    Case("gather-4TB-output", lambda: gather(TB, np.broadcast_to(np.int64(0), (10**6,))),
+         (OutputTooLargeError, r"Gather-13: output of shape \(1000000, 1000000\) and dtype float32 would take "
+                               r"4000000000000 bytes, more than the memory limit"), isolate=True),
+    Case("gather_nd-4TB-output", lambda: gather_nd(TB, np.broadcast_to(np.int64(0), (10**6, 1))),
+         (OutputTooLargeError, r"GatherND-13: output of shape \(1000000, 1000000\)"), isolate=True),
+    Case("scatter_nd-4TB-copy", lambda: scatter_nd(TB, np.zeros((1, 2), np.int64), np.zeros(1, np.float32)),
+         (OutputTooLargeError, r"ScatterND-18: output of shape \(1000000, 1000000\) .* 4000000000000 bytes"), isolate=True),
+    Case("run_node-gather1-huge-string-output", lambda: run_node(
+            "Gather", [np.broadcast_to(np.array("x", dtype=object), (10**5, 10**5)), np.zeros(10**5, np.int64)],
+            opset=1),
+         (OutputTooLargeError, r"Gather-1: output of shape \(100000, 100000\) and dtype object would take 80000000000 bytes"),
+         isolate=True),
+    Case("env-limit", lambda: gather(np.zeros(10), np.zeros(1000, np.int64)),
+         (OutputTooLargeError, r"8000 bytes, more than the memory limit of 4096 bytes"),
+         isolate=True, env={"GATHER_SCATTER_MEMORY_LIMIT": "4096"}),
+    Case("env-limit-garbage", lambda: gather(np.zeros(10), np.zeros(10**6, np.int64)),
+         (ValueError, r"GATHER_SCATTER_MEMORY_LIMIT must be a number of bytes .* got '4k'"),
+         isolate=True, env={"GATHER_SCATTER_MEMORY_LIMIT": "4k"}),
+    Case("set_memory_limit", _with_limit(1000, lambda: scatter_nd(np.zeros(200), I2, np.ones(2))),
+         (OutputTooLargeError, r"ScatterND-18: output of shape \(200,\) and dtype float64 would take 1600 bytes, "
+                               r"more than the memory limit of 1000 bytes")),
+    Case("set_memory_limit-exact-fit", _with_limit(96, lambda: gather(np.ones(3), np.zeros((3, 4), np.int64))),
+         np.ones((3, 4))),
+    # Shape-only inference with dims whose products overflow int64: Python ints, typed error.
+    Case("infer-output-beyond-int64", lambda: infer_shape("GatherND", [[2**40, 2**40, 2**40], [2**40, 1]], opset=13),
+         (OutputTooLargeError, r"output of shape \(1099511627776, 1099511627776, 1099511627776\) would take "
+                               r"1329227995784915872903807060280344576 bytes, more than 9223372036854775807 bytes")),
+    Case("infer-huge-but-addressable", lambda: infer_shape("Gather", [[2**62, 2], [3]], [np.int8, np.int64], opset=13),
+         ((3, 2), np.dtype(np.int8))),
+    Case("infer-huge-symbolic", lambda: infer_shape("ScatterND", [[2**62, 2**62, "N"], [1, 2], [1, "N"]], opset=18),
+         ((2**62, 2**62, "N"), None)),
+    # Zero dimensions.
+    Case("gather-empty-indices", lambda: gather(np.zeros((0, 3), np.int8), np.zeros(0, np.int32)),
+         np.zeros((0, 3), np.int8)),
+    Case("gather-empty-axis", lambda: gather(np.zeros((0, 3)), np.array([0])),
+         (IndexOutOfBoundsError, r"indices\[0\] = 0 is out of bounds for data axis 0 of size 0 \(the axis is empty")),
+    Case("gather_nd-empty-batch", lambda: gather_nd(np.zeros((0, 3, 4)), np.zeros((0, 5, 1), np.int64), batch_dims=1),
+         np.zeros((0, 5, 4))),
+    Case("gather_nd-zero-trailing", lambda: gather_nd(np.zeros((3, 0)), np.array([[2], [1]])), np.zeros((2, 0))),
+    Case("scatter_nd-no-updates", lambda: scatter_nd(A, np.zeros((0, 1), np.int64), np.zeros((0, 4), np.float32)), A),
+    Case("scatter_nd-zero-slice", lambda: scatter_nd(np.zeros((3, 0)), I2, np.zeros((2, 0))), np.zeros((3, 0))),
+    # Odd index arrays the versions allow: converted.
+    Case("indices-non-contiguous", lambda: gather(np.arange(10), np.arange(10)[::-3]), np.array([9, 6, 3, 0])),
+    Case("indices-zero-stride", lambda: gather_nd(A, np.broadcast_to(np.array([1, 2]), (3, 2))),
+         np.array([6, 6, 6], np.float32)),
+    Case("indices-read-only", lambda: scatter_nd(_readonly(A), _readonly(I2), _readonly(np.ones((2, 4), np.float32))),
+         np.array([[1, 1, 1, 1], [4, 5, 6, 7], [1, 1, 1, 1]], np.float32)),
+    Case("indices-big-endian-int64", lambda: gather_nd(A, np.array([[2, -1], [0, 1]], dtype=">i8")),
+         np.array([11, 1], np.float32)),
+    Case("indices-big-endian-int32", lambda: gather(A, np.array([-1, 0], dtype=">i4"), axis=1),
+         np.array([[3, 0], [7, 4], [11, 8]], np.float32)),
+    Case("indices-fortran-order", lambda: gather_nd(A, np.asfortranarray([[2, 3], [1, 0]])), np.array([11, 4], np.float32)),
+    Case("indices-python-list", lambda: run_node("ScatterND", [A, [[1]], np.zeros((1, 4), np.float32)], opset=11),
+         np.array([[0, 1, 2, 3], [0, 0, 0, 0], [8, 9, 10, 11]], np.float32)),
+    Case("ms-gathernd-int32", lambda: run_node("GatherND", [A, np.array([[1]], np.int32)], opset=1, domain=MS),
+         np.array([[4, 5, 6, 7]], np.float32)),
+    # ... and those they do not: DTypeError naming the type.
+    Case("indices-int16", lambda: gather(A, np.array([0], np.int16)),
+         (DTypeError, r"Gather-13: indices has type tensor\(int16\), which this version does not allow "
+                      r"\(allowed: tensor\(int32\), tensor\(int64\)\)")),
+    Case("indices-uint64", lambda: gather(A, np.array([0], np.uint64)), (DTypeError, r"indices has type tensor\(uint64\)")),
+    Case("indices-bool", lambda: gather(A, np.array([True])), (DTypeError, r"indices has type tensor\(bool\)")),
+    Case("indices-float", lambda: gather_nd(A, np.array([[0.0]])), (DTypeError, r"indices has type tensor\(double\)")),
+    Case("indices-int32-gathernd13", lambda: gather_nd(A, np.array([[0]], np.int32)),
+         (DTypeError, r"GatherND-13: indices has type tensor\(int32\).*allowed: tensor\(int64\)")),
+    Case("indices-big-endian-int32-scatternd", lambda: scatter_nd(A, np.array([[0]], ">i4"), np.ones((1, 4), np.float32)),
+         (DTypeError, r"ScatterND-18: indices has type tensor\(int32\)")),
+    Case("indices-ragged", lambda: gather(A, [[0], [1, 2]]), (DTypeError, r"Gather-13: indices cannot be read as an array")),
+    Case("indices-objects", lambda: gather(A, np.array([0, None], dtype=object)),
+         (DTypeError, r"indices has type tensor\(string\)")),
+    # Extreme index values: bounds, not wrap-around or overflow.
+    Case("index-int64-max", lambda: gather(A, np.array([2**63 - 1])),
+         (IndexOutOfBoundsError, r"indices\[0\] = 9223372036854775807 is out of bounds for data axis 0 of size 3")),
+    Case("index-int64-min", lambda: gather_nd(A, np.array([[0, -(2**63)]])),
+         (IndexOutOfBoundsError, r"indices\[0, 1\] = -9223372036854775808 is out of bounds for data axis 1 of size 4")),
+]
+
+
+def _check(case: Case, outcome: Any) -> None:
+    if isinstance(case.expected, tuple) and len(case.expected) == 2 and isinstance(case.expected[0], type):
+        error, pattern = case.expected
+        assert isinstance(outcome, error), f"expected {error.__name__}, got {outcome!r}"
+        assert re.search(pattern, str(outcome)), str(outcome)
+    elif isinstance(case.expected, np.ndarray):
+        assert isinstance(outcome, np.ndarray), outcome
+        assert outcome.dtype == case.expected.dtype and outcome.shape == case.expected.shape
+        np.testing.assert_array_equal(outcome, case.expected)
+    else:
+        assert outcome == case.expected
+
+
+def _outcome(case: Case) -> Any:
+    try:
+        return case.call()
+    except Exception as exc:  # noqa: BLE001 - the table says which exception is right
+        return exc
+
+
+# Child: cap the address space, run one case, report its outcome's class and message.
+_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+sys.path.insert(0, {tests!r})
+import test_hostile_inputs as t
+case = t.CASES_BY_ID[{id!r}]
+out = t._outcome(case)
+print(type(out).__name__ if isinstance(out, BaseException) else "result")
+print(out)
+"""
+
+CASES_BY_ID = {c.id: c for c in CASES}
+
+
+def test_table_is_big_enough():
+    assert len(CASES) >= 20 and len(CASES_BY_ID) == len(CASES)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.isolate], ids=lambda c: c.id)
+def test_in_process(case):
+    _check(case, _outcome(case))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.isolate], ids=lambda c: c.id)
+def test_in_capped_subprocess(case):
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(case.env or {})}
+    code = _CHILD.format(tests=os.path.dirname(__file__), id=case.id)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind, _, message = proc.stdout.partition("\n")
+    error, pattern = case.expected
+    assert kind == error.__name__, proc.stdout
+    assert re.search(pattern, message), message
