@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -143,3 +146,13 @@ def test_cli_shapes(tmp_path, capsys):
         "must be in [1, 1] (1 to rank(data) - batch_dims; data shape (3,), indices shape (5, 2))\n"
     )
     assert "Traceback" not in captured.err
+
+
+def test_package_import_leaves_onnx_for_first_use():
+    code = (
+        "import sys, gather_scatter as gs\n"
+        "assert 'onnx' not in sys.modules\n"
+        "assert gs.infer_model_shapes.__module__ == 'gather_scatter.shape_inference'\n"
+        "assert 'onnx' in sys.modules\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr == ""
