@@ -1,0 +1,122 @@
+"""The thread count and a small pool that splits a kernel into disjoint chunks.
+
+NumPy releases the GIL inside ``take``, ``put``, copies and ufunc loops on non-object
+dtypes, so a few threads each moving a disjoint output range run in parallel. Each chunk's
+result is independent of how many chunks there are, so results are bitwise the same for
+any thread count.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence, TypeVar
+
+__all__ = ["get_num_threads", "ranges", "run", "set_num_threads"]
+
+T = TypeVar("T")
+
+ENV_VAR = "GATHER_SCATTER_NUM_THREADS"
+
+# Below this many bytes of work per chunk, a thread hand-off costs more than it saves.
+MIN_CHUNK_BYTES = 1 << 20
+
+
+def _available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _from_env() -> int:
+    value = os.environ.get(ENV_VAR, "").strip()
+    if not value:
+        return _available_cores()
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"{ENV_VAR}={value!r} is not an integer") from None
+    return max(1, n)
+
+
+_lock = threading.Lock()
+_num_threads = _from_env()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def get_num_threads() -> int:
+    """The number of threads the kernels may use.
+
+    Returns
+    -------
+    int
+        Set by :func:`set_num_threads`, else the environment variable
+        ``GATHER_SCATTER_NUM_THREADS`` read at import, else the cores this process may run on.
+    """
+    return _num_threads
+
+
+def set_num_threads(n: int) -> None:
+    """Use at most ``n`` threads per kernel call (1 = everything on the calling thread).
+
+    Results do not depend on ``n``: chunks write disjoint outputs and reductions keep the
+    row-major order of their updates.
+
+    Parameters
+    ----------
+    n : int
+        At least 1.
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not an int >= 1.
+    """
+    global _num_threads
+    if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 1:
+        raise ValueError(f"set_num_threads: n must be an int >= 1, got {n!r}")
+    _num_threads = int(n)
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _lock:
+        if _pool is None or _pool_size < workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool, _pool_size = ThreadPoolExecutor(workers, thread_name_prefix="gather_scatter"), workers
+        return _pool
+
+
+def ranges(n: int, work_bytes: int, parts: int | None = None) -> list[tuple[int, int]]:
+    """Split ``range(n)`` into at most ``parts`` (default: the thread count) contiguous
+    ``(lo, hi)`` ranges, fewer when each would move less than ``MIN_CHUNK_BYTES``."""
+    parts = get_num_threads() if parts is None else parts
+    parts = max(1, min(parts, n, work_bytes // MIN_CHUNK_BYTES))
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def run(fn: Callable[[int, int], T], chunks: Sequence[tuple[int, int]]) -> list[T]:
+    """``[fn(lo, hi) for lo, hi in chunks]``, the first on this thread, the rest on the pool.
+
+    Every chunk runs to its end even if another raises, so no write is left in flight;
+    then the exception of the earliest chunk is raised.
+    """
+    if len(chunks) <= 1:
+        return [fn(lo, hi) for lo, hi in chunks]
+    futures = [_executor(len(chunks) - 1).submit(fn, lo, hi) for lo, hi in chunks[1:]]
+    results: list = []
+    errors: list = []
+    for f in [None, *futures]:
+        try:
+            results.append(fn(*chunks[0]) if f is None else f.result())
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, after all chunks finished
+            errors.append(exc)
+            results.append(None)
+    if errors:
+        raise errors[0]
+    return results
