@@ -7,9 +7,11 @@ and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_l
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
 """
 
+from ._buffers import get_buffer_cache_size, set_buffer_cache_size
 from ._dispatch import infer_shape, run_node
 from ._kernels import gather, gather_nd, scatter_nd
 from ._memory import memory_limit, set_memory_limit
+from ._parallel import get_num_threads, set_num_threads
 from .errors import (
     DTypeError,
     GatherScatterError,
@@ -34,13 +36,17 @@ __all__ = [
     "UnsupportedOpError",
     "gather",
     "gather_nd",
+    "get_buffer_cache_size",
+    "get_num_threads",
     "infer_model_shapes",
     "infer_shape",
     "memory_limit",
     "run_model",
     "run_node",
     "scatter_nd",
+    "set_buffer_cache_size",
     "set_memory_limit",
+    "set_num_threads",
 ]
 
 

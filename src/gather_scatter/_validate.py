@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ._versions import OpVersion
-from .errors import DTypeError, IndexOutOfBoundsError
+from .errors import DTypeError, IndexOutOfBoundsError, InvalidAttributeError, ShapeError
 
 
 def as_array(spec: OpVersion, input: str, value: Any) -> np.ndarray:
@@ -45,8 +45,10 @@ def check_bounds(spec: OpVersion, indices: np.ndarray, sizes: Any, axes: Any) ->
         return
     sizes = np.asarray(sizes, dtype=np.int64)
     if sizes.ndim:
+        # Column by column: rows.min(axis=0) on a narrow (N, k) array is ~20x slower.
         rows = indices.reshape(-1, sizes.size)
-        lo, hi = rows.min(axis=0), rows.max(axis=0)
+        lo = np.array([rows[:, j].min() for j in range(sizes.size)])
+        hi = np.array([rows[:, j].max() for j in range(sizes.size)])
     else:
         lo, hi = indices.min(), indices.max()
     if np.all(lo >= -sizes) and np.all(hi < sizes):
@@ -68,19 +70,82 @@ def check_bounds(spec: OpVersion, indices: np.ndarray, sizes: Any, axes: Any) ->
     )
 
 
-def linear_offsets(rows: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    """Row-major offsets (int64, shape ``(N,)``) of checked index tuples ``rows`` (shape ``(N, k)``)
-    into a block of shape ``dims``, negatives counted from the end.
+def linear_offsets(rows: np.ndarray, dims: tuple[int, ...], check: bool = True) -> np.ndarray | None:
+    """Row-major offsets (int64, shape ``(N,)``) of index tuples ``rows`` (shape ``(N, k)``)
+    into a block of shape ``dims``, negatives counted from the end; None if ``check`` and a
+    component lies outside ``[-s, s-1]`` (then :func:`check_bounds` names it).
 
-    Loops over the k components of a tuple, never over the tuples.
+    Loops over the k components of a tuple, never over the tuples. One pass per operation:
+    ``v = i + (s & (i >> 63))`` maps ``[-s, s-1]`` onto ``[0, s-1]`` and anything else
+    outside it, so one unsigned max checks both bounds.
     """
-    offsets = np.zeros(rows.shape[0], dtype=np.int64)
+    n, k = rows.shape
+    if k and n * k <= 4096:  # few tuples: whole-array steps, a third of the NumPy calls
+        sizes = np.array(dims, dtype=np.int64)
+        rows = rows.astype(np.int64, copy=False)
+        v = np.right_shift(rows, 63)
+        v &= sizes
+        v += rows
+        if check and not (v.view(np.uint64) < sizes.view(np.uint64)).all():
+            return None
+        strides = [1] * k
+        for j in range(k - 1, 0, -1):
+            strides[j - 1] = strides[j] * dims[j]
+        return v @ np.array(strides, dtype=np.int64)
+    offsets = None
     stride = 1
     for j in range(len(dims) - 1, -1, -1):
-        component = rows[:, j].astype(np.int64)
-        np.add(component, dims[j], out=component, where=component < 0)
+        column = rows[:, j]
+        if column.dtype != np.int64:
+            column = column.astype(np.int64)
+        v = np.right_shift(column, 63)
+        v &= dims[j]
+        v += column
+        if check and v.size and int(v.view(np.uint64).max()) >= dims[j]:
+            return None
         if stride != 1:
-            component *= stride
-        offsets += component
+            v *= stride
+        if offsets is None:
+            offsets = v
+        else:
+            offsets += v
         stride *= dims[j]
-    return offsets
+    return offsets if offsets is not None else np.zeros(rows.shape[0], dtype=np.int64)
+
+
+def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype, inputs: dict) -> np.ndarray:
+    """``out`` if it can take the result in place: an ndarray of exactly ``shape`` and ``dtype``,
+    C-contiguous, writeable, and sharing no memory with the arrays in ``inputs`` (name -> array).
+
+    Raises DTypeError (not an array, wrong dtype), ShapeError (wrong shape, not C-contiguous)
+    or InvalidAttributeError (read-only, overlapping an input).
+    """
+    facts = dict(op=spec.op_type, since_version=spec.since_version, input="out")
+    if not isinstance(out, np.ndarray):
+        raise DTypeError(f"{spec.name}: out must be a numpy.ndarray, got {type(out).__name__}", **facts)
+    if out.dtype != dtype:
+        raise DTypeError(f"{spec.name}: out has dtype {out.dtype} but the result has dtype {np.dtype(dtype)}",
+                         value=str(out.dtype), **facts)
+    if out.shape != tuple(shape):
+        raise ShapeError(f"{spec.name}: out has shape {out.shape} but the result has shape {tuple(shape)}",
+                         value=out.shape, **facts)
+    if not out.flags.c_contiguous:
+        raise ShapeError(f"{spec.name}: out must be C-contiguous (np.ascontiguousarray makes a copy that is)",
+                         **facts)
+    if not out.flags.writeable:
+        raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
+    for name, array in inputs.items():
+        if _overlaps(out, array):
+            raise InvalidAttributeError(
+                f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
+                "(pass a separate array)", **facts)
+    return out
+
+
+def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
+    if not np.may_share_memory(a, b):  # bounds only: cheap
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=1 << 16))
+    except np.exceptions.TooHardError:  # can't prove they are disjoint
+        return True
