@@ -15,7 +15,6 @@ import re
 
 import ml_dtypes
 import numpy as np
-import onnx
 import pytest
 from onnx import defs, helper
 
