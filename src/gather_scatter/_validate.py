@@ -6,6 +6,7 @@ in row-major order. Nothing here writes to a caller's array.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -93,23 +94,26 @@ def linear_offsets(rows: np.ndarray, dims: tuple[int, ...], check: bool = True) 
             strides[j - 1] = strides[j] * dims[j]
         return v @ np.array(strides, dtype=np.int64)
     offsets = None
-    stride = 1
-    for j in range(len(dims) - 1, -1, -1):
+    strides = [math.prod(dims[j + 1 :]) for j in range(k)]
+    for j in range(k):
         column = rows[:, j]
-        if column.dtype != np.int64:
-            column = column.astype(np.int64)
-        v = np.right_shift(column, 63)
-        v &= dims[j]
-        v += column
-        if check and v.size and int(v.view(np.uint64).max()) >= dims[j]:
-            return None
-        if stride != 1:
-            v *= stride
-        if offsets is None:
-            offsets = v
+        # One read-only pass: an unsigned max below s proves the column is in [0, s-1], the
+        # common case, which then needs no mapping and no copy.
+        if column.size and int(column.view(f"u{column.itemsize}").max()) < dims[j]:
+            v = column
         else:
+            column = column.astype(np.int64, copy=False)
+            v = np.right_shift(column, 63)
+            v &= dims[j]
+            v += column
+            if check and v.size and int(v.view(np.uint64).max()) >= dims[j]:
+                return None
+        if offsets is None:
+            offsets = np.multiply(v, strides[j], dtype=np.int64)
+        elif strides[j] == 1:
             offsets += v
-        stride *= dims[j]
+        else:
+            offsets += np.multiply(v, strides[j], dtype=np.int64)
     return offsets if offsets is not None else np.zeros(rows.shape[0], dtype=np.int64)
 
 
