@@ -43,8 +43,11 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     result = _buffers.empty(out_shape, data.dtype) if out is None else out
     if result.size == 0:
         return result
+    if not data.flags.c_contiguous:  # strided or broadcast data: index it where it lies, no full copy
+        result[...] = data[(slice(None),) * ax + (indices,)]
+        return result
     outer, inner = _shapes.size(data.shape[:ax]), _shapes.size(data.shape[ax + 1 :])
-    src = np.ascontiguousarray(data).reshape(outer, data.shape[ax], inner)
+    src = data.reshape(outer, data.shape[ax], inner)
     # A rank-0 index is a length-1 vector here; result keeps the rank-0 output shape.
     dst = result.reshape(outer, indices.size, inner)
     _take_rows(src, indices.reshape(-1), dst)
@@ -154,9 +157,13 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     if result.size == 0:  # nothing to move, but bad indices are still errors
         check_bounds(spec, indices, dims, np.arange(b, b + k))
         return result
-    src = np.ascontiguousarray(data).reshape(_shapes.size(data.shape[: b + k]), slice_size)
     dst = result.reshape(rows.shape[0], slice_size)
     per_batch = rows.shape[0] // _shapes.size(data.shape[:b]) if b else 1
+    if not data.flags.c_contiguous:  # strided or broadcast data: index it where it lies, no full copy
+        offsets = _nd_offsets(spec, indices, dims, b, per_batch)
+        dst[...] = data[np.unravel_index(offsets, data.shape[: b + k])].reshape(dst.shape)
+        return result
+    src = data.reshape(_shapes.size(data.shape[: b + k]), slice_size)
     if src.dtype.hasobject:  # take on objects holds the GIL: offsets first, one take
         np.take(src, _nd_offsets(spec, indices, dims, b, per_batch), 0, dst, "wrap")
         return result
