@@ -397,6 +397,8 @@ def scatter_nd(
     reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
         Bool: add = or, mul = and, max = or, min = and. Strings: add concatenates,
         max/min compare by code point, mul is a DTypeError. Complex max/min is a DTypeError.
+        Numeric max/min are ``np.maximum``/``np.minimum``, as in the spec's loop: NaN
+        propagates, and a signed-zero tie resolves as NumPy does for the dtype.
     out : ndarray, optional
         Where to write the result. ``out=data`` updates ``data`` in place, at a cost that
         follows the updates, not the size of ``data`` (a KV-cache write). Any other ``out``
