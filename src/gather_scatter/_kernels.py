@@ -114,7 +114,10 @@ def _nd_offsets(
                 if step is None:
                     return False
                 if batch_dims:
-                    step += np.arange(s, e, dtype=np.int64) // per_batch * block
+                    base = np.arange(s, e, dtype=np.int64)  # in place: one temporary, not three
+                    base //= per_batch
+                    base *= block
+                    step += base
             if emit is not None:
                 emit(s, e, step)
             else:
