@@ -40,6 +40,9 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     else:
         check_out(spec, out, out_shape, data.dtype, {"data": data, "indices": indices})
     check_bounds(spec, indices, data.shape[ax], ax)
+    if out is None and data.dtype.hasobject and data.flags.c_contiguous:
+        # take's own new object array starts empty; np.empty's is filled with None first.
+        return np.take(data, indices.reshape(-1), axis=ax, mode="wrap").reshape(out_shape)
     result = _buffers.empty(out_shape, data.dtype) if out is None else out
     if result.size == 0:
         return result
