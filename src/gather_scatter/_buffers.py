@@ -10,6 +10,7 @@ when no array can reach its memory any more.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 
@@ -62,7 +63,7 @@ def _give_back(raw: np.ndarray) -> None:
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, from the cache when the array is big and holds no objects."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < _MIN_BYTES or dtype.hasobject or _limit == 0:
         return np.empty(shape, dtype)
     size = -(-nbytes // _GRAIN) * _GRAIN

@@ -64,12 +64,15 @@ def _take_rows(src: np.ndarray, idx: np.ndarray, dst: np.ndarray) -> None:
     (the only case where a range of ``dst`` stays contiguous). ``mode='wrap'`` maps the checked
     negatives and, unlike 'raise', lets take write straight into ``dst`` without a buffer.
     """
-    parts = 1 if src.dtype.hasobject else None  # object copies hold the GIL: threads only add cost
+    if src.dtype.hasobject or dst.nbytes < 2 * _parallel.MIN_CHUNK_BYTES:
+        # One call: object copies hold the GIL, and small copies cost less than a hand-off.
+        np.take(src, idx, 1, dst, "wrap")
+        return
     if dst.shape[0] == 1:
-        chunks = _parallel.ranges(dst.shape[1], dst.nbytes, parts)
+        chunks = _parallel.ranges(dst.shape[1], dst.nbytes)
         _parallel.run(lambda lo, hi: np.take(src[0], idx[lo:hi], 0, dst[0, lo:hi], "wrap"), chunks)
     else:
-        chunks = _parallel.ranges(dst.shape[0], dst.nbytes, parts)
+        chunks = _parallel.ranges(dst.shape[0], dst.nbytes)
         _parallel.run(lambda lo, hi: np.take(src[lo:hi], idx, 1, dst[lo:hi], "wrap"), chunks)
 
 

@@ -44,16 +44,17 @@ def check_bounds(spec: OpVersion, indices: np.ndarray, sizes: Any, axes: Any) ->
     """
     if indices.size == 0:
         return
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if sizes.ndim:
-        # Column by column: rows.min(axis=0) on a narrow (N, k) array is ~20x slower.
-        rows = indices.reshape(-1, sizes.size)
-        lo = np.array([rows[:, j].min() for j in range(sizes.size)])
-        hi = np.array([rows[:, j].max() for j in range(sizes.size)])
+    # Fast path in Python ints (column by column: rows.min(axis=0) on a narrow (N, k) array
+    # is ~20x slower); NumPy scalar comparisons would cost more than the reductions.
+    if not isinstance(sizes, (tuple, list, np.ndarray)):
+        s = int(sizes)
+        if -s <= int(indices.min()) and int(indices.max()) < s:
+            return
     else:
-        lo, hi = indices.min(), indices.max()
-    if np.all(lo >= -sizes) and np.all(hi < sizes):
-        return
+        rows = indices.reshape(-1, len(sizes))
+        if all(-int(s) <= int(rows[:, j].min()) and int(rows[:, j].max()) < int(s) for j, s in enumerate(sizes)):
+            return
+    sizes = np.asarray(sizes, dtype=np.int64)
     bad = (indices < -sizes) | (indices >= sizes)
     position = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), indices.shape))
     value = int(indices[position])
