@@ -182,7 +182,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
 
 def _copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` (same shape, dst C-contiguous), split across the pool."""
-    if dst.dtype.hasobject or dst.ndim == 0 or not src.flags.c_contiguous:
+    if dst.dtype.hasobject or dst.nbytes < 2 * _parallel.MIN_CHUNK_BYTES or not src.flags.c_contiguous:
         np.copyto(dst, src)
         return
     flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)

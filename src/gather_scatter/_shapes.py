@@ -39,6 +39,8 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
     """Validate a user-given shape: each dim an int >= 0, a symbol, or None."""
     if shape is None:
         return None
+    if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+        return shape  # an ndarray's shape: the kernels' every call
     dims = []
     for i, d in enumerate(shape):
         if d is None or isinstance(d, str):
