@@ -11,7 +11,8 @@ DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16}
 
 
 def table_rows():
-    lines = README.read_text().split("### Supported versions", 1)[1].splitlines()
+    section = README.read_text().split("### Supported versions", 1)[1].split("\n#", 1)[0]
+    lines = section.splitlines()
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("| ")]
     return rows[2:]  # after the header and its rule
 
