@@ -234,7 +234,7 @@ def check_reduction_type(spec: OpVersion, reduction: Reduction, dtype) -> None:
         )
 
 
-def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int | None = None, input: str = "output") -> None:
+def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int | None = None) -> None:
     """OutputTooLargeError unless an array of ``shape`` and ``dtype`` fits in ``limit`` bytes.
 
     Always refused: more bytes than int64 offsets address (no such array can exist). ``limit``
@@ -253,9 +253,9 @@ def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int 
         return
     shown = f" and dtype {np.dtype(dtype)}" if dtype is not None else ""
     raise OutputTooLargeError(
-        f"{spec.name}: {input} of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
+        f"{spec.name}: output of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
         f"more than {'the memory limit of ' if bound != _memory.INT64_MAX else ''}{bound} bytes ({why})",
-        op=spec.op_type, since_version=spec.since_version, input=input, value=nbytes,
+        op=spec.op_type, since_version=spec.since_version, input="output", value=nbytes,
         valid_range=(0, bound),
     )
 
