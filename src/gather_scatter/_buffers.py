@@ -52,12 +52,19 @@ def _give_back(raw: np.ndarray) -> None:
         _free.setdefault(raw.nbytes, []).append(raw)
         _free.move_to_end(raw.nbytes)
         _free_bytes += raw.nbytes
-        while _free_bytes > _limit:  # drop the least recently freed size class first
-            size, blocks = next(iter(_free.items()))
-            blocks.pop(0)
-            _free_bytes -= size
-            if not blocks:
-                del _free[size]
+        _evict()
+
+
+def _evict() -> None:
+    """Drop cached blocks, least recently freed size class first, until within the limit.
+    The caller holds ``_lock``."""
+    global _free_bytes
+    while _free_bytes > _limit:
+        size, blocks = next(iter(_free.items()))
+        blocks.pop(0)
+        _free_bytes -= size
+        if not blocks:
+            del _free[size]
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -97,14 +104,9 @@ def set_buffer_cache_size(nbytes: int) -> None:
     ValueError
         ``nbytes`` is not an int >= 0.
     """
-    global _limit, _free_bytes
+    global _limit
     if isinstance(nbytes, bool) or not hasattr(nbytes, "__index__") or int(nbytes) < 0:
         raise ValueError(f"set_buffer_cache_size: nbytes must be an int >= 0, got {nbytes!r}")
     with _lock:
         _limit = int(nbytes)
-        while _free_bytes > _limit:
-            size, blocks = next(iter(_free.items()))
-            blocks.pop(0)
-            _free_bytes -= size
-            if not blocks:
-                del _free[size]
+        _evict()
