@@ -212,7 +212,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
 
     if out is None:
         output = _buffers.empty(data.shape, out_dtype)
-        _copy_into(output, data if out_dtype == data.dtype else data.astype(object))
+        _copy_into(output, _strings_as_objects(data))
     elif out is not data:
         output = out
         _copy_into(output, data)
