@@ -89,19 +89,19 @@ def _opset(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
 
 
 def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, onnx.TypeProto]):
-    """(shape, dtype, elem_type) of the node's output, or the node's error naming it."""
+    """(shape, elem_type) of the node's output, or the node's error naming it."""
     domain = normalize_domain(node.domain)
     inputs = [types.get(name) for name in node.input]
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     try:
-        shape, dtype = infer_shape(
+        shape, _ = infer_shape(
             node.op_type, [_shape(t) for t in inputs], [_dtype(t) for t in inputs], attrs,
             opset=_opset(node, opsets), domain=domain,
         )
     except GatherScatterError as exc:
         raise exc.in_node(node.name, node.op_type) from None
     elem = inputs[0].tensor_type.elem_type if inputs and inputs[0] is not None else 0
-    return shape, dtype, elem
+    return shape, elem
 
 
 def _apply_rules(model: onnx.ModelProto, declared_types: dict[str, onnx.TypeProto]) -> bool:
@@ -118,7 +118,7 @@ def _apply_rules(model: onnx.ModelProto, declared_types: dict[str, onnx.TypeProt
             continue
         types = _known_types(graph)
         name = node.output[0]
-        shape, _, elem = _infer_node(node, opsets, types)
+        shape, elem = _infer_node(node, opsets, types)
         declared = declared_types.get(name)
         shape = _merge(node, name, shape, _shape(declared))
         elem = elem or (declared.tensor_type.elem_type if declared is not None else 0)
