@@ -1,9 +1,12 @@
 """Vectorized Gather, GatherND and ScatterND.
 
-Each kernel runs: validate (shape rule, dtypes, index bounds) -> linear offsets -> one
-NumPy take / assignment / ``ufunc.at``. Nothing is written before everything is checked, and
-no caller array is modified. The ``spec`` argument only names the version in errors and
-says what it allows; the computation is the same for every version.
+Each kernel runs: validate (shape rule, dtypes, index bounds) -> offsets -> NumPy take /
+assignment / ``ufunc.at``, split into disjoint chunks on the thread pool (``_parallel``) when
+the work is big enough. Nothing is written to a caller's array (``out``, or ``data`` in
+place) before everything is checked; a fresh GatherND output may be filled while its
+indices are checked, and is dropped on an error. No input is modified. The ``spec`` argument
+only names the version in errors and says what it allows; the computation is the same for
+every version.
 """
 
 from __future__ import annotations
