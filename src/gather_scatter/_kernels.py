@@ -11,7 +11,7 @@ every version.
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -90,13 +90,14 @@ _STEP = 1 << 15
 
 def _nd_offsets(
     spec: OpVersion, indices: np.ndarray, dims: tuple[int, ...], batch_dims: int, per_batch: int,
-    emit: Callable[[int, int, np.ndarray], None] | None = None, checked: bool = False,
+    emit: _TakeInto | None = None, checked: bool = False,
 ) -> np.ndarray | None:
     """Flat offsets into ``data.reshape(-1, *data.shape[b + k:])`` of the index tuples
     (``indices.shape[-1] == k``), computed in steps on the pool with the bounds check in the same pass.
 
-    With ``emit``, each step's offsets go to ``emit(lo, hi, offsets)`` (which may write the
-    output) and nothing is kept; else they are returned, shape ``(N,)``. On a bad index,
+    With ``emit`` (a :class:`_TakeInto`: called per step, and its ``bytes_per_row`` sizes the
+    chunks), each step's offsets go to ``emit(lo, hi, offsets)``, which writes the output,
+    and nothing is kept; else they are returned, shape ``(N,)``. On a bad index,
     :func:`check_bounds` raises with the first bad position; with ``emit`` a fresh output may
     then hold partial results, so callers writing a caller's buffer pass ``checked=True``
     after validating everything first.
