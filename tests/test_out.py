@@ -13,7 +13,7 @@ IDX = RNG.integers(-50, 50, (30, 1))
 
 
 def _calls():
-    """(name, fn(out), expected, fresh output of the right kind)."""
+    """(name, fn(out), expected result)."""
     return [
         ("gather", lambda out: gs.gather(DATA, IDX[:, 0], axis=0, out=out), gs.gather(DATA, IDX[:, 0])),
         ("gather_axis1", lambda out: gs.gather(DATA, [1, -1, 0], axis=1, out=out), gs.gather(DATA, [1, -1, 0], axis=1)),
@@ -49,9 +49,13 @@ def test_bad_out_is_refused_before_any_write(name, call, expected, bad, error, p
     out = bad(expected)
     if isinstance(out, np.ndarray) and out.ndim == 1 and pattern == "C-contiguous":
         pytest.skip("a 1-D transpose is contiguous")
+    if isinstance(out, np.ndarray) and out.flags.writeable:
+        out[...] = 7
+    before = np.array(out, copy=True)
     with pytest.raises(error, match=pattern) as err:
         call(out)
     assert err.value.input == "out"
+    np.testing.assert_array_equal(out, before)
 
 
 def test_out_overlapping_an_input_is_refused():
