@@ -1,4 +1,4 @@
-"""Results do not depend on the thread count: bitwise equal with 1 and 2 threads.
+"""Results do not depend on the thread count: bitwise equal with 1, 2 and 3 threads.
 
 Inputs are big enough that the kernels really split (chunks of >= 1 MiB of work) and full of
 duplicate destinations, where any reordering of a reduction would show in the low bits.
@@ -109,6 +109,8 @@ def test_ranges_split_disjointly_and_cover():
         chunks = _parallel.ranges(n, 1 << 40, parts)
         assert chunks[0][0] == 0 and chunks[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+        assert all(lo <= hi for lo, hi in chunks)  # with the above: no overlap
+        assert len(chunks) <= max(parts, 1)
 
 
 def test_environment_variable_sets_the_default():
