@@ -5,8 +5,8 @@ Each subclass also derives from the builtin exception a caller would already cat
 ``except IndexError`` keeps working around our calls. Every error keeps the facts
 of its message as fields: ``op`` and ``since_version`` (the operator version that
 rejected the input), ``input`` (which input or attribute), ``position`` (the first
-bad position in row-major order), ``value`` and ``valid_range``; inside a model,
-``node`` (the name of the node that raised it).
+bad position in row-major order), ``value``, ``valid_range`` and ``axis`` (the data or
+input axis at fault); inside a model, ``node`` (the name of the node that raised it).
 """
 
 from __future__ import annotations
