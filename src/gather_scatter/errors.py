@@ -58,9 +58,13 @@ class GatherScatterError(Exception):
     def in_node(self, name: str, op_type: str) -> "GatherScatterError":
         """The same error (class and fields) with ``node`` set and the node named first in
         its message, for an error raised while evaluating that node of a model."""
-        label = f"node {name!r}" if name else "unnamed node"
-        message = f"{label} ({op_type}): {self.message}"
+        message = f"{node_label(name)} ({op_type}): {self.message}"
         return _rebuild(type(self), message, {**self.__dict__, "message": message, "node": name})
+
+
+def node_label(name: str) -> str:
+    """How messages name a model's node: ``node 'read'``, or ``unnamed node``."""
+    return f"node {name!r}" if name else "unnamed node"
 
 
 def _rebuild(cls, message, fields):

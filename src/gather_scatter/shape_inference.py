@@ -26,7 +26,7 @@ from onnx import helper
 from ._dispatch import _OPS, infer_shape
 from ._shapes import Shape, fmt_shape
 from ._versions import LATEST_OPSET, normalize_domain, resolve
-from .errors import GatherScatterError, ShapeError, UnsupportedOpError
+from .errors import GatherScatterError, ShapeError, UnsupportedOpError, node_label
 
 __all__ = ["infer_model_shapes", "node_shapes"]
 
@@ -187,6 +187,5 @@ def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
             name = node.output[0]
             spec = resolve(node.op_type, opsets[normalize_domain(node.domain)], node.domain)
             dtype = _dtype(types.get(name))
-            label = f"node {node.name!r}" if node.name else "unnamed node"
-            yield f"{label} ({spec.name}): {name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}"
+            yield f"{node_label(node.name)} ({spec.name}): {name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}"
 
