@@ -121,7 +121,7 @@ def _blur(rng: random.Random, shape: list | None, p: float = 0.2) -> list | None
     return [rng.choice(["N", None]) if rng.random() < p else d for d in shape]
 
 
-def _types(rng: random.Random, op: str, since: int, n: int) -> list:
+def _types(rng: random.Random, n: int) -> list:
     data = rng.choice([TP.FLOAT] * 6 + [TP.FLOAT16, TP.BFLOAT16, TP.STRING])
     index = TP.INT64 if rng.random() < 0.9 else rng.choice([TP.INT32, TP.INT16])
     elems = [data, index] + ([data if rng.random() < 0.93 else TP.FLOAT16] if n == 3 else [])
@@ -131,7 +131,7 @@ def _types(rng: random.Random, op: str, since: int, n: int) -> list:
 def _gather(rng, since) -> Case:
     r, q = rng.choice([0, 1, 1, 2, 2, 3, 4]), rng.choice([0, 1, 2, 3])
     attrs = {} if rng.random() < 0.3 else {"axis": rng.randint(-r - 1, r)}
-    return Case("Gather", since, [_blur(rng, _dims(rng, r)), _blur(rng, _dims(rng, q))], _types(rng, "Gather", since, 2), attrs)
+    return Case("Gather", since, [_blur(rng, _dims(rng, r)), _blur(rng, _dims(rng, q))], _types(rng, 2), attrs)
 
 
 def _gather_nd(rng, since) -> Case:
@@ -145,7 +145,7 @@ def _gather_nd(rng, since) -> Case:
     attrs = {}
     if since >= 12 and rng.random() < 0.7 or rng.random() < 0.05:
         attrs["batch_dims"] = b
-    return Case("GatherND", since, [_blur(rng, data), _blur(rng, indices, 0.1)], _types(rng, "GatherND", since, 2), attrs)
+    return Case("GatherND", since, [_blur(rng, data), _blur(rng, indices, 0.1)], _types(rng, 2), attrs)
 
 
 def _scatter_nd(rng, since) -> Case:
@@ -160,7 +160,7 @@ def _scatter_nd(rng, since) -> Case:
     if since >= 16 and rng.random() < 0.6 or rng.random() < 0.04:
         attrs["reduction"] = rng.choice(["none", "add", "mul", "max", "min", "sum"])
     shapes = [_blur(rng, data), _blur(rng, indices, 0.1), _blur(rng, updates)]
-    return Case("ScatterND", since, shapes, _types(rng, "ScatterND", since, 3), attrs)
+    return Case("ScatterND", since, shapes, _types(rng, 3), attrs)
 
 
 MAKERS = {"Gather": _gather, "GatherND": _gather_nd, "ScatterND": _scatter_nd}
