@@ -1,4 +1,5 @@
-"""Index checks with the one out-of-bounds message, and index tuples -> linear offsets.
+"""Input checks: inputs as arrays, index bounds with the one out-of-bounds message, index
+tuples -> linear offsets, and the checks on a caller's ``out`` buffer.
 
 Checks run over the whole ``indices`` array at once; the error names the first bad position
 in row-major order. Nothing here writes to a caller's array.
