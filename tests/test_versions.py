@@ -25,22 +25,26 @@ from gather_scatter import (
     InvalidAttributeError,
     UnsupportedOpError,
     gather,
+    gather_elements,
     gather_nd,
     run_node,
+    scatter_elements,
     scatter_nd,
+    tensor_scatter,
 )
 from gather_scatter._versions import LATEST_OPSET, REGISTRY, resolve
 
-OPS = ("Gather", "GatherND", "ScatterND")
+OPS = ("Gather", "GatherND", "ScatterND", "GatherElements", "ScatterElements", "Scatter", "TensorScatter")
 LATEST = LATEST_OPSET[""]
+# Each op's (data, index, data-typed second input) names in its schema.
+INPUTS = {op: ("data", "indices", "updates") for op in OPS} | {"TensorScatter": ("past_cache", "write_indices", "update")}
 
 # -- (a) the table against onnx's schemas ---------------------------------------------------
 
-SCHEMAS = {
-    (s.name, s.since_version): s
-    for s in defs.get_all_schemas_with_history()
-    if s.domain in ("", "ai.onnx") and s.name in OPS
-}
+ALL_SCHEMAS = [s for s in defs.get_all_schemas_with_history() if s.domain in ("", "ai.onnx") and s.name in OPS]
+# A deprecated schema (Scatter-11) marks where an operator stops existing: no row, a removed_in.
+SCHEMAS = {(s.name, s.since_version): s for s in ALL_SCHEMAS if not s.deprecated}
+REMOVED = {s.name: s.since_version for s in ALL_SCHEMAS if s.deprecated}
 OURS = {(op, since): v for (domain, op, since), v in REGISTRY.items() if domain == "" and op in OPS}
 
 
@@ -75,23 +79,34 @@ def test_registry_row_matches_onnx_schema(key):
     schema, ours = SCHEMAS[key], OURS[key]
     assert (ours.op_type, ours.since_version, ours.domain) == (key[0], key[1], "")
     assert dict(ours.attributes) == _defaults(schema)
-    assert ours.data_types == _type_names(schema, "data")
-    assert ours.index_types == _type_names(schema, "indices")
-    if key[0] == "ScatterND":
-        assert _type_names(schema, "updates") == _type_names(schema, "data")
-        # The accepted reductions are only in the attribute's text: "'none': ... 'add': ...".
-        if "reduction" in schema.attributes:
-            described = re.findall(r"'(\w+)':", schema.attributes["reduction"].description)
-            assert set(ours.reductions) == set(described)
-        else:
-            assert ours.reductions == ("none",)
+    data, index, second = INPUTS[key[0]]
+    assert ours.data_types == _type_names(schema, data)
+    assert ours.index_types == _type_names(schema, index)
+    assert ours.removed_in == REMOVED.get(key[0])
+    if second in {i.name for i in schema.inputs}:
+        assert _type_names(schema, second) == _type_names(schema, data)
+    # The accepted values of string attributes are only in their text: "'none': ... 'add': ..."
+    # (ScatterND), "`none` (default)... `add`" (ScatterElements), "`linear` and `circular`".
+    if "reduction" in schema.attributes:
+        described = re.findall(r"['`](none|add|mul|max|min)['`]", schema.attributes["reduction"].description)
+        assert set(ours.reductions) == set(described)
+    elif key[0] in ("ScatterND", "ScatterElements", "Scatter"):
+        assert ours.reductions == ("none",)
+    if "mode" in schema.attributes:
+        described = re.findall(r"`(\w+)`", schema.attributes["mode"].description)
+        assert set(ours.modes) == set(described) - {"max_sequence_length"}
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_resolution_agrees_with_onnx_get_schema_at_every_opset(op):
     first = min(v for name, v in SCHEMAS if name == op)
-    for opset in range(first, LATEST + 1):
-        assert resolve(op, opset).since_version == defs.get_schema(op, opset, "").since_version, opset
+    for opset in range(first, min(LATEST, defs.onnx_opset_version()) + 1):
+        schema = defs.get_schema(op, opset, "")
+        if schema.deprecated:  # gone from here on: ours refuses it, naming its replacement
+            with pytest.raises(UnsupportedOpError, match="removed at opset"):
+                resolve(op, opset)
+        else:
+            assert resolve(op, opset).since_version == schema.since_version, opset
 
 
 def test_latest_opset_covers_every_version_and_onnx_knows_it():
@@ -125,6 +140,13 @@ RESOLUTION = [
     ("ScatterND", "", range(16, 18), 16),
     ("ScatterND", "", range(18, LATEST + 1), 18),
     ("GatherND", "com.microsoft", [1], 1),
+    ("GatherElements", "", range(11, 13), 11),
+    ("GatherElements", "", range(13, LATEST + 1), 13),
+    ("ScatterElements", "", range(11, 13), 11),
+    ("ScatterElements", "", range(13, 16), 13),
+    ("ScatterElements", "", range(16, 18), 16),
+    ("ScatterElements", "", range(18, LATEST + 1), 18),
+    ("Scatter", "", range(9, 11), 9),
 ]
 RESOLUTION_ROWS = [(op, opset, domain, v) for op, domain, opsets, v in RESOLUTION for opset in opsets]
 
@@ -133,6 +155,9 @@ _OOB_INPUTS = {
     "Gather": [np.arange(3.0), np.array([3], dtype=np.int64)],
     "GatherND": [np.arange(3.0), np.array([[3]], dtype=np.int64)],
     "ScatterND": [np.arange(3.0), np.array([[3]], dtype=np.int64), np.array([1.0])],
+    "GatherElements": [np.arange(3.0), np.array([3], dtype=np.int64)],
+    "ScatterElements": [np.arange(3.0), np.array([3], dtype=np.int64), np.array([1.0])],
+    "Scatter": [np.arange(3.0), np.array([3], dtype=np.int64), np.array([1.0])],
 }
 
 
@@ -213,6 +238,9 @@ GATING = [
             ("GatherND", 11, 11, [_BF16, _I64_11]),
             ("GatherND", 12, 12, [_BF16, _I64_11]),
             ("ScatterND", 11, 12, [_BF16, _I64_11, _BF16[:1]]),
+            ("GatherElements", 11, 12, [_BF16, _I64_1]),
+            ("ScatterElements", 11, 12, [_BF16, _I64_1, _BF16[:1]]),
+            ("Scatter", 9, 10, [_BF16, _I64_1, _BF16[:1]]),
         ]
     ],
     _row("bfloat16-data-on-com.microsoft.GatherND-1", "GatherND", 1, [_BF16, _I64_11], {}, DTypeError,
@@ -241,9 +269,47 @@ GATING = [
          {"batch_dims": 0}, InvalidAttributeError,
          re.escape("ScatterND-18: has no attribute 'batch_dims' (attributes: reduction)"),
          op="ScatterND", since_version=18, input="batch_dims", value=0),
-    _row("unknown-op-GatherElements", "GatherElements", 13, [_F, _I64_1], {}, UnsupportedOpError,
-         re.escape("operator 'GatherElements' of domain ai.onnx is not supported (supported: Gather, GatherND, ScatterND)"),
-         op="GatherElements", since_version=None, input="op_type", value="GatherElements"),
+    _row("unknown-op-Slice", "Slice", 13, [_F, _I64_1], {}, UnsupportedOpError,
+         re.escape("operator 'Slice' of domain ai.onnx is not supported (supported: Gather, GatherElements, "
+                   "GatherND, Scatter, ScatterElements, ScatterND, TensorScatter)"),
+         op="Slice", since_version=None, input="op_type", value="Slice"),
+    *[
+        _row(f"Scatter-at-opset-{opset}", "Scatter", opset, [_F, _I64_1, np.array([5.0])], {}, UnsupportedOpError,
+             re.escape(f"Scatter: opset {opset} of domain ai.onnx has no Scatter: it was removed at opset 11 "
+                       "(its last version, Scatter-9, exists at opsets 9-10); use ScatterElements, which replaces it"),
+             op="Scatter", since_version=None, input="opset", value=opset, valid_range=(9, 10))
+        for opset in (11, 18)
+    ],
+    *[
+        _row(f"reduction-on-ScatterElements-{since}", "ScatterElements", since, [_F, _I64_1, np.array([5.0])],
+             {"reduction": "add"}, InvalidAttributeError,
+             re.escape(f"ScatterElements-{since}: has no attribute 'reduction' (attributes: axis); "
+                       "it was added in ScatterElements-16"),
+             op="ScatterElements", since_version=since, input="reduction", value="add")
+        for since in (11, 13)
+    ],
+    _row("max-on-ScatterElements-16", "ScatterElements", 17, [_F, _I64_1, np.array([5.0])], {"reduction": "max"},
+         InvalidAttributeError,
+         re.escape("ScatterElements-16: reduction = 'max' is not accepted (accepted: 'none', 'add', 'mul')"),
+         op="ScatterElements", since_version=16, input="reduction", value="max"),
+    _row("reduction-on-Scatter-9", "Scatter", 10, [_F, _I64_1, np.array([5.0])], {"reduction": "add"},
+         InvalidAttributeError,
+         re.escape("Scatter-9: has no attribute 'reduction' (attributes: axis)"),
+         op="Scatter", since_version=9, input="reduction", value="add"),
+    _row("mode-on-TensorScatter-24", "TensorScatter", 24, [np.zeros((1, 2, 1)), np.ones((1, 1, 1))],
+         {"mode": "ring"}, InvalidAttributeError,
+         re.escape("TensorScatter-24: mode = 'ring' is not accepted (accepted: 'linear', 'circular')"),
+         op="TensorScatter", since_version=24, input="mode", value="ring"),
+    _row("int32-write_indices-on-TensorScatter-24", "TensorScatter", 24,
+         [np.zeros((1, 2, 1)), np.ones((1, 1, 1)), np.array([0], dtype=np.int32)], {}, DTypeError,
+         re.escape("TensorScatter-24: write_indices has type tensor(int32), which this version does not allow "
+                   "(allowed: tensor(int64))"),
+         op="TensorScatter", since_version=24, input="write_indices", value="tensor(int32)"),
+    _row("float8-data-on-GatherElements-13", "GatherElements", 13,
+         [np.zeros(2, ml_dtypes.float8_e4m3fn), _I64_1], {}, DTypeError,
+         re.escape("GatherElements-13: data has type tensor(float8e4m3fn), which this version does not allow ")
+         + r"\(allowed: tensor\(bfloat16\), .*tensor\(uint8\)\)",
+         op="GatherElements", since_version=13, input="data", value="tensor(float8e4m3fn)"),
     _row("unknown-op-Gather-in-com.microsoft", "Gather", 1, [_F, _I64_1], {}, UnsupportedOpError,
          re.escape("operator 'Gather' of domain com.microsoft is not supported (supported: GatherND)"),
          domain="com.microsoft", op="Gather", since_version=None, input="op_type", value="Gather"),
@@ -262,6 +328,8 @@ GATING = [
             ("GatherND", 10, "", 11, LATEST, [_F, _I64_11]),
             ("ScatterND", 10, "", 11, LATEST, [_F, _I64_11, np.array([5.0])]),
             ("GatherND", 0, "com.microsoft", 1, 1, [_F, _I64_11]),
+            ("TensorScatter", 23, "", 24, LATEST, [np.zeros((1, 2, 1)), np.ones((1, 1, 1))]),
+            ("Scatter", 8, "", 9, LATEST, [_F, _I64_1, np.array([5.0])]),
         ]
     ],
     *[
@@ -313,6 +381,17 @@ _X = np.arange(6.0).reshape(2, 3)
                      np.array([3.0, 0.0]), id="int32-indices-on-Gather-1"),
         pytest.param("GatherND", 1, "com.microsoft", [_X, np.array([[1, 2]], dtype=np.int32)], {},
                      np.array([5.0]), id="int32-indices-on-com.microsoft.GatherND-1"),
+        pytest.param("ScatterElements", 16, "", [_F, np.array([1, 1]), np.array([5.0, 6.0])], {"reduction": "mul"},
+                     np.array([0.0, 30.0, 2.0, 3.0]), id="mul-from-ScatterElements-16"),
+        pytest.param("ScatterElements", 18, "", [_F, np.array([3, 3]), np.array([5.0, -1.0])], {"reduction": "min"},
+                     np.array([0.0, 1.0, 2.0, -1.0]), id="min-from-ScatterElements-18"),
+        pytest.param("GatherElements", 13, "", [_BF16, np.array([3, 0])], {},
+                     np.array([3, 0]).astype(ml_dtypes.bfloat16), id="bfloat16-from-GatherElements-13"),
+        pytest.param("Scatter", 9, "", [_X, np.array([[1], [0]]), np.array([[7.0], [8.0]])], {"axis": 1},
+                     np.array([[0.0, 7.0, 2.0], [8.0, 4.0, 5.0]]), id="Scatter-9-at-opset-9"),
+        pytest.param("TensorScatter", 24, "", [np.zeros((1, 3), ml_dtypes.int4), np.ones((1, 2), ml_dtypes.int4),
+                                               np.array([2])], {"axis": 1, "mode": "circular"},
+                     np.array([[1, 0, 1]]).astype(ml_dtypes.int4), id="int4-circular-on-TensorScatter-24"),
     ],
 )
 def test_gated_feature_works_from_its_first_version(op, opset, domain, inputs, attrs, expected):
@@ -322,11 +401,15 @@ def test_gated_feature_works_from_its_first_version(op, opset, domain, inputs, a
 
 
 def test_public_kernels_are_the_newest_versions():
-    # gather/gather_nd: Gather-13/GatherND-13 (bfloat16, batch_dims); scatter_nd: ScatterND-18.
+    # gather/gather_nd: Gather-13/GatherND-13 (bfloat16, batch_dims); scatter_nd: ScatterND-18;
+    # gather_elements/scatter_elements: GatherElements-13/ScatterElements-18; tensor_scatter: TensorScatter-24.
     for call, name in [
         (lambda: gather(np.arange(3.0), np.array([5])), "Gather-13"),
         (lambda: gather_nd(np.arange(3.0), np.array([[5]])), "GatherND-13"),
         (lambda: scatter_nd(np.arange(3.0), np.array([[5]]), np.array([1.0])), "ScatterND-18"),
+        (lambda: gather_elements(np.arange(3.0), np.array([5])), "GatherElements-13"),
+        (lambda: scatter_elements(np.arange(3.0), np.array([5]), np.array([1.0])), "ScatterElements-18"),
+        (lambda: tensor_scatter(np.zeros((1, 3)), np.ones((1, 1)), np.array([-1]), axis=1), "TensorScatter-24"),
     ]:
         with pytest.raises(IndexOutOfBoundsError, match=rf"^{name}: "):
             call()

@@ -1,7 +1,9 @@
-"""gather_scatter: ONNX Gather, GatherND and ScatterND, every version, exact and vectorized.
+"""gather_scatter: ONNX's indexing operators, every version, exact and vectorized.
 
 Kernels (NumPy in, NumPy out, newest semantics): :func:`gather` (Gather-13),
-:func:`gather_nd` (GatherND-13), :func:`scatter_nd` (ScatterND-18).
+:func:`gather_nd` (GatherND-13), :func:`scatter_nd` (ScatterND-18),
+:func:`gather_elements` (GatherElements-13), :func:`scatter_elements` (ScatterElements-18),
+:func:`tensor_scatter` (TensorScatter-24).
 Version-exact evaluation: :func:`run_node`; shape inference: :func:`infer_shape` (one node)
 and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_limit`.
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
@@ -12,6 +14,7 @@ from ._dispatch import infer_shape, run_node
 from ._kernels import gather, gather_nd, scatter_nd
 from ._memory import memory_limit, set_memory_limit
 from ._parallel import get_num_threads, set_num_threads
+from .kernels import gather_elements, scatter_elements, tensor_scatter
 from .errors import (
     DTypeError,
     GatherScatterError,
@@ -35,6 +38,7 @@ __all__ = [
     "ShapeError",
     "UnsupportedOpError",
     "gather",
+    "gather_elements",
     "gather_nd",
     "get_buffer_cache_size",
     "get_num_threads",
@@ -43,10 +47,12 @@ __all__ = [
     "memory_limit",
     "run_model",
     "run_node",
+    "scatter_elements",
     "scatter_nd",
     "set_buffer_cache_size",
     "set_memory_limit",
     "set_num_threads",
+    "tensor_scatter",
 ]
 
 

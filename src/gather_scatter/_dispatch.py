@@ -3,20 +3,50 @@ attributes against that version's table, then run the one kernel or shape rule."
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import _kernels, _memory, _shapes
-from ._versions import REGISTRY, OpVersion, Reduction, resolve
+from ._versions import REGISTRY, Mode, OpVersion, Reduction, resolve
 from .errors import InvalidAttributeError, ShapeError
+from .kernels.elements import run_gather_elements, run_scatter_elements
+from .kernels.tensor_scatter import run_tensor_scatter
 
-# op_type -> (kernel, shape rule, input names). The kernels and rules are the same for every
-# version; what differs is the OpVersion they are given.
+
+@dataclass(frozen=True)
+class _Op:
+    """How to run one operator: the same kernel and shape rule for every version (what
+    differs is the OpVersion they are given)."""
+
+    kernel: Callable[..., np.ndarray]
+    rule: Callable[..., _shapes.Shape]
+    inputs: tuple[str, ...]
+    optional: int = 0  # how many trailing inputs a node may leave out
+    dtype_order: tuple[int, int, int] | None = None  # input positions of (data, indices, updates)
+
+    def dtype_args(self, dtypes: Sequence[Any]) -> tuple[list, tuple[str, str, str]]:
+        """``dtypes`` (in input order) as output_dtype's (data, indices, updates), and those names."""
+        order = self.dtype_order or (0, 1, 2)
+        padded = list(dtypes) + [None] * (3 - len(dtypes))
+        names = tuple(self.inputs[i] if i < len(self.inputs) else "updates" for i in order)
+        return [padded[i] for i in order], names
+
+
 _OPS = {
-    "Gather": (_kernels.run_gather, _shapes.gather_shape, ("data", "indices")),
-    "GatherND": (_kernels.run_gather_nd, _shapes.gather_nd_shape, ("data", "indices")),
-    "ScatterND": (_kernels.run_scatter_nd, _shapes.scatter_nd_shape, ("data", "indices", "updates")),
+    "Gather": _Op(_kernels.run_gather, _shapes.gather_shape, ("data", "indices")),
+    "GatherND": _Op(_kernels.run_gather_nd, _shapes.gather_nd_shape, ("data", "indices")),
+    "ScatterND": _Op(_kernels.run_scatter_nd, _shapes.scatter_nd_shape, ("data", "indices", "updates")),
+    "GatherElements": _Op(run_gather_elements, _shapes.gather_elements_shape, ("data", "indices")),
+    "ScatterElements": _Op(
+        run_scatter_elements, _shapes.scatter_elements_shape, ("data", "indices", "updates")
+    ),
+    "Scatter": _Op(run_scatter_elements, _shapes.scatter_elements_shape, ("data", "indices", "updates")),
+    "TensorScatter": _Op(
+        run_tensor_scatter, _shapes.tensor_scatter_shape, ("past_cache", "update", "write_indices"),
+        optional=1, dtype_order=(0, 2, 1),
+    ),
 }
 
 
@@ -40,10 +70,13 @@ def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[st
     return values
 
 
-def _check_arity(spec: OpVersion, names: tuple[str, ...], count: int) -> None:
-    if count != len(names):
+def _check_arity(spec: OpVersion, op: _Op, count: int) -> None:
+    low, high = len(op.inputs) - op.optional, len(op.inputs)
+    if not low <= count <= high:
+        takes = f"{low} to {high}" if low != high else f"{high}"
+        optional = f", the last {op.optional} optional" if op.optional else ""
         raise ShapeError(
-            f"{spec.name}: takes {len(names)} inputs ({', '.join(names)}), got {count}",
+            f"{spec.name}: takes {takes} inputs ({', '.join(op.inputs)}{optional}), got {count}",
             op=spec.op_type, since_version=spec.since_version, value=count,
         )
 
@@ -60,12 +93,14 @@ def run_node(
 
     Parameters
     ----------
-    op_type : {'Gather', 'GatherND', 'ScatterND'}
+    op_type : {'Gather', 'GatherND', 'ScatterND', 'GatherElements', 'ScatterElements', 'Scatter', 'TensorScatter'}
     inputs : sequence of ndarray
-        ``[data, indices]`` or, for ScatterND, ``[data, indices, updates]``.
+        ``[data, indices]``; for the scatters ``[data, indices, updates]``; for TensorScatter
+        ``[past_cache, update]`` or ``[past_cache, update, write_indices]`` (a None
+        ``write_indices`` is absent, as an empty input name in a model).
     attrs : mapping, optional
-        The node's attributes (``axis``, ``batch_dims``, ``reduction``); only those the
-        resolved version has are accepted.
+        The node's attributes (``axis``, ``batch_dims``, ``reduction``, ``mode``); only those
+        the resolved version has are accepted.
     opset : int
         The model's opset for ``domain``; the version used is the newest whose
         ``since_version <= opset`` (GatherND at opset 12 -> GatherND-12).
@@ -80,7 +115,8 @@ def run_node(
     Raises
     ------
     UnsupportedOpError
-        Unknown op, domain, or an opset outside the known range.
+        Unknown op, domain, or an opset outside the known range (Scatter at opset >= 11,
+        where ScatterElements replaces it).
     InvalidAttributeError
         An attribute the version lacks (e.g. ``batch_dims`` on GatherND-11, ``reduction``
         before ScatterND-16) or a value it refuses (``'max'`` before ScatterND-18).
@@ -98,10 +134,10 @@ def run_node(
            [0, 1]])
     """
     spec = resolve(op_type, opset, domain)
-    kernel, _, names = _OPS[spec.op_type]
+    op = _OPS[spec.op_type]
     values = node_attributes(spec, attrs)
-    _check_arity(spec, names, len(inputs))
-    return kernel(spec, *inputs, **values)
+    _check_arity(spec, op, len(inputs))
+    return op.kernel(spec, *inputs, **values)
 
 
 def infer_shape(
@@ -168,17 +204,22 @@ def infer_shape(
     gather_scatter.errors.ShapeError: GatherND-13: indices.shape[-1] = 3 must be in [1, 2] (1 to rank(data) - batch_dims; data shape (2, 3), indices shape (4, 3))
     """
     spec = resolve(op_type, opset, domain)
-    _, rule, names = _OPS[spec.op_type]
+    op = _OPS[spec.op_type]
     values = node_attributes(spec, attrs)
-    _check_arity(spec, names, len(input_shapes))
-    dtypes = list(input_dtypes) if input_dtypes is not None else [None] * len(names)
-    _check_arity(spec, names, len(dtypes))
-    dtype = _shapes.output_dtype(spec, *dtypes)
+    _check_arity(spec, op, len(input_shapes))
+    dtypes = list(input_dtypes) if input_dtypes is not None else [None] * len(input_shapes)
+    _check_arity(spec, op, len(dtypes))
+    ordered, names = op.dtype_args(dtypes)
+    dtype = _shapes.output_dtype(spec, *ordered, names=names)
     reduction = values.pop("reduction", None)
-    shape = rule(spec, *input_shapes, **values)
+    mode = values.pop("mode", None)
+    shapes = list(input_shapes) + [_shapes.ABSENT] * (len(op.inputs) - len(input_shapes))
+    shape = op.rule(spec, *shapes, **values)
     _shapes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX)
     if reduction is not None:
         reduction = Reduction.parse(spec, reduction)
         if dtype is not None:
             _shapes.check_reduction_type(spec, reduction, dtype)
+    if mode is not None:
+        Mode.parse(spec, mode)
     return shape, (np.dtype(dtype) if dtype is not None else None)

@@ -182,6 +182,120 @@ def scatter_nd_shape(spec: OpVersion, data: Shape, indices: Shape, updates: Shap
     return data[:k] + _fill(data[k:], updates[lead:])
 
 
+def _same_rank(spec: OpVersion, data: Shape, other: Shape, name: str) -> None:
+    if data is not None and other is not None and len(data) != len(other):
+        raise ShapeError(
+            f"{spec.name}: {name} must have the rank of data ({len(data)}), got shape {fmt_shape(other)} "
+            f"(data shape {fmt_shape(data)})",
+            op=spec.op_type, since_version=spec.since_version, input=name, value=len(other),
+        )
+
+
+def _elements_rule(spec: OpVersion, data: Shape, indices: Shape, axis: Any) -> int | None:
+    """The GatherElements/ScatterElements/Scatter checks on ``data`` and ``indices``: equal
+    ranks >= 1, ``axis`` in range, ``indices.shape[d] <= data.shape[d]`` for every ``d != axis``.
+    Returns the normalized axis, or None when no rank is known."""
+    _need_rank(spec, "data", data)
+    _need_rank(spec, "indices", indices)
+    _same_rank(spec, data, indices, "indices")
+    known = data if data is not None else indices
+    if known is None:
+        _int_attr(spec, "axis", axis)
+        return None
+    ax = normalize_axis(spec, axis, len(known))
+    if data is not None and indices is not None:
+        for d, (n, s) in enumerate(zip(indices, data)):
+            if d != ax and _known(n) and _known(s) and n > s:
+                raise ShapeError(
+                    f"{spec.name}: indices.shape[{d}] = {n} exceeds data.shape[{d}] = {s} "
+                    f"(off the axis, indices may not be larger than data; axis = {ax}, "
+                    f"data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
+                    op=spec.op_type, since_version=spec.since_version, input="indices", position=(d,),
+                    value=n, valid_range=(0, s), axis=d,
+                )
+    return ax
+
+
+def gather_elements_shape(spec: OpVersion, data: Shape, indices: Shape, axis: Any = 0) -> Shape:
+    """GatherElements: the output has ``indices``' shape (rules in :func:`_elements_rule`)."""
+    data, indices = as_shape(spec, "data", data), as_shape(spec, "indices", indices)
+    _elements_rule(spec, data, indices, axis)
+    if indices is None:
+        return None if data is None else (None,) * len(data)
+    return indices
+
+
+def scatter_elements_shape(spec: OpVersion, data: Shape, indices: Shape, updates: Shape, axis: Any = 0) -> Shape:
+    """ScatterElements/Scatter: the output has ``data``'s shape; ``updates.shape == indices.shape``."""
+    data = as_shape(spec, "data", data)
+    indices = as_shape(spec, "indices", indices)
+    updates = as_shape(spec, "updates", updates)
+    _need_rank(spec, "updates", updates)
+    _elements_rule(spec, data, indices if indices is not None else updates, axis)
+    if indices is not None and updates is not None and (
+        len(indices) != len(updates) or any(_known(i) and _known(u) and i != u for i, u in zip(indices, updates))
+    ):
+        raise ShapeError(
+            f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices shape {fmt_shape(indices)}",
+            op=spec.op_type, since_version=spec.since_version, input="updates", value=updates,
+        )
+    return data
+
+
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+"""An optional input that the node leaves out (TensorScatter's ``write_indices``)."""
+
+
+def tensor_scatter_shape(
+    spec: OpVersion, past_cache: Shape, update: Shape, write_indices: Shape = ABSENT, axis: Any = -2
+) -> Shape:
+    """TensorScatter: the output has ``past_cache``'s shape ``(batch, ..., max_sequence_length, ...)``;
+    ``update`` equals it except on ``axis`` (never 0, the batch axis), where
+    ``sequence_length <= max_sequence_length``; ``write_indices``, unless :data:`ABSENT`, has shape
+    ``(batch,)``. Unknown output dims off the axis are filled from ``update``."""
+    past = as_shape(spec, "past_cache", past_cache)
+    update = as_shape(spec, "update", update)
+    _need_rank(spec, "past_cache", past, 2)
+    _need_rank(spec, "update", update, 2)
+    _same_rank(spec, past, update, "update")
+    known = past if past is not None else update
+    ax = None
+    if known is None:
+        _int_attr(spec, "axis", axis)
+    else:
+        ax = normalize_axis(spec, axis, len(known))
+        if ax == 0:
+            raise InvalidAttributeError(
+                f"{spec.name}: axis = {axis} is the batch axis 0; the sequence axis must be in "
+                f"[1, {len(known) - 1}] (or [{-len(known) + 1}, -1])",
+                op=spec.op_type, since_version=spec.since_version, input="axis", value=int(axis),
+                valid_range=(-len(known) + 1, len(known) - 1),
+            )
+        if past is not None and update is not None:
+            for d, (u, p) in enumerate(zip(update, past)):
+                if _known(u) and _known(p) and (u > p if d == ax else u != p):
+                    rule = ("sequence_length must be <= max_sequence_length" if d == ax
+                            else "off the sequence axis, update must have past_cache's dims")
+                    raise ShapeError(
+                        f"{spec.name}: update.shape[{d}] = {u} but past_cache.shape[{d}] = {p} ({rule}; "
+                        f"axis = {ax}, past_cache shape {fmt_shape(past)}, update shape {fmt_shape(update)})",
+                        op=spec.op_type, since_version=spec.since_version, input="update", position=(d,),
+                        value=u, valid_range=(0, p) if d == ax else (p, p), axis=d,
+                    )
+    write = None if write_indices is ABSENT else as_shape(spec, "write_indices", write_indices)
+    if write is not None:
+        batch = next((s[0] for s in (past, update) if s is not None and _known(s[0])), None)
+        if len(write) != 1 or (batch is not None and _known(write[0]) and write[0] != batch):
+            raise ShapeError(
+                f"{spec.name}: write_indices must have shape (batch,) = "
+                f"{fmt_shape((batch if batch is not None else 'batch',))}, got {fmt_shape(write)}",
+                op=spec.op_type, since_version=spec.since_version, input="write_indices", value=write,
+            )
+    if past is None or update is None:
+        return past
+    return tuple(p if p is not None or d == ax else u for d, (p, u) in enumerate(zip(past, update)))
+
+
 def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: Shape, indices: Shape) -> None:
     expected = lead + tail
     mismatch = len(updates) != len(expected) or any(
@@ -204,19 +318,23 @@ def _fill(dims: tuple, other: tuple) -> tuple:
     return tuple(o if d is None else d for d, o in zip(dims, other))
 
 
-def output_dtype(spec: OpVersion, data: Any, indices: Any, updates: Any = None) -> Any:
+def output_dtype(
+    spec: OpVersion, data: Any, indices: Any, updates: Any = None, *,
+    names: tuple[str, str, str] = ("data", "indices", "updates"),
+) -> Any:
     """Check each known dtype against ``spec``; the output has ``data``'s dtype.
 
-    ``updates`` must have data's element type. Unknown dtypes (None) are skipped.
+    ``updates`` must have data's element type. Unknown dtypes (None) are skipped. ``names``
+    are the three inputs' names in messages (TensorScatter: past_cache, write_indices, update).
     """
-    for input, dtype in (("data", data), ("indices", indices), ("updates", updates)):
+    for input, dtype in zip(names, (data, indices, updates)):
         if dtype is not None:
             spec.check_dtype(input, dtype)
     if data is not None and updates is not None and onnx_type_name(data) != onnx_type_name(updates):
         raise DTypeError(
-            f"{spec.name}: updates has type tensor({onnx_type_name(updates)}) but data has "
+            f"{spec.name}: {names[2]} has type tensor({onnx_type_name(updates)}) but {names[0]} has "
             f"tensor({onnx_type_name(data)}); they must match",
-            op=spec.op_type, since_version=spec.since_version, input="updates", value=onnx_type_name(updates),
+            op=spec.op_type, since_version=spec.since_version, input=names[2], value=onnx_type_name(updates),
         )
     return data
 

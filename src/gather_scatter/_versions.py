@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import DTypeError, InvalidAttributeError, UnsupportedOpError
 
-__all__ = ["LATEST_OPSET", "OpVersion", "REGISTRY", "Reduction", "onnx_type_name", "resolve"]
+__all__ = ["LATEST_OPSET", "Mode", "OpVersion", "REGISTRY", "Reduction", "onnx_type_name", "resolve"]
 
 # ONNX tensor element type name -> NumPy dtype. Strings are object arrays of str.
 ONNX_TYPES: Mapping[str, np.dtype] = MappingProxyType(
@@ -39,12 +39,25 @@ ONNX_TYPES: Mapping[str, np.dtype] = MappingProxyType(
         "string": np.dtype(object),
         "complex64": np.dtype(np.complex64),
         "complex128": np.dtype(np.complex128),
+        # TensorScatter-24's low-precision types (ml_dtypes stores 4-bit values one per byte).
+        "float8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+        "float8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
+        "float8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+        "float8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+        "float8e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+        "int4": np.dtype(ml_dtypes.int4),
+        "uint4": np.dtype(ml_dtypes.uint4),
+        "float4e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
     }
 )
 _NAME_OF = {dt: name for name, dt in ONNX_TYPES.items()}
 
-ALL_TYPES = frozenset(ONNX_TYPES)
+LOW_PRECISION_TYPES = frozenset(
+    {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0", "int4", "uint4", "float4e2m1"}
+)
+ALL_TYPES = frozenset(ONNX_TYPES) - LOW_PRECISION_TYPES  # the 16 of every op but TensorScatter
 TYPES_BEFORE_BFLOAT16 = ALL_TYPES - {"bfloat16"}
+TENSOR_SCATTER_TYPES = ALL_TYPES | LOW_PRECISION_TYPES
 INT32_INT64 = frozenset({"int32", "int64"})
 INT64 = frozenset({"int64"})
 
@@ -76,6 +89,9 @@ class OpVersion:
     attributes: Mapping[str, Any] = field(default_factory=dict)  # name -> default value
     reductions: tuple[str, ...] = ()
     domain: str = ""
+    modes: tuple[str, ...] = ()  # TensorScatter's accepted ``mode`` values
+    removed_in: int | None = None  # the first opset at which the operator no longer exists
+    replaced_by: str | None = None  # what a model uses there instead
 
     @property
     def name(self) -> str:
@@ -84,8 +100,9 @@ class OpVersion:
         return f"{prefix}{self.op_type}-{self.since_version}"
 
     def check_dtype(self, input: str, dtype: Any) -> None:
-        """Raise DTypeError unless ``dtype`` is allowed for ``input`` ('data', 'indices', 'updates')."""
-        allowed = self.index_types if input == "indices" else self.data_types
+        """Raise DTypeError unless ``dtype`` is allowed for ``input``: an index input
+        ('indices', 'write_indices') checks the index types, any other the data types."""
+        allowed = self.index_types if input in INDEX_INPUTS else self.data_types
         type_name = onnx_type_name(dtype)
         if type_name not in allowed:
             shown = f"tensor({type_name})" if type_name else f"NumPy dtype {np.dtype(dtype)}"
@@ -99,7 +116,10 @@ class OpVersion:
             )
 
 
-def _v(op_type, since_version, data_types, index_types, attributes=None, reductions=(), domain=""):
+INDEX_INPUTS = frozenset({"indices", "write_indices"})
+
+
+def _v(op_type, since_version, data_types, index_types, attributes=None, reductions=(), domain="", **more):
     return OpVersion(
         op_type,
         since_version,
@@ -108,7 +128,12 @@ def _v(op_type, since_version, data_types, index_types, attributes=None, reducti
         MappingProxyType(dict(attributes or {})),
         reductions,
         domain,
+        **more,
     )
+
+
+_NONE_ADD_MUL = ("none", "add", "mul")
+_ALL_REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
 _VERSIONS = (
@@ -121,8 +146,18 @@ _VERSIONS = (
     _v("GatherND", 1, TYPES_BEFORE_BFLOAT16, INT32_INT64, domain="com.microsoft"),
     _v("ScatterND", 11, TYPES_BEFORE_BFLOAT16, INT64, reductions=("none",)),
     _v("ScatterND", 13, ALL_TYPES, INT64, reductions=("none",)),
-    _v("ScatterND", 16, ALL_TYPES, INT64, {"reduction": "none"}, ("none", "add", "mul")),
-    _v("ScatterND", 18, ALL_TYPES, INT64, {"reduction": "none"}, ("none", "add", "mul", "max", "min")),
+    _v("ScatterND", 16, ALL_TYPES, INT64, {"reduction": "none"}, _NONE_ADD_MUL),
+    _v("ScatterND", 18, ALL_TYPES, INT64, {"reduction": "none"}, _ALL_REDUCTIONS),
+    _v("GatherElements", 11, TYPES_BEFORE_BFLOAT16, INT32_INT64, {"axis": 0}),
+    _v("GatherElements", 13, ALL_TYPES, INT32_INT64, {"axis": 0}),
+    _v("ScatterElements", 11, TYPES_BEFORE_BFLOAT16, INT32_INT64, {"axis": 0}, ("none",)),
+    _v("ScatterElements", 13, ALL_TYPES, INT32_INT64, {"axis": 0}, ("none",)),
+    _v("ScatterElements", 16, ALL_TYPES, INT32_INT64, {"axis": 0, "reduction": "none"}, _NONE_ADD_MUL),
+    _v("ScatterElements", 18, ALL_TYPES, INT32_INT64, {"axis": 0, "reduction": "none"}, _ALL_REDUCTIONS),
+    _v("Scatter", 9, TYPES_BEFORE_BFLOAT16, INT32_INT64, {"axis": 0}, ("none",),
+       removed_in=11, replaced_by="ScatterElements"),
+    _v("TensorScatter", 24, TENSOR_SCATTER_TYPES, INT64, {"axis": -2, "mode": "linear"},
+       modes=("linear", "circular")),
 )
 
 REGISTRY: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
@@ -133,6 +168,9 @@ REGISTRY: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
 GATHER = REGISTRY[("", "Gather", 13)]
 GATHER_ND = REGISTRY[("", "GatherND", 13)]
 SCATTER_ND = REGISTRY[("", "ScatterND", 18)]
+GATHER_ELEMENTS = REGISTRY[("", "GatherElements", 13)]
+SCATTER_ELEMENTS = REGISTRY[("", "ScatterElements", 18)]
+TENSOR_SCATTER = REGISTRY[("", "TensorScatter", 24)]
 
 
 def normalize_domain(domain: str) -> str:
@@ -191,11 +229,37 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpVersion:
             value=int(opset),
             valid_range=(candidates[0].since_version, latest),
         )
-    return usable[-1]
+    spec = usable[-1]
+    if spec.removed_in is not None and opset >= spec.removed_in:
+        raise UnsupportedOpError(
+            f"{op_type}: opset {opset} of domain {shown_domain} has no {op_type}: it was removed at "
+            f"opset {spec.removed_in} (its last version, {spec.name}, exists at opsets "
+            f"{spec.since_version}-{spec.removed_in - 1}); use {spec.replaced_by}, which replaces it",
+            op=op_type,
+            input="opset",
+            value=int(opset),
+            valid_range=(spec.since_version, spec.removed_in - 1),
+        )
+    return spec
+
+
+def _parse_choice(cls, spec: OpVersion, name: str, accepted: tuple[str, ...], value: Any):
+    """``value`` (str, bytes as onnx gives string attributes, or a member) as a member of
+    ``cls``; InvalidAttributeError listing ``accepted`` for anything else."""
+    if isinstance(value, bytes):
+        value = value.decode(errors="backslashreplace")
+    if isinstance(value, cls):
+        value = value.value
+    if value not in accepted:
+        raise InvalidAttributeError(
+            f"{spec.name}: {name} = {value!r} is not accepted (accepted: {', '.join(map(repr, accepted))})",
+            op=spec.op_type, since_version=spec.since_version, input=name, value=value,
+        )
+    return cls(value)
 
 
 class Reduction(str, Enum):
-    """ScatterND's ``reduction`` attribute, parsed strictly against the version's list."""
+    """The scatters' ``reduction`` attribute, parsed strictly against the version's list."""
 
     NONE = "none"
     ADD = "add"
@@ -205,14 +269,15 @@ class Reduction(str, Enum):
 
     @classmethod
     def parse(cls, spec: OpVersion, value: Any) -> "Reduction":
-        if isinstance(value, bytes):  # onnx string attributes arrive as bytes
-            value = value.decode(errors="backslashreplace")
-        if isinstance(value, cls):
-            value = value.value
-        if value not in spec.reductions:
-            raise InvalidAttributeError(
-                f"{spec.name}: reduction = {value!r} is not accepted "
-                f"(accepted: {', '.join(repr(r) for r in spec.reductions)})",
-                op=spec.op_type, since_version=spec.since_version, input="reduction", value=value,
-            )
-        return cls(value)
+        return _parse_choice(cls, spec, "reduction", spec.reductions, value)
+
+
+class Mode(str, Enum):
+    """TensorScatter's ``mode`` attribute, parsed strictly against the version's list."""
+
+    LINEAR = "linear"
+    CIRCULAR = "circular"
+
+    @classmethod
+    def parse(cls, spec: OpVersion, value: Any) -> "Mode":
+        return _parse_choice(cls, spec, "mode", spec.modes, value)

@@ -1,0 +1,40 @@
+"""Compiled loops for the element-wise family (GatherElements, ScatterElements, Scatter).
+
+Their work is one index per element, so NumPy's ``take_along_axis``/``ufunc.at`` spend
+most of their time building index tuples. These loops, compiled by numba (imported on first
+use, never by ``import gather_scatter``), read each index once, check it, and move one
+element: the spec's loop, fused. They release the GIL (``nogil``), so ``_parallel`` runs one
+call per chunk on its pool; numba's own threading is not used.
+
+Layout every loop shares: ``data``/``dst`` are the C-contiguous buffers of the data and the
+output, flattened; ``indices``/``src`` are C-contiguous with the index shape ``shape``
+(``indices.shape`` may be smaller than data's off the axis); ``strides`` are data's C strides
+in elements. A call handles the flat index positions ``[lo, hi)`` restricted to last-dim
+columns ``[jlo, jhi)``. A bad index stops a loop and returns its flat position (else -1), so
+the caller reports it with :func:`gather_scatter._validate.check_bounds`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+NONE, ADD, MUL, MAX, MIN = range(5)  # the scatter loop's reduction codes
+
+_module: Any = None  # the _loops module once imported, False when it cannot be
+_DISABLED = os.environ.get("GATHER_SCATTER_COMPILED", "1").strip() == "0"
+
+
+def loops() -> Any:
+    """The module of compiled loops (``_loops``), or None where numba is not installed (or
+    ``GATHER_SCATTER_COMPILED=0``): the callers then use their NumPy path."""
+    global _module
+    if _module is None:
+        try:
+            if _DISABLED:
+                raise ImportError("GATHER_SCATTER_COMPILED=0")
+            from . import _loops as module
+        except ImportError:
+            module = False
+        _module = module
+    return _module or None

@@ -1,0 +1,290 @@
+"""GatherElements, ScatterElements and Scatter: one index per element, along one axis.
+
+Each kernel runs: validate (shape rule, dtypes, index bounds) -> one compiled pass per chunk
+on the thread pool (``_compiled``: read an index, check it, move one element) where the
+dtype and layout allow, else NumPy (``take_along_axis``, fancy assignment, ``ufunc.at``).
+Nothing is written to a caller's array before every index is checked. Strings come back as
+object arrays of ``str``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from .. import _buffers, _parallel, _shapes
+from .._kernels import _copy_into, _last_of_duplicates, _strings_as_objects
+from .._validate import as_array, check_bounds, check_out, native_indices
+from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
+from . import _compiled
+
+_UFUNCS = {Reduction.ADD: np.add, Reduction.MUL: np.multiply, Reduction.MAX: np.maximum, Reduction.MIN: np.minimum}
+_OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.ADD, Reduction.MUL: _compiled.MUL,
+        Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
+# bool as uint8 0/1: or is max, and is min (the spec README's bool reductions).
+_BOOL_OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.MAX, Reduction.MUL: _compiled.MIN,
+             Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
+
+
+def _result_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(object) if dtype.kind in "US" else dtype
+
+
+def _c_strides(shape: tuple[int, ...]) -> np.ndarray:
+    """C strides in elements (from the shape: size-1 dims may carry any stride in NumPy)."""
+    strides = np.ones(len(shape), dtype=np.int64)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The flat buffer as unsigned ints of the item size: a copy moves bits, whatever the type."""
+    return array.reshape(-1).view(f"u{array.dtype.itemsize}")
+
+
+def _copyable(array: np.ndarray) -> bool:
+    return array.flags.c_contiguous and not array.dtype.hasobject and array.dtype.itemsize in (1, 2, 4, 8)
+
+
+def _window(array: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """``array`` cut to ``shape`` on every axis but ``axis`` (a view)."""
+    return array[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(shape))]
+
+
+def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
+    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices)
+    _shapes.output_dtype(spec, data.dtype, indices.dtype)
+    out_shape = _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
+    ax = _shapes.normalize_axis(spec, axis, data.ndim)
+    indices, size = native_indices(indices), data.shape[ax]
+    dtype = _result_dtype(data.dtype)
+    if out is None:
+        _shapes.check_output_bytes(spec, out_shape, dtype)
+    else:  # a caller's buffer: every index is checked before the first write
+        check_out(spec, out, out_shape, dtype, {"data": data, "indices": indices})
+        check_bounds(spec, indices, size, ax)
+    result = _buffers.empty(out_shape, dtype) if out is None else out
+    loops = _compiled.loops() if result.size else None
+    if loops is not None and _copyable(data) and result.flags.c_contiguous and dtype == data.dtype:
+        src, dst = _bits(data), _bits(result)
+        flat = np.ascontiguousarray(indices).reshape(-1)
+        shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(data.shape)
+        chunks = _parallel.ranges(flat.size, flat.size * (flat.itemsize + data.itemsize))
+        bad = _parallel.run(lambda lo, hi: loops.gather(src, flat, dst, shape, strides, ax, size, lo, hi), chunks)
+        if max(bad) >= 0:
+            check_bounds(spec, indices, size, ax)
+            raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
+        return result
+    check_bounds(spec, indices, size, ax)
+    if result.size:
+        result[...] = np.take_along_axis(_window(data, indices.shape, ax), indices, ax)
+    return result
+
+
+def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> np.ndarray:
+    data = as_array(spec, "data", data)
+    indices = as_array(spec, "indices", indices)
+    updates = as_array(spec, "updates", updates)
+    _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
+    _shapes.scatter_elements_shape(spec, data.shape, indices.shape, updates.shape, axis)
+    ax = _shapes.normalize_axis(spec, axis, data.ndim)
+    reduction = Reduction.parse(spec, reduction)
+    _shapes.check_reduction_type(spec, reduction, data.dtype)
+    indices = native_indices(indices)
+    dtype = _result_dtype(data.dtype)
+    if out is None:
+        _shapes.check_output_bytes(spec, data.shape, dtype)
+    else:
+        others = {"indices": indices, "updates": updates}
+        check_out(spec, out, data.shape, dtype, others if out is data else {"data": data, **others})
+    check_bounds(spec, indices, data.shape[ax], ax)  # every index checked: nothing written yet
+    if out is None:
+        output = _buffers.empty(data.shape, dtype)
+        _copy_into(output, _strings_as_objects(data))
+    elif out is not data:
+        output = out
+        _copy_into(output, data)
+    else:
+        output = data
+    if indices.size == 0:
+        return output
+    if not _scatter_compiled(output, indices, updates, ax, reduction):
+        _scatter_numpy(output, indices, updates, ax, reduction)
+    return output
+
+
+def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> bool:
+    """The compiled scatter, if the dtype and layout allow it; False leaves the work to NumPy."""
+    loops = _compiled.loops()
+    dtype = output.dtype
+    if loops is None or not _copyable(output) or not dtype.isnative:
+        return False
+    if reduction is Reduction.NONE:
+        dst, src, op = _bits(output), _bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE
+    elif dtype == np.bool_:
+        dst, src, op = output.reshape(-1).view(np.uint8), np.ascontiguousarray(updates).reshape(-1).view(np.uint8), _BOOL_OPS[reduction]
+    elif dtype.kind in "iuf" and dtype.itemsize >= 4 or dtype.kind in "iu":
+        # float16 (and ml_dtypes' bfloat16, kind 'V') round after every update as NumPy does: NumPy's path.
+        dst, src, op = output.reshape(-1), np.ascontiguousarray(updates, dtype=dtype).reshape(-1), _OPS[reduction]
+    else:
+        return False
+    flat = np.ascontiguousarray(indices).reshape(-1)
+    shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(output.shape)
+    size, r, last = output.shape[ax], indices.ndim, indices.shape[-1]
+    work = flat.size * (flat.itemsize + 2 * dtype.itemsize)
+    # Targets differ unless all coordinates off the axis agree: split along one of those.
+    if ax != 0:  # whole blocks of the first coordinate
+        block = flat.size // indices.shape[0]
+        chunks = [(lo * block, hi * block, 0, last) for lo, hi in _parallel.ranges(indices.shape[0], work)]
+    elif r > 1:  # columns of the last coordinate, every row
+        chunks = [(0, flat.size, lo, hi) for lo, hi in _parallel.ranges(last, work)]
+    else:
+        chunks = [(0, flat.size, 0, last)]
+    run = loops.scatter
+    _parallel.run(lambda i, _: run(dst, flat, src, shape, strides, ax, size, op, *chunks[i]), [(i, i + 1) for i in range(len(chunks))])
+    return True
+
+
+def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> None:
+    """The same scatter with NumPy, for any dtype and any writeable layout of ``output``."""
+    target = _window(output, indices.shape, ax)
+    grid = np.indices(indices.shape, sparse=True)
+    where = tuple(np.where(indices < 0, indices + target.shape[ax], indices) if d == ax else g for d, g in enumerate(grid))
+    offsets = np.ravel_multi_index(where, target.shape).reshape(-1)
+    values = _strings_as_objects(updates).reshape(-1)
+    if reduction is Reduction.NONE:  # last wins: keep each destination's last update only
+        winners = _last_of_duplicates(offsets, target.size)
+        if winners is not None:
+            offsets, values = offsets[winners], values[winners]
+        target[np.unravel_index(offsets, target.shape)] = values
+        return
+    with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
+        _UFUNCS[reduction].at(target, np.unravel_index(offsets, target.shape), values)
+
+
+def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np.ndarray:
+    """GatherElements-13: ``output[i...] = data[i... with the axis coordinate = indices[i...]]``.
+
+    The operator behind ``torch.gather`` and ``np.take_along_axis``.
+
+    Parameters
+    ----------
+    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
+        Any of the 16 ONNX tensor types (strings as object or str arrays, bfloat16 via ml_dtypes).
+    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
+        The rank of data; ``I_d <= D_d`` for every ``d != axis`` (smaller is allowed), ``I_axis``
+        free. Values in ``[-s, s-1]`` where ``s = D_axis``; negatives count from the end.
+    axis : int, default 0
+        In ``[-r, r-1]``.
+    out : ndarray, optional
+        Where to write the result: writeable, C-contiguous, of exactly ``indices.shape`` and the
+        result's dtype, sharing no memory with the inputs. Nothing is written unless every
+        index is valid.
+
+    Returns
+    -------
+    ndarray, shape ``indices.shape``, dtype of data (strings: object arrays of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        An index outside ``[-s, s-1]``: the first bad position, its value and the valid range.
+    ShapeError
+        Ranks that differ, rank 0, or ``I_d > D_d`` off the axis.
+    InvalidAttributeError
+        ``axis`` out of range; ``out`` read-only or overlapping an input.
+    DTypeError
+        A data or index type GatherElements-13 does not allow; ``out`` not an ndarray of the
+        result's dtype.
+
+    Notes
+    -----
+    Implements ONNX GatherElements-13 (https://onnx.ai/onnx/operators/onnx__GatherElements.html).
+    The spec's loop, for ``axis = 1`` of a 2-D tensor, ``output[i][j] = data[i][indices[i][j]]``;
+    in general::
+
+        for idx in np.ndindex(indices.shape):
+            position = list(idx); position[axis] = indices[idx]
+            output[idx] = data[tuple(position)]
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gather_elements(np.array([[1, 2], [3, 4]]), np.array([[0, 0], [1, 0]]), axis=1)
+    array([[1, 1],
+           [4, 3]])
+    >>> gather_elements(np.arange(100.0), np.array([99, -100]))
+    array([99.,  0.])
+    """
+    return run_gather_elements(GATHER_ELEMENTS, data, indices, axis, out=out)
+
+
+def scatter_elements(
+    data,
+    indices,
+    updates,
+    axis: int = 0,
+    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    *,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """ScatterElements-18: a copy of ``data`` with each update written (or reduced) at its
+    index along ``axis``.
+
+    The operator behind ``torch.Tensor.scatter``, ``scatter_add`` and ``scatter_reduce``.
+
+    Parameters
+    ----------
+    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
+        Any of the 16 ONNX tensor types. Never modified, unless ``out is data``.
+    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
+        The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
+    updates : ndarray, shape ``indices.shape``, dtype of data
+    axis : int, default 0
+        In ``[-r, r-1]``.
+    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
+        Duplicates apply in row-major order of ``indices`` (for 'none' the last wins). Bool:
+        add = or, mul = and, max = or, min = and. Strings: add concatenates, max/min compare
+        by code point, mul is a DTypeError. Complex max/min is a DTypeError. float16 and
+        bfloat16 round after every update. Numeric max/min are ``np.maximum``/``np.minimum``.
+    out : ndarray, optional
+        ``out=data`` updates ``data`` in place at a cost that follows the updates, not the size
+        of ``data``. Any other ``out`` (data's shape, the result's dtype, C-contiguous,
+        writeable) must not overlap an input; ``data`` is copied into it first.
+
+    Returns
+    -------
+    ndarray, shape and dtype of data (strings: object arrays of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError, ShapeError, InvalidAttributeError, DTypeError
+        As for :func:`gather_elements`, plus updates whose shape differs from indices', an
+        unknown reduction, and a reduction the type lacks. Every check runs before the first
+        write: on an error ``out`` (``data`` itself included) is unchanged.
+
+    Notes
+    -----
+    Implements ONNX ScatterElements-18 (https://onnx.ai/onnx/operators/onnx__ScatterElements.html),
+    whose loop, for ``axis = 0`` of a 2-D tensor, is
+    ``output[indices[i][j]][j] = f(output[indices[i][j]][j], updates[i][j])``; in general::
+
+        output = np.copy(data)
+        for idx in np.ndindex(indices.shape):
+            position = list(idx); position[axis] = indices[idx]
+            output[tuple(position)] = f(output[tuple(position)], updates[idx])
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scatter_elements(np.zeros((3, 3)), np.array([[1, 0, 2], [0, 2, 1]]),
+    ...                  np.array([[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]]))
+    array([[2. , 1.1, 0. ],
+           [1. , 0. , 2.2],
+           [0. , 2.1, 1.2]])
+    >>> scatter_elements(np.zeros(2), np.array([1, 1, 0]), np.array([1.0, 2.0, 3.0]), reduction="add")
+    array([3., 3.])
+    """
+    return run_scatter_elements(SCATTER_ELEMENTS, data, indices, updates, axis, reduction, out=out)

@@ -1,0 +1,177 @@
+"""TensorScatter: the KV-cache write of opset 24.
+
+The update is a block of ``sequence_length`` positions per (batch, head...) row of the cache;
+each row's positions start at ``write_indices[batch]`` (wrapping modulo
+``max_sequence_length`` in 'circular' mode). The kernel computes one flat row offset per
+(row, position) and copies whole ``R``-element slices (the dims after the sequence axis) with
+one fancy assignment per chunk on the thread pool. Elements are moved as raw bits, so every
+type — float8 and 4-bit included — is copied exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from .. import _buffers, _parallel, _shapes
+from .._kernels import _copy_into, _strings_as_objects
+from .._validate import as_array, check_out, native_indices
+from .._versions import TENSOR_SCATTER, Mode, OpVersion
+from ..errors import IndexOutOfBoundsError
+
+_NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
+
+
+def _check_write_indices(spec: OpVersion, write_indices: np.ndarray, length: int, capacity: int, mode: Mode, axis: int) -> None:
+    """IndexOutOfBoundsError at the first batch whose write index is negative or, in linear
+    mode, leaves no room for ``length`` positions below ``capacity``."""
+    high = capacity - length if mode is Mode.LINEAR else None
+    bad = write_indices < 0
+    if high is not None:
+        bad |= write_indices > high
+    if not bad.any():
+        return
+    b = int(np.argmax(bad))
+    value = int(write_indices[b])
+    if value < 0:
+        why = "write indices must be >= 0 in either mode"
+    else:
+        why = (f"linear mode needs write_indices[b] + sequence_length ({length}) <= max_sequence_length "
+               f"({capacity})")
+    valid = (0, high) if high is not None else (0, None)
+    shown = f"[0, {high}]" if high is not None else "[0, inf)"
+    raise IndexOutOfBoundsError(
+        f"{spec.name}: write_indices[{b}] = {value} is out of bounds for the sequence axis {axis} of size "
+        f"{capacity} (valid range {shown}: {why})",
+        op=spec.op_type, since_version=spec.since_version, input="write_indices", position=(b,), value=value,
+        valid_range=valid, axis=axis,
+    )
+
+
+def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
+                       out=None) -> np.ndarray:
+    past = as_array(spec, "past_cache", past_cache)
+    update = as_array(spec, "update", update)
+    absent = write_indices is None
+    write = None if absent else as_array(spec, "write_indices", write_indices)
+    _shapes.output_dtype(spec, past.dtype, None if absent else write.dtype, update.dtype, names=_NAMES)
+    _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _shapes.ABSENT if absent else write.shape, axis)
+    mode = Mode.parse(spec, mode)
+    ax = _shapes.normalize_axis(spec, axis, past.ndim)
+    batch, capacity, length = past.shape[0], past.shape[ax], update.shape[ax]
+    write = np.zeros(batch, dtype=np.int64) if absent else native_indices(write).astype(np.int64, copy=False)
+    dtype = np.dtype(object) if past.dtype.kind in "US" else past.dtype
+    if out is None:
+        _shapes.check_output_bytes(spec, past.shape, dtype)
+    else:
+        others = {"update": update} if absent else {"update": update, "write_indices": write}
+        check_out(spec, out, past.shape, dtype, others if out is past else {"past_cache": past, **others})
+    _check_write_indices(spec, write, length, capacity, mode, ax)  # nothing written yet
+    if out is None:
+        output = _buffers.empty(past.shape, dtype)
+        _copy_into(output, _strings_as_objects(past))
+    elif out is not past:
+        output = out
+        _copy_into(output, past)
+    else:
+        output = past
+    if update.size == 0:
+        return output
+    # Rows: (batch, dims between batch and axis); slices: the dims after the axis.
+    heads, inner = _shapes.size(past.shape[1:ax]), _shapes.size(past.shape[ax + 1 :])
+    positions = np.arange(length, dtype=np.int64) + write[:, None]  # (batch, length)
+    if mode is Mode.CIRCULAR:
+        positions %= capacity
+    rows = np.arange(batch * heads, dtype=np.int64).reshape(batch, heads, 1) * capacity
+    offsets = (rows + positions[:, None, :]).reshape(-1)  # (batch * heads * length,)
+    target = output.reshape(batch * heads * capacity, inner)
+    values = _strings_as_objects(update).reshape(offsets.size, inner)
+    if not target.dtype.hasobject:  # raw bits: one copy routine for every type
+        bits = f"u{target.itemsize}"
+        target, values = target.view(bits), np.ascontiguousarray(values).view(bits)
+    if target.dtype.hasobject or values.nbytes < 2 * _parallel.MIN_CHUNK_BYTES:
+        target[offsets] = values
+    else:
+        chunks = _parallel.ranges(offsets.size, values.nbytes)
+        _parallel.run(lambda lo, hi: target.__setitem__(offsets[lo:hi], values[lo:hi]), chunks)
+    return output
+
+
+def tensor_scatter(
+    past_cache,
+    update,
+    write_indices=None,
+    *,
+    axis: int = -2,
+    mode: Literal["linear", "circular"] = "linear",
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """TensorScatter-24: the cache with ``update`` written along the sequence ``axis`` at each
+    batch's write index.
+
+    Parameters
+    ----------
+    past_cache : ndarray, shape (batch, D_1, ..., max_sequence_length, ..., D_n), rank >= 2
+        Any of TensorScatter's 24 types: the 16 of the other ops plus float8 (e4m3fn,
+        e4m3fnuz, e5m2, e5m2fnuz, e8m0) and 4-bit (int4, uint4, float4e2m1) as ml_dtypes
+        arrays. Never modified, unless ``out is past_cache``.
+    update : ndarray, shape (batch, D_1, ..., sequence_length, ..., D_n), dtype of past_cache
+        ``sequence_length <= max_sequence_length``; every other dim equals past_cache's.
+    write_indices : ndarray of int64, shape (batch,), optional
+        Where each batch's update starts on the sequence axis; all zeros when absent. Every
+        value ``>= 0``; in 'linear' mode also ``write_indices[b] + sequence_length <= max_sequence_length``.
+    axis : int, default -2
+        The sequence axis, in ``[-r, r-1]`` and never the batch axis 0.
+    mode : {'linear', 'circular'}, default 'linear'
+        'circular' wraps positions modulo ``max_sequence_length`` (a ring buffer).
+    out : ndarray, optional
+        ``out=past_cache`` is the decode-step write in place: its cost follows ``update``, not
+        the cache. Any other ``out`` (past_cache's shape, the result's dtype, C-contiguous,
+        writeable) must not overlap an input; ``past_cache`` is copied into it first.
+
+    Returns
+    -------
+    ndarray, shape and dtype of past_cache (strings: object arrays of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        A negative write index, or in linear mode one that leaves no room for the update
+        (first bad batch, its value and the valid range).
+    ShapeError
+        Ranks that differ or below 2, dims that differ off the axis, ``sequence_length >
+        max_sequence_length``, ``write_indices`` not of shape (batch,).
+    InvalidAttributeError
+        ``axis`` out of range or 0, an unknown ``mode``; ``out`` read-only or overlapping an input.
+    DTypeError
+        A type TensorScatter-24 does not allow, update's type differing from the cache's,
+        ``write_indices`` not int64; ``out`` not an ndarray of the result's dtype.
+
+    Notes
+    -----
+    Implements ONNX TensorScatter-24 (https://onnx.ai/onnx/operators/onnx__TensorScatter.html),
+    whose loop is::
+
+        for prefix_idx in np.ndindex(past_cache.shape[:axis]):
+            batch_idx = prefix_idx[0]
+            for sequence_idx in range(sequence_length):
+                cache_sequence_idx = write_indices[batch_idx] + sequence_idx
+                if mode == "circular":
+                    cache_sequence_idx = cache_sequence_idx % max_sequence_length
+                present_cache[(*prefix_idx, cache_sequence_idx)] = update[(*prefix_idx, sequence_idx)]
+
+    Every check runs before the first write: on an error ``out`` is unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cache = np.zeros((2, 4, 1), dtype=np.float32)
+    >>> tensor_scatter(cache, np.ones((2, 1, 1), np.float32), np.array([3, 1]))[..., 0]
+    array([[0., 0., 0., 1.],
+           [0., 1., 0., 0.]], dtype=float32)
+    >>> tensor_scatter(cache, np.ones((2, 2, 1), np.float32), np.array([3, 0]), mode="circular")[..., 0]
+    array([[1., 0., 0., 1.],
+           [1., 1., 0., 0.]], dtype=float32)
+    """
+    return run_tensor_scatter(TENSOR_SCATTER, past_cache, update, write_indices, axis, mode, out=out)
