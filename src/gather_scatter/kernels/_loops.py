@@ -62,8 +62,7 @@ def gather(data, indices, dst, shape, strides, axis, size, lo, hi):
         end = min(last, j + hi - np.int64(e))
         for jj in range(j, end):
             v = np.int64(indices[e])
-            if v < 0:
-                v += size
+            v += (v >> 63) & size  # negatives count from the end, without a branch to mispredict
             if u64(v) >= usize:  # also catches what is still negative
                 return np.int64(e)
             dst[e] = data[base + u64(v) * step + u64(jj) * column]
@@ -90,8 +89,7 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
         for j in range(max(jlo, coords[r - 1]), min(jhi, last, hi - row)):
             e = u64(row + j)
             v = np.int64(indices[e])
-            if v < 0:
-                v += size
+            v += (v >> 63) & size
             t = base + u64(v) * step + u64(j) * column
             a = dst[t]
             b = src[e]
