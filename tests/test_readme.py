@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pathlib
 
-from gather_scatter._versions import ALL_TYPES, REGISTRY, TYPES_BEFORE_BFLOAT16
+from gather_scatter._versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16}
+DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16, "all 24": TENSOR_SCATTER_TYPES}
 
 
 def table_rows():
@@ -20,8 +20,9 @@ def table_rows():
 def attributes_cell(version):
     if not version.attributes:
         return "—"
+    choices = {"reduction": version.reductions, "mode": version.modes}  # string attributes list their values
     return ", ".join(
-        f"{name} ({default!r}: {', '.join(version.reductions)})" if name == "reduction" else f"{name} ({default})"
+        f"{name} ({default!r}: {', '.join(choices[name])})" if name in choices else f"{name} ({default})"
         for name, default in version.attributes.items()
     )
 
