@@ -17,6 +17,7 @@ the caller reports it with :func:`gather_scatter._validate.check_bounds`.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 NONE, ADD, MUL, MAX, MIN = range(5)  # the scatter loop's reduction codes
@@ -30,11 +31,14 @@ def loops() -> Any:
     ``GATHER_SCATTER_COMPILED=0``): the callers then use their NumPy path."""
     global _module
     if _module is None:
-        try:
-            if _DISABLED:
-                raise ImportError("GATHER_SCATTER_COMPILED=0")
-            from . import _loops as module
-        except ImportError:
-            module = False
+        module: Any = False
+        if not _DISABLED:
+            try:
+                from . import _loops as module
+            except ImportError:  # numba is not installed here
+                pass
+            except Exception as exc:  # noqa: BLE001 - e.g. no writable cache directory: run, slower
+                warnings.warn(f"gather_scatter: numba's loops failed to load ({type(exc).__name__}: {exc}); "
+                              "the element-wise kernels run on NumPy instead", RuntimeWarning, stacklevel=2)
         _module = module
     return _module or None
