@@ -106,3 +106,13 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
         coords[r - 1] = 0
         row += last
         _next_row(coords, shape)
+
+
+@jit
+def copy_blocks(dst, src, dst_starts, src_starts, lengths, lo, hi):
+    """``dst[dst_starts[k]:+lengths[k]] = src[src_starts[k]:+lengths[k]]`` for k in ``[lo, hi)``:
+    contiguous runs (TensorScatter's per-row segments), copied without per-element indexing."""
+    for k in range(lo, hi):
+        d, s = u64(dst_starts[k]), u64(src_starts[k])
+        for i in range(u64(lengths[k])):
+            dst[d + i] = src[s + i]

@@ -15,7 +15,9 @@ from typing import Literal
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
+from . import _compiled
 from .._kernels import _copy_into, _strings_as_objects
+from .elements import _bits
 from .._validate import as_array, check_out, native_indices
 from .._versions import TENSOR_SCATTER, Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
@@ -76,26 +78,42 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
         _copy_into(output, past)
     else:
         output = past
-    if update.size == 0:
-        return output
-    # Rows: (batch, dims between batch and axis); slices: the dims after the axis.
-    heads, inner = _shapes.size(past.shape[1:ax]), _shapes.size(past.shape[ax + 1 :])
-    positions = np.arange(length, dtype=np.int64) + write[:, None]  # (batch, length)
-    if mode is Mode.CIRCULAR:
-        positions %= capacity
-    rows = np.arange(batch * heads, dtype=np.int64).reshape(batch, heads, 1) * capacity
-    offsets = (rows + positions[:, None, :]).reshape(-1)  # (batch * heads * length,)
-    target = output.reshape(batch * heads * capacity, inner)
-    values = _strings_as_objects(update).reshape(offsets.size, inner)
-    if not target.dtype.hasobject:  # raw bits: one copy routine for every type
-        bits = f"u{target.itemsize}"
-        target, values = target.view(bits), np.ascontiguousarray(values).view(bits)
-    if target.dtype.hasobject or values.nbytes < 2 * _parallel.MIN_CHUNK_BYTES:
-        target[offsets] = values
-    else:
-        chunks = _parallel.ranges(offsets.size, values.nbytes)
-        _parallel.run(lambda lo, hi: target.__setitem__(offsets[lo:hi], values[lo:hi]), chunks)
+    if update.size:
+        _write_rows(output, update, write, ax, mode)
     return output
+
+
+def _write_rows(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode) -> None:
+    """Write ``update`` into ``output`` (checked; C-contiguous unless the NumPy path runs).
+
+    Rows are (batch, the dims between batch and the axis); each row's update is one run of
+    ``length * inner`` elements in the cache, or two where a circular write wraps around.
+    """
+    batch, capacity, length = output.shape[0], output.shape[ax], update.shape[ax]
+    heads, inner = _shapes.size(output.shape[1:ax]), _shapes.size(output.shape[ax + 1 :])
+    start = write % capacity if mode is Mode.CIRCULAR else write  # (batch,)
+    loops = _compiled.loops()
+    if loops is not None and output.flags.c_contiguous and output.dtype.itemsize in (1, 2, 4, 8) \
+            and not output.dtype.hasobject:
+        # Two runs per row: [start, start + first) of the cache, then [0, length - first).
+        first = np.minimum(length, capacity - start)
+        cache_at = np.stack([start, np.zeros_like(start)], axis=-1)[:, None, :]  # (batch, 1, 2)
+        update_at = np.stack([np.zeros_like(first), first], axis=-1)[:, None, :]
+        runs = np.stack([first, length - first], axis=-1)[:, None, :] * inner
+        row = np.arange(batch * heads, dtype=np.int64).reshape(batch, heads, 1)
+        dst = ((row * capacity + cache_at) * inner).reshape(-1)
+        src = ((row * length + update_at) * inner).reshape(-1)
+        runs = np.broadcast_to(runs, (batch, heads, 2)).reshape(-1)
+        target, values = _bits(output), _bits(np.ascontiguousarray(update))
+        copy = loops.copy_blocks
+        chunks = _parallel.ranges(runs.size, 2 * values.nbytes)
+        _parallel.run(lambda lo, hi: copy(target, values, dst, src, runs, lo, hi), chunks)
+        return
+    # NumPy, for any layout and objects: the sequence axis next to batch, then one fancy
+    # assignment (positions are distinct within a batch: sequence_length <= capacity).
+    positions = (np.arange(length, dtype=np.int64) + start[:, None]) % capacity  # (batch, length)
+    view = np.moveaxis(output, ax, 1)
+    view[np.arange(batch)[:, None], positions] = np.moveaxis(_strings_as_objects(update), ax, 1)
 
 
 def tensor_scatter(
