@@ -9,6 +9,7 @@ modified. Version-specific refusals (attributes, types, opsets) are in ``test_ve
 from __future__ import annotations
 
 import copy
+import pickle
 import re
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from gather_scatter import (
     run_node,
     scatter_nd,
 )
+from gather_scatter import errors
 from gather_scatter._memory import set_memory_limit
 from gather_scatter._versions import LATEST_OPSET
 
@@ -399,3 +401,22 @@ def test_import_loads_no_optional_backend():
     code = "import gather_scatter, sys; assert 'torch' not in sys.modules and 'onnxruntime' not in sys.modules"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+_FIELDS = dict(op="Gather", since_version=13, input="indices", position=(1, 2), value=7, valid_range=(-5, 4), axis=1)
+
+
+@pytest.mark.parametrize("cls", [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Exception)
+                                 and c.__module__ == errors.__name__], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("how", ["in_node", "pickle", "copy", "deepcopy"])
+def test_every_error_class_survives_in_node_pickling_and_copying(cls, how):
+    # OutputTooLargeError (a MemoryError) used to fail all four: MemoryError.__new__ is "not safe".
+    err = cls("the message", **_FIELDS)
+    if how == "in_node":
+        got, message, node = err.in_node("read", "Gather"), "node 'read' (Gather): the message", "read"
+    else:
+        copier = {"pickle": lambda e: pickle.loads(pickle.dumps(e)), "copy": copy.copy, "deepcopy": copy.deepcopy}[how]
+        got, message, node = copier(err), "the message", None
+    assert type(got) is cls and got is not err
+    assert str(got) == message == got.message and got.args == (message,)
+    assert {k: getattr(got, k) for k in _FIELDS} == _FIELDS and got.node == node

@@ -68,8 +68,9 @@ def node_label(name: str) -> str:
 
 
 def _rebuild(cls, message, fields):
-    err = cls.__new__(cls)
-    Exception.__init__(err, message)
+    # Through the constructor: ``cls.__new__(cls)`` alone is refused for MemoryError's
+    # subclasses ("MemoryError.__new__(OutputTooLargeError) is not safe").
+    err = cls(message)
     err.__dict__.update(fields)
     return err
 
