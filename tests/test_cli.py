@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import subprocess
 import sys
 
 import numpy as np
+import onnx
+import onnx.helper as oh
 import pytest
 
 from gather_scatter import run_model
@@ -144,3 +147,46 @@ def test_malformed_input_argument_is_a_usage_error(capsys):
         main(["run", str(SPARSE), "--input", "dst"])
     assert info.value.code == 2
     assert "expected NAME=FILE.npy, got 'dst'" in capsys.readouterr().err
+
+
+def test_memory_limit_error_is_reported_naming_the_node():
+    # The OutputTooLargeError used to be lost inside run_model (in_node failed on a MemoryError
+    # subclass) and came out as onnx.reference's "TypeError: Issues with types".
+    result = subprocess.run([sys.executable, "-m", "gather_scatter.cli", "run"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "GATHER_SCATTER_MEMORY_LIMIT": "100"})
+    assert result.returncode == 2
+    assert_one_paragraph_error(result.stderr, "node 'node_ScatterND_20' (ScatterND): ScatterND-18: output of shape",
+                               "more than the memory limit of 100 bytes")
+
+
+def test_shapes_reports_an_output_past_int64_naming_the_node(tmp_path, capsys):
+    node = oh.make_node("Gather", ["d", "i"], ["y"], name="huge")
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("d", 1, [2**40, 2**30]),
+                                        oh.make_tensor_value_info("i", 7, [2**40])],
+                          [oh.make_tensor_value_info("y", 1, None)])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), tmp_path / "huge.onnx")
+    assert main(["shapes", str(tmp_path / "huge.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("gather-scatter shapes: error: node 'huge' (Gather): Gather-13: output of shape "
+                          "(1099511627776, 1073741824) and dtype float32 would take 4722366482869645213696 bytes")
+
+
+def test_output_without_npz_suffix_names_the_file_written(tmp_path, sparse_inputs, capsys):
+    np.savez(tmp_path / "in.npz", **sparse_inputs)
+    assert main(["run", str(SPARSE), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "result")]) == 0
+    assert f"outputs saved to {tmp_path / 'result.npz'}\n" in capsys.readouterr().out
+    assert (tmp_path / "result.npz").exists() and not (tmp_path / "result").exists()
+
+
+def test_input_given_an_npz_archive_says_it_is_not_a_npy_file(tmp_path, sparse_inputs, capsys):
+    np.savez(tmp_path / "archive.npz", dst=sparse_inputs["dst"])
+    assert main(["run", str(SPARSE), "--input", f"dst={tmp_path / 'archive.npz'}"]) == 2
+    assert_one_paragraph_error(capsys.readouterr().err, f"cannot read input 'dst' from '{tmp_path / 'archive.npz'}': "
+                               "it is an .npz archive (arrays: dst), not a .npy file")
+
+
+def test_inputs_given_a_npy_file_says_it_is_not_an_archive(tmp_path, capsys):
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    assert main(["run", str(SPARSE), "--inputs", str(tmp_path / "one.npy")]) == 2
+    assert_one_paragraph_error(capsys.readouterr().err, "cannot read inputs file", "not an .npz archive")

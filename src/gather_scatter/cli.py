@@ -53,11 +53,22 @@ def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise _UserError(f"cannot read inputs file {os.fspath(path)!r}: {exc}") from None
 
 
+_FAMILY = "Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter and TensorScatter"
+
+
 def _load_array(name: str, path: str) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
+        loaded = np.load(path, allow_pickle=False)
     except Exception as exc:  # noqa: BLE001
         raise _UserError(f"cannot read input {name!r} from {path!r}: {exc}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):  # np.load opens archives too: not one array
+        keys = ", ".join(loaded.files) or "none"
+        loaded.close()
+        raise _UserError(
+            f"cannot read input {name!r} from {path!r}: it is an .npz archive (arrays: {keys}), not a .npy file; "
+            "pass archives with --inputs FILE.npz, or save the one array with numpy.save"
+        )
+    return loaded
 
 
 def _load_model(path: str | os.PathLike):
@@ -107,20 +118,22 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  {name:<{width}}  {str(value.dtype):<8} {str(value.shape):<12} {_preview(value)}")
     print(f"wall time: {elapsed * 1e3:.1f} ms")
     if args.output:
+        # np.savez appends .npz to a name without it: say the path it really writes.
+        path = args.output if str(args.output).endswith(".npz") else f"{args.output}.npz"
         try:
-            np.savez(args.output, **outputs)
+            np.savez(path, **outputs)
         except OSError as exc:
-            raise _UserError(f"cannot write {args.output!r}: {exc}") from None
-        print(f"outputs saved to {args.output}")
+            raise _UserError(f"cannot write {path!r}: {exc}") from None
+        print(f"outputs saved to {path}")
     return 0
 
 
 def _add_run(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="evaluate an ONNX model with gather_scatter's Gather/GatherND/ScatterND",
-        description="Evaluate an ONNX model: gather_scatter's kernels for Gather, GatherND and "
-        "ScatterND, onnx.reference for every other operator. Without MODEL, runs the built-in "
+        help="evaluate an ONNX model with gather_scatter's indexing kernels",
+        description=f"Evaluate an ONNX model: gather_scatter's kernels for {_FAMILY}, "
+        "onnx.reference for every other operator. Without MODEL, runs the built-in "
         "decoder step with its stored inputs.",
     )
     parser.add_argument("model", nargs="?", metavar="MODEL", help="an .onnx file (default: the built-in model)")
@@ -144,16 +157,16 @@ def _shapes(args: argparse.Namespace) -> int:
         lines = list(node_shapes(infer_model_shapes(model)))
     except (GatherScatterError, onnx.shape_inference.InferenceError) as exc:
         raise _UserError(str(exc)) from None
-    print("\n".join(lines) if lines else f"{args.model}: no Gather, GatherND or ScatterND node")
+    print("\n".join(lines) if lines else f"{args.model}: no node of {_FAMILY}")
     return 0
 
 
 def _add_shapes(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "shapes",
-        help="infer the output shape and dtype of each Gather/GatherND/ScatterND node",
+        help="infer the output shape and dtype of each indexing node",
         description="Infer shapes over a whole ONNX model (onnx's inference for other nodes) and "
-        "print each Gather/GatherND/ScatterND node's output shape and dtype, or the error naming "
+        f"print the output shape and dtype of each {_FAMILY} node, or the error naming "
         "the node.",
     )
     parser.add_argument("model", metavar="MODEL", help="an .onnx file")
@@ -166,7 +179,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes)
 def _build_parser() -> argparse.ArgumentParser:
     """The ``gather-scatter`` argument parser, one subparser per entry in ``_SUBCOMMANDS``."""
     parser = argparse.ArgumentParser(
-        prog="gather-scatter", description="ONNX Gather, GatherND and ScatterND, every version."
+        prog="gather-scatter", description=f"ONNX's indexing operators ({_FAMILY}), every version."
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
