@@ -82,11 +82,12 @@ def set_num_threads(n: int) -> None:
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
+    """A pool of at least ``workers`` threads. Growing replaces the shared pool but never
+    shuts the old one down: a call on another thread may still be submitting to it. Once no
+    call holds it, it is collected and its idle threads exit."""
     global _pool, _pool_size
     with _lock:
         if _pool is None or _pool_size < workers:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
             _pool, _pool_size = ThreadPoolExecutor(workers, thread_name_prefix="gather_scatter"), workers
         return _pool
 
@@ -108,7 +109,8 @@ def run(fn: Callable[[int, int], T], chunks: Sequence[tuple[int, int]]) -> list[
     """
     if len(chunks) <= 1:
         return [fn(lo, hi) for lo, hi in chunks]
-    futures = [_executor(len(chunks) - 1).submit(fn, lo, hi) for lo, hi in chunks[1:]]
+    pool = _executor(len(chunks) - 1)  # one pool for the whole call, whatever other threads do
+    futures = [pool.submit(fn, lo, hi) for lo, hi in chunks[1:]]
     results: list = []
     errors: list = []
     for f in [None, *futures]:
