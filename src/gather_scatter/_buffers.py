@@ -16,6 +16,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ._settings import checked
+
 __all__ = ["empty", "get_buffer_cache_size", "set_buffer_cache_size"]
 
 _MIN_BYTES = 1 << 20  # smaller arrays come from malloc's own free lists: nothing to gain
@@ -102,11 +104,10 @@ def set_buffer_cache_size(nbytes: int) -> None:
     Raises
     ------
     ValueError
-        ``nbytes`` is not an int >= 0.
+        ``nbytes`` is not an integer (Python or NumPy, not bool) >= 0.
     """
     global _limit
-    if isinstance(nbytes, bool) or not hasattr(nbytes, "__index__") or int(nbytes) < 0:
-        raise ValueError(f"set_buffer_cache_size: nbytes must be an int >= 0, got {nbytes!r}")
+    nbytes = checked("set_buffer_cache_size", "nbytes", nbytes, 0)
     with _lock:
-        _limit = int(nbytes)
+        _limit = nbytes
         _evict()

@@ -1,13 +1,16 @@
 """The memory limit that kernels check an output's byte count against before allocating it.
 
 The limit is, first that wins: :func:`set_memory_limit`, the ``GATHER_SCATTER_MEMORY_LIMIT``
-environment variable (bytes), or the memory available now (``MemAvailable`` of
+environment variable (bytes, an int >= 0; any other value is ignored with a RuntimeWarning),
+or the memory available now (``MemAvailable`` of
 ``/proc/meminfo``, else ``sysconf`` free pages, else no limit below the int64 range).
 """
 
 from __future__ import annotations
 
 import os
+
+from ._settings import checked, from_env
 
 ENV_VAR = "GATHER_SCATTER_MEMORY_LIMIT"
 INT64_MAX = 2**63 - 1
@@ -34,7 +37,7 @@ def set_memory_limit(nbytes: int | None) -> int | None:
     Raises
     ------
     ValueError
-        ``nbytes`` is negative or not an int.
+        ``nbytes`` is not an integer (Python or NumPy, not bool) >= 0.
 
     Examples
     --------
@@ -50,8 +53,8 @@ def set_memory_limit(nbytes: int | None) -> int | None:
     1000
     """
     global _limit
-    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
-        raise ValueError(f"memory limit must be an int >= 0 or None, got {nbytes!r}")
+    if nbytes is not None:
+        nbytes = checked("set_memory_limit", "nbytes", nbytes, 0)
     previous, _limit = _limit, nbytes
     return previous
 
@@ -75,16 +78,7 @@ def exceeded(nbytes: int) -> int | None:
 def _configured() -> int | None:
     if _limit is not None:
         return _limit
-    text = os.environ.get(ENV_VAR)
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"{ENV_VAR} must be a number of bytes (an int >= 0), got {text!r}")
-    return value
+    return from_env(ENV_VAR, 0, "the memory available")
 
 
 def available_memory() -> int:

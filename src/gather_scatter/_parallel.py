@@ -13,6 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
+from ._settings import checked, from_env
+
 __all__ = ["get_num_threads", "ranges", "run", "set_num_threads"]
 
 T = TypeVar("T")
@@ -30,19 +32,8 @@ def _available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _from_env() -> int:
-    value = os.environ.get(ENV_VAR, "").strip()
-    if not value:
-        return _available_cores()
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"{ENV_VAR}={value!r} is not an integer") from None
-    return max(1, n)
-
-
 _lock = threading.Lock()
-_num_threads = _from_env()
+_num_threads = from_env(ENV_VAR, 1, "the cores this process may use") or _available_cores()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
@@ -54,7 +45,8 @@ def get_num_threads() -> int:
     -------
     int
         Set by :func:`set_num_threads`, else the environment variable
-        ``GATHER_SCATTER_NUM_THREADS`` read at import, else the cores this process may run on.
+        ``GATHER_SCATTER_NUM_THREADS`` read at import (an int >= 1; any other value is
+        ignored with a RuntimeWarning), else the cores this process may run on.
     """
     return _num_threads
 
@@ -73,12 +65,10 @@ def set_num_threads(n: int) -> None:
     Raises
     ------
     ValueError
-        ``n`` is not an int >= 1.
+        ``n`` is not an integer (Python or NumPy, not bool) >= 1.
     """
     global _num_threads
-    if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 1:
-        raise ValueError(f"set_num_threads: n must be an int >= 1, got {n!r}")
-    _num_threads = int(n)
+    _num_threads = checked("set_num_threads", "n", n, 1)
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
