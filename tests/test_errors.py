@@ -319,9 +319,14 @@ def test_run_node_only_errors():
     assert_error(info.value, ShapeError, re.escape("ScatterND-18: takes 3 inputs (data, indices, updates), got 2"),
                  dict(op="ScatterND", since_version=18, value=2))
     with pytest.raises(UnsupportedOpError) as info:
-        run_node("Scatter", [np.zeros(2), A([0]), np.ones(1)], opset=10)
-    assert_error(info.value, UnsupportedOpError, r"operator 'Scatter' of domain ai\.onnx is not supported .*",
-                 dict(op="Scatter", input="op_type", value="Scatter"))
+        run_node("Scatter", [np.zeros(2), A([0]), np.ones(1)], opset=11)
+    assert_error(info.value, UnsupportedOpError, r"Scatter: opset 11 of domain ai\.onnx has no Scatter: .*; use "
+                 "ScatterElements, which replaces it", dict(op="Scatter", input="opset", value=11))
+    with pytest.raises(ShapeError) as info:
+        run_node("TensorScatter", [np.zeros((1, 2))], opset=24)
+    assert_error(info.value, ShapeError, re.escape("TensorScatter-24: takes 2 to 3 inputs (past_cache, update, "
+                                                   "write_indices, the last 1 optional), got 1"),
+                 dict(op="TensorScatter", since_version=24, value=1))
 
 
 def test_every_error_class_is_a_gather_scatter_error_and_its_builtin():
