@@ -6,6 +6,11 @@ version gating (attributes, types) and our errors apply as they do for a single 
 An error raised by a node is re-raised as the same class with the same fields, its ``node``
 field set and its message starting with the node's name.
 
+``ReferenceEvaluator(model, new_ops=NEW_OPS)`` uses them in the main graph and in subgraphs
+(If, Loop, Scan), but onnx.reference builds a model-local function's evaluator without
+``new_ops``; :class:`Evaluator` passes them everywhere, functions included, and reads models
+that import the default domain as ``'ai.onnx'``.
+
 >>> import onnx.helper as oh
 >>> from onnx.reference import ReferenceEvaluator
 >>> node = oh.make_node("GatherND", ["data", "indices"], ["y"], name="read", batch_dims=1)
@@ -31,7 +36,19 @@ from ._dispatch import node_attributes, run_node
 from ._versions import resolve
 from .errors import DTypeError, GatherScatterError, ModelInputError, ShapeError
 
-__all__ = ["NEW_OPS", "Gather", "GatherND", "MicrosoftGatherND", "ScatterND", "run_model"]
+__all__ = [
+    "NEW_OPS",
+    "Evaluator",
+    "Gather",
+    "GatherElements",
+    "GatherND",
+    "MicrosoftGatherND",
+    "Scatter",
+    "ScatterElements",
+    "ScatterND",
+    "TensorScatter",
+    "run_model",
+]
 
 
 class _Node(OpRun):
@@ -57,6 +74,8 @@ class _Node(OpRun):
         return {name: getattr(self, name) for name in self.attributes_names_}
 
     def _run(self, *inputs, **attrs):
+        while inputs and inputs[-1] is None:  # trailing optional inputs the node leaves out
+            inputs = inputs[:-1]
         try:
             output = run_node(self.onnx_node.op_type, inputs, attrs, opset=self._opset, domain=self.op_domain)
         except GatherScatterError as exc:
@@ -85,6 +104,22 @@ class ScatterND(_Node):
     """ai.onnx ScatterND (11, 13, 16, 18)."""
 
 
+class GatherElements(_Node):
+    """ai.onnx GatherElements (11, 13)."""
+
+
+class ScatterElements(_Node):
+    """ai.onnx ScatterElements (11, 13, 16, 18)."""
+
+
+class Scatter(_Node):
+    """ai.onnx Scatter (9; a model at opset 11 or later is refused, naming ScatterElements)."""
+
+
+class TensorScatter(_Node):
+    """ai.onnx TensorScatter (24; ``write_indices`` optional)."""
+
+
 class MicrosoftGatherND(_Node):
     """com.microsoft GatherND (1)."""
 
@@ -95,7 +130,49 @@ class MicrosoftGatherND(_Node):
 MicrosoftGatherND.__name__ = "GatherND"
 
 #: The classes to pass as ``ReferenceEvaluator(model, new_ops=NEW_OPS)``.
-NEW_OPS: tuple[type[OpRun], ...] = (Gather, GatherND, ScatterND, MicrosoftGatherND)
+NEW_OPS: tuple[type[OpRun], ...] = (
+    Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter, MicrosoftGatherND
+)
+
+
+def _default_domain(proto: Any) -> Any:
+    """``proto`` (a model or function) with the default domain spelled ``''`` everywhere (a
+    copy when it said ``'ai.onnx'``): onnx.reference only knows ``''``."""
+    named = [o for o in proto.opset_import if o.domain == "ai.onnx"]
+    if not named:
+        return proto
+    proto = type(proto).FromString(proto.SerializeToString())
+    for o in proto.opset_import:
+        if o.domain == "ai.onnx":
+            o.domain = ""
+
+    def fix(nodes) -> None:
+        for node in nodes:
+            if node.domain == "ai.onnx":
+                node.domain = ""
+            for attr in node.attribute:
+                for graph in [attr.g, *attr.graphs]:
+                    fix(graph.node)
+
+    fix(proto.graph.node if isinstance(proto, onnx.ModelProto) else proto.node)
+    for function in getattr(proto, "functions", ()):
+        fix(function.node)
+        for o in function.opset_import:
+            if o.domain == "ai.onnx":
+                o.domain = ""
+    return proto
+
+
+class Evaluator(ReferenceEvaluator):
+    """``onnx.reference.ReferenceEvaluator`` with this library's kernels for every operator of
+    the family, everywhere: the main graph, subgraphs and model-local functions (whose
+    evaluators onnx.reference creates as ``self.__class__(function)``, without ``new_ops``).
+    Models may import the default domain as ``'ai.onnx'``."""
+
+    def __init__(self, proto: Any, *args: Any, new_ops: Any = None, **kwargs: Any) -> None:
+        if isinstance(proto, (onnx.ModelProto, onnx.FunctionProto)):
+            proto = _default_domain(proto)
+        super().__init__(proto, *args, new_ops=[*NEW_OPS, *(new_ops or ())], **kwargs)
 
 
 def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -119,13 +196,26 @@ def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str
             _check_type(name, value, tensor.elem_type)
         if tensor.HasField("shape"):
             _check_shape(name, value, [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim])
-        feeds[name] = value
+        feeds[name] = _as_feed(value)
     return feeds
+
+
+def _as_feed(value: np.ndarray) -> np.ndarray:
+    """A checked input as every operator expects it: native byte order, and strings as an
+    object array of str (so string outputs are object arrays whatever was fed)."""
+    if value.dtype.kind == "S":
+        return np.char.decode(value, "utf-8").astype(object)
+    if value.dtype.kind == "U":
+        return value.astype(object)
+    if not value.dtype.isnative:
+        return value.astype(value.dtype.newbyteorder("="))
+    return value
 
 
 def _check_type(name: str, value: np.ndarray, elem_type: int) -> None:
     want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-    if value.dtype == want or (want == object and value.dtype.kind in "OUS"):
+    native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
+    if native == want or (want == object and value.dtype.kind in "OUS"):  # any byte order
         return
     shown = onnx.TensorProto.DataType.Name(elem_type).lower()
     raise DTypeError(
@@ -157,16 +247,17 @@ def _check_shape(name: str, value: np.ndarray, dims: list[int | None]) -> None:
 
 
 def run_model(model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Evaluate an ONNX model: our kernels for Gather, GatherND and ScatterND, onnx.reference
-    for every other operator.
+    """Evaluate an ONNX model: our kernels for every operator of the family (Gather, GatherND,
+    ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; in the main graph,
+    subgraphs and model-local functions), onnx.reference for every other operator.
 
     Parameters
     ----------
     model : str, path-like or onnx.ModelProto
         The model, or the path of an ``.onnx`` file (external data is read beside it).
     inputs : mapping of str to array_like
-        One array per graph input, by name; each must have the declared element type, rank
-        and fixed dims.
+        One array per graph input, by name; each must have the declared element type (in any
+        byte order; strings as object, ``'U'`` or ``'S'`` arrays), rank and fixed dims.
 
     Returns
     -------
@@ -202,7 +293,7 @@ def run_model(model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, A
     gather_scatter.errors.IndexOutOfBoundsError: node 'write' (ScatterND): ScatterND-16: indices[1, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
     """
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(os.fspath(model))
+        model = onnx.load(os.fspath(model))  # external data: read relative to the file, not the cwd
     feeds = _check_inputs(model.graph, inputs)
-    session = ReferenceEvaluator(model, new_ops=list(NEW_OPS))
+    session = Evaluator(model)
     return dict(zip(session.output_names, session.run(None, feeds)))
