@@ -156,3 +156,50 @@ def test_package_import_leaves_onnx_for_first_use():
         "assert 'onnx' in sys.modules\n"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr == ""
+
+
+def _chain(n_pairs):
+    """ms GatherND -> Relu, ``n_pairs`` times: each Relu needs our rule's output first."""
+    nodes, prev = [], "data"
+    for i in range(n_pairs):
+        nodes += [oh.make_node("GatherND", [prev, "idx"], [f"g{i}"], name=f"g{i}", domain=MS),
+                  oh.make_node("Relu", [f"g{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    return _model(nodes, [_vi("data", TensorProto.FLOAT, ["N", 5]), _vi("idx", TensorProto.INT64, ["N", 1])],
+                  [_vi(prev, TensorProto.FLOAT, None)])
+
+
+def test_a_long_chain_is_inferred_in_one_pass(monkeypatch):
+    # 800 nodes took 25 s: a whole-model onnx pass per step of the chain. One pass now (~0.1 s).
+    passes = []
+    whole_model = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda m, *a, **k: passes.append(1) or whole_model(m, *a, **k))
+    shapes = _shapes(infer_model_shapes(_chain(400)))
+    assert len(passes) == 1
+    assert shapes["r399"] == (("N", 5), TensorProto.FLOAT)
+    assert shapes["g200"] == (("N", 5), TensorProto.FLOAT)
+
+
+def test_infer_model_shapes_takes_a_path(tmp_path):
+    onnx.save(_chain(2), tmp_path / "chain.onnx")
+    shapes = _shapes(infer_model_shapes(str(tmp_path / "chain.onnx")))
+    assert shapes["r1"] == (("N", 5), TensorProto.FLOAT)
+    assert _shapes(infer_model_shapes(tmp_path / "chain.onnx")) == shapes
+
+
+def test_family_nodes_get_our_rule():
+    nodes = [oh.make_node("GatherElements", ["data", "idx"], ["a"], name="ge", axis=1),
+             oh.make_node("ScatterElements", ["data", "idx2", "upd"], ["b"], name="se", reduction="max"),
+             oh.make_node("TensorScatter", ["cache", "step", ""], ["c"], name="ts"),
+             oh.make_node("Relu", ["a"], ["d"])]
+    model = _model(nodes, [_vi("data", TensorProto.FLOAT, ["N", 100]), _vi("idx", TensorProto.INT64, ["N", 7]),
+                           _vi("idx2", TensorProto.INT32, [2, 3]), _vi("upd", TensorProto.FLOAT, [2, 3]),
+                           _vi("cache", TensorProto.FLOAT16, ["B", 8, "M", 64]),
+                           _vi("step", TensorProto.FLOAT16, ["B", 8, 1, 64])],
+                   [_vi("d", TensorProto.FLOAT, None)], opset=24, ms=False)
+    shapes = _shapes(infer_model_shapes(model))
+    assert shapes["a"] == (("N", 7), TensorProto.FLOAT) and shapes["d"] == (("N", 7), TensorProto.FLOAT)
+    assert shapes["b"] == (("N", 100), TensorProto.FLOAT)
+    assert shapes["c"] == (("B", 8, "M", 64), TensorProto.FLOAT16)
+    assert [line.split(" ")[2] for line in node_shapes(infer_model_shapes(model))] == [
+        "(GatherElements-13):", "(ScatterElements-18):", "(TensorScatter-24):"]

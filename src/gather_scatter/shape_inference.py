@@ -17,6 +17,7 @@ node 'pick' (com.microsoft.GatherND-1): y ('Q', 4) float32
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterator
 
 import numpy as np
@@ -104,51 +105,45 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
     return shape, elem
 
 
-def _apply_rules(model: onnx.ModelProto, declared_types: dict[str, onnx.TypeProto]) -> bool:
-    """Write our nodes' outputs into value_info (or graph.output); True if anything changed.
-
-    ``declared_types`` are the types the model itself declared: a contradiction with them is
-    the model's error. What onnx inferred for our nodes is overwritten (our rule is exact).
-    """
-    graph, opsets = model.graph, _opsets(model)
-    outputs = {o.name: o for o in graph.output}
-    changed = False
-    for node in graph.node:  # ONNX keeps nodes in topological order
-        if not _ours(node) or not node.output or not node.output[0]:
-            continue
-        types = _known_types(graph)
-        name = node.output[0]
-        shape, elem = _infer_node(node, opsets, types)
-        declared = declared_types.get(name)
-        shape = _merge(node, name, shape, _shape(declared))
-        elem = elem or (declared.tensor_type.elem_type if declared is not None else 0)
-        if shape is None and not elem:
-            continue
-        info = helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None)
-        if types.get(name) == info.type:
-            continue
-        changed = True
-        target = outputs.get(name) or next((v for v in graph.value_info if v.name == name), None)
-        if target is None:
-            graph.value_info.append(info)
-        else:
-            target.type.CopyFrom(info.type)
-    return changed
+def _onnx_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> dict:
+    """onnx's inference for one node that is not ours, from the types known so far; {} where
+    onnx has no schema or cannot infer it alone (a function, a subgraph's outer names)."""
+    domain, opsets = normalize_domain(node.domain), _opsets(model)
+    if domain not in opsets or not onnx.defs.has(node.op_type, domain):
+        return {}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets[domain], domain)
+        known = {name: types[name] for name in node.input if name in types}
+        return onnx.shape_inference.infer_node_outputs(
+            schema, node, known, opset_imports=list(model.opset_import), ir_version=model.ir_version
+        )
+    except Exception:  # noqa: BLE001 - keep what the whole-model pass found
+        return {}
 
 
-def infer_model_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+def _informative(t: onnx.TypeProto) -> int:
+    """How much a tensor type says: elem type known, rank known, dims known."""
+    if not t.HasField("tensor_type"):
+        return 0
+    tt = t.tensor_type
+    dims = sum(d.HasField("dim_value") or bool(d.dim_param) for d in tt.shape.dim) if tt.HasField("shape") else -1
+    return (tt.elem_type != 0) + (tt.HasField("shape")) + dims
+
+
+def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
     """A copy of ``model`` with the shape and type of every value filled in where known.
 
-    Gather, GatherND and ScatterND nodes (ai.onnx, and com.microsoft GatherND, which onnx's
-    inference skips) get our rule (:func:`~gather_scatter.infer_shape`) at the model's opset;
-    all other nodes onnx's ``infer_shapes``. The two alternate until nothing changes, so
-    nodes downstream of a com.microsoft GatherND get shapes too. Only the main graph is
-    walked, not subgraphs of If/Loop/Scan.
+    Every node of the family (ai.onnx, and com.microsoft GatherND, which onnx's inference
+    skips) gets our rule (:func:`~gather_scatter.infer_shape`) at the model's opset; all other
+    nodes onnx's inference: once over the whole model, then node by node in one topological
+    pass, so values downstream of a node onnx skips get shapes too. Linear in the node count.
+    Only the main graph is walked, not subgraphs of If/Loop/Scan.
 
     Parameters
     ----------
-    model : onnx.ModelProto
-        Not modified.
+    model : onnx.ModelProto, str or path-like
+        The model or the path of an ``.onnx`` file (external data is not needed: only
+        shapes are read). Not modified.
 
     Returns
     -------
@@ -162,18 +157,45 @@ def infer_model_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         As :func:`~gather_scatter.infer_shape` raises them, the message starting with the
         node: ``node 'pick' (GatherND): GatherND-13: ...``; also ShapeError for an output
         the model declares with a shape that contradicts the rule.
+    OSError, google.protobuf.message.DecodeError
+        As raised by ``onnx.load`` for a path that cannot be read.
     """
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(os.fspath(model), load_external_data=False)
     opsets = _opsets(model)
     for node in model.graph.node:  # onnx's own error for this would not name the node
         if _ours(node):
             _opset(node, opsets)
     declared = _known_types(model.graph)
-    out = model
-    # Each round lets values flow one more step through a non-ours node between ours.
-    for _ in range(len(model.graph.node) + 1):
-        out = onnx.shape_inference.infer_shapes(out)  # returns a new model
-        if not _apply_rules(out, declared):
-            break
+    out = onnx.shape_inference.infer_shapes(model)  # returns a new model
+    graph = out.graph
+    types = _known_types(graph)
+    changed: dict[str, onnx.TypeProto] = {}
+    for node in graph.node:  # ONNX keeps nodes in topological order
+        if _ours(node):
+            if not node.output or not node.output[0]:
+                continue
+            name = node.output[0]
+            shape, elem = _infer_node(node, opsets, types)
+            shape = _merge(node, name, shape, _shape(declared.get(name)))
+            elem = elem or (declared[name].tensor_type.elem_type if name in declared else 0)
+            if shape is None and not elem:
+                continue
+            found = {name: helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None).type}
+        else:
+            found = _onnx_node(node, out, types)
+        for name, t in found.items():
+            if name and (_ours(node) or _informative(t) > _informative(types.get(name, onnx.TypeProto()))):
+                if types.get(name) != t:
+                    types[name] = changed[name] = t
+    outputs = {o.name: o for o in graph.output}
+    infos = {v.name: v for v in graph.value_info}
+    for name, t in changed.items():
+        target = outputs.get(name) or infos.get(name)
+        if target is None:
+            graph.value_info.append(helper.make_value_info(name, t))
+        else:
+            target.type.CopyFrom(t)
     return out
 
 
