@@ -202,3 +202,17 @@ def test_error_names_the_shapes():
         infer_shape("GatherND", [["B", 3, 4], [2, "K", 4]], opset=13, attrs={"batch_dims": 1})
     assert re.search(r"data shape \('B', 3, 4\), indices shape \(2, 'K', 4\)", str(e.value))
     assert (e.value.op, e.value.since_version, e.value.input, e.value.value) == ("GatherND", 13, "indices", 4)
+
+
+@pytest.mark.parametrize("shape", ["NT", b"NT", 5, 2.0], ids=repr)
+@pytest.mark.parametrize("position", [0, 1])
+def test_a_shape_that_is_not_a_sequence_is_a_shape_error(shape, position):
+    # "NT" used to be read as the two dims ('N', 'T'), and 5 raised a bare TypeError.
+    shapes = [[4, 3], [2]]
+    shapes[position] = shape
+    with pytest.raises(ShapeError) as info:
+        infer_shape("Gather", shapes, opset=13)
+    name = ("data", "indices")[position]
+    assert str(info.value) == (f"Gather-13: {name} shape must be a sequence of dims (or None for an unknown rank), "
+                               f"got {shape!r}")
+    assert (info.value.input, info.value.value) == (name, shape)

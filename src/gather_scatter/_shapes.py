@@ -41,6 +41,12 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
         return None
     if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
         return shape  # an ndarray's shape: the kernels' every call
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        # "NT" is not the shape ('N', 'T'), nor 5 the shape (5,): refuse rather than guess.
+        raise ShapeError(
+            f"{spec.name}: {input} shape must be a sequence of dims (or None for an unknown rank), got {shape!r}",
+            op=spec.op_type, since_version=spec.since_version, input=input, value=shape,
+        )
     dims = []
     for i, d in enumerate(shape):
         if d is None or isinstance(d, str):
