@@ -13,6 +13,9 @@ CASES = {
     "gather_nd_rows", "gather_nd_batch_dims1", "gather_nd_ms_int32", "scatter_nd_none_unique",
     "scatter_nd_add_dups", "scatter_nd_mul_dups", "scatter_nd_max_dups", "scatter_nd_kv_cache",
     "scatter_nd_kv_cache_inplace", "scatter_nd_add_float16", "scatter_nd_add_bfloat16",
+    "gather_elements_last_axis", "gather_elements_axis0", "scatter_elements_add_dups", "scatter_elements_max_dups",
+    "scatter_elements_none_distinct", "tensor_scatter_decode", "tensor_scatter_decode_inplace",
+    "tensor_scatter_prefill_circular",
 }
 
 
@@ -39,4 +42,6 @@ def test_quick_benchmark_writes_every_case(tmp_path):
         if "reference_error" not in r:
             assert r["reference_s"] > 0 and r["reference_repeats"] >= 1, name
     assert rows["scatter_nd_kv_cache_inplace"]["inplace_matches_copy"] is True
+    assert rows["tensor_scatter_decode_inplace"]["inplace_matches_copy"] is True
+    assert all(rows[name]["ort_correct"] for name in CASES if name.startswith(("gather_elements", "tensor_scatter")))
     assert "ours/ort" in proc.stdout

@@ -11,10 +11,9 @@ ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.refere
 
 from ._buffers import get_buffer_cache_size, set_buffer_cache_size
 from ._dispatch import infer_shape, run_node
-from ._kernels import gather, gather_nd, scatter_nd
 from ._memory import memory_limit, set_memory_limit
 from ._parallel import get_num_threads, set_num_threads
-from .kernels import gather_elements, scatter_elements, tensor_scatter
+from .kernels import gather, gather_elements, gather_nd, scatter_elements, scatter_nd, tensor_scatter
 from .errors import (
     DTypeError,
     GatherScatterError,

@@ -8,10 +8,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _kernels, _memory, _shapes
+from . import _memory, _shapes
 from ._versions import REGISTRY, Mode, OpVersion, Reduction, resolve
 from .errors import InvalidAttributeError, ShapeError
 from .kernels.elements import run_gather_elements, run_scatter_elements
+from .kernels.gather import run_gather
+from .kernels.gather_nd import run_gather_nd
+from .kernels.scatter_nd import run_scatter_nd
 from .kernels.tensor_scatter import run_tensor_scatter
 
 
@@ -35,9 +38,9 @@ class _Op:
 
 
 _OPS = {
-    "Gather": _Op(_kernels.run_gather, _shapes.gather_shape, ("data", "indices")),
-    "GatherND": _Op(_kernels.run_gather_nd, _shapes.gather_nd_shape, ("data", "indices")),
-    "ScatterND": _Op(_kernels.run_scatter_nd, _shapes.scatter_nd_shape, ("data", "indices", "updates")),
+    "Gather": _Op(run_gather, _shapes.gather_shape, ("data", "indices")),
+    "GatherND": _Op(run_gather_nd, _shapes.gather_nd_shape, ("data", "indices")),
+    "ScatterND": _Op(run_scatter_nd, _shapes.scatter_nd_shape, ("data", "indices", "updates")),
     "GatherElements": _Op(run_gather_elements, _shapes.gather_elements_shape, ("data", "indices")),
     "ScatterElements": _Op(
         run_scatter_elements, _shapes.scatter_elements_shape, ("data", "indices", "updates")

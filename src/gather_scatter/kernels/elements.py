@@ -14,21 +14,16 @@ from typing import Literal
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
-from .._kernels import _copy_into, _last_of_duplicates, _strings_as_objects
+from ._writes import UFUNCS, bits, copy_into, last_of_duplicates, result_dtype, strings_as_objects
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
 from . import _compiled
 
-_UFUNCS = {Reduction.ADD: np.add, Reduction.MUL: np.multiply, Reduction.MAX: np.maximum, Reduction.MIN: np.minimum}
 _OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.ADD, Reduction.MUL: _compiled.MUL,
         Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
 # bool as uint8 0/1: or is max, and is min (the spec README's bool reductions).
 _BOOL_OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.MAX, Reduction.MUL: _compiled.MIN,
              Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
-
-
-def _result_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(object) if dtype.kind in "US" else dtype
 
 
 def _c_strides(shape: tuple[int, ...]) -> np.ndarray:
@@ -37,11 +32,6 @@ def _c_strides(shape: tuple[int, ...]) -> np.ndarray:
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * shape[d + 1]
     return strides
-
-
-def _bits(array: np.ndarray) -> np.ndarray:
-    """The flat buffer as unsigned ints of the item size: a copy moves bits, whatever the type."""
-    return array.reshape(-1).view(f"u{array.dtype.itemsize}")
 
 
 def _copyable(array: np.ndarray) -> bool:
@@ -59,7 +49,7 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     out_shape = _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
     indices, size = native_indices(indices), data.shape[ax]
-    dtype = _result_dtype(data.dtype)
+    dtype = result_dtype(data.dtype)
     if out is None:
         _shapes.check_output_bytes(spec, out_shape, dtype)
     else:  # a caller's buffer: every index is checked before the first write
@@ -68,7 +58,7 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     result = _buffers.empty(out_shape, dtype) if out is None else out
     loops = _compiled.loops() if result.size else None
     if loops is not None and _copyable(data) and result.flags.c_contiguous and dtype == data.dtype:
-        src, dst = _bits(data), _bits(result)
+        src, dst = bits(data), bits(result)
         flat = np.ascontiguousarray(indices).reshape(-1)
         shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(data.shape)
         chunks = _parallel.ranges(flat.size, flat.size * (flat.itemsize + data.itemsize))
@@ -93,7 +83,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     reduction = Reduction.parse(spec, reduction)
     _shapes.check_reduction_type(spec, reduction, data.dtype)
     indices = native_indices(indices)
-    dtype = _result_dtype(data.dtype)
+    dtype = result_dtype(data.dtype)
     if out is None:
         _shapes.check_output_bytes(spec, data.shape, dtype)
     else:
@@ -102,10 +92,10 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     check_bounds(spec, indices, data.shape[ax], ax)  # every index checked: nothing written yet
     if out is None:
         output = _buffers.empty(data.shape, dtype)
-        _copy_into(output, _strings_as_objects(data))
+        copy_into(output, strings_as_objects(data))
     elif out is not data:
         output = out
-        _copy_into(output, data)
+        copy_into(output, data)
     else:
         output = data
     if indices.size == 0:
@@ -122,7 +112,7 @@ def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarr
     if loops is None or not _copyable(output) or not dtype.isnative:
         return False
     if reduction is Reduction.NONE:
-        dst, src, op = _bits(output), _bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE
+        dst, src, op = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE
     elif dtype == np.bool_:
         dst, src, op = output.reshape(-1).view(np.uint8), np.ascontiguousarray(updates).reshape(-1).view(np.uint8), _BOOL_OPS[reduction]
     elif dtype.kind in "iuf" and dtype.itemsize >= 4 or dtype.kind in "iu":
@@ -153,15 +143,15 @@ def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray,
     grid = np.indices(indices.shape, sparse=True)
     where = tuple(np.where(indices < 0, indices + target.shape[ax], indices) if d == ax else g for d, g in enumerate(grid))
     offsets = np.ravel_multi_index(where, target.shape).reshape(-1)
-    values = _strings_as_objects(updates).reshape(-1)
+    values = strings_as_objects(updates).reshape(-1)
     if reduction is Reduction.NONE:  # last wins: keep each destination's last update only
-        winners = _last_of_duplicates(offsets, target.size)
+        winners = last_of_duplicates(offsets, target.size)
         if winners is not None:
             offsets, values = offsets[winners], values[winners]
         target[np.unravel_index(offsets, target.shape)] = values
         return
     with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
-        _UFUNCS[reduction].at(target, np.unravel_index(offsets, target.shape), values)
+        UFUNCS[reduction].at(target, np.unravel_index(offsets, target.shape), values)
 
 
 def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np.ndarray:

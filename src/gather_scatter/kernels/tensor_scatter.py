@@ -16,8 +16,7 @@ import numpy as np
 
 from .. import _buffers, _parallel, _shapes
 from . import _compiled
-from .._kernels import _copy_into, _strings_as_objects
-from .elements import _bits
+from ._writes import bits, copy_into, result_dtype, strings_as_objects
 from .._validate import as_array, check_out, native_indices
 from .._versions import TENSOR_SCATTER, Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
@@ -63,7 +62,7 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
     ax = _shapes.normalize_axis(spec, axis, past.ndim)
     batch, capacity, length = past.shape[0], past.shape[ax], update.shape[ax]
     write = np.zeros(batch, dtype=np.int64) if absent else native_indices(write).astype(np.int64, copy=False)
-    dtype = np.dtype(object) if past.dtype.kind in "US" else past.dtype
+    dtype = result_dtype(past.dtype)
     if out is None:
         _shapes.check_output_bytes(spec, past.shape, dtype)
     else:
@@ -72,10 +71,10 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
     _check_write_indices(spec, write, length, capacity, mode, ax)  # nothing written yet
     if out is None:
         output = _buffers.empty(past.shape, dtype)
-        _copy_into(output, _strings_as_objects(past))
+        copy_into(output, strings_as_objects(past))
     elif out is not past:
         output = out
-        _copy_into(output, past)
+        copy_into(output, past)
     else:
         output = past
     if update.size:
@@ -104,7 +103,7 @@ def _write_rows(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: i
         dst = ((row * capacity + cache_at) * inner).reshape(-1)
         src = ((row * length + update_at) * inner).reshape(-1)
         runs = np.broadcast_to(runs, (batch, heads, 2)).reshape(-1)
-        target, values = _bits(output), _bits(np.ascontiguousarray(update))
+        target, values = bits(output), bits(np.ascontiguousarray(update))
         copy = loops.copy_blocks
         chunks = _parallel.ranges(runs.size, 2 * values.nbytes)
         _parallel.run(lambda lo, hi: copy(target, values, dst, src, runs, lo, hi), chunks)
@@ -113,7 +112,7 @@ def _write_rows(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: i
     # assignment (positions are distinct within a batch: sequence_length <= capacity).
     positions = (np.arange(length, dtype=np.int64) + start[:, None]) % capacity  # (batch, length)
     view = np.moveaxis(output, ax, 1)
-    view[np.arange(batch)[:, None], positions] = np.moveaxis(_strings_as_objects(update), ax, 1)
+    view[np.arange(batch)[:, None], positions] = np.moveaxis(strings_as_objects(update), ax, 1)
 
 
 def tensor_scatter(

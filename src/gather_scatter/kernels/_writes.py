@@ -1,0 +1,92 @@
+"""Writing results: copies on the pool, last-wins assignment, reductions, and the dtype rules
+every kernel shares (strings as objects, raw bits for copies)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _parallel, _shapes
+from .._versions import Reduction
+
+__all__ = ["UFUNCS", "assign_last_wins", "bits", "copy_into", "last_of_duplicates", "result_dtype",
+           "strings_as_objects"]
+
+
+UFUNCS = {
+    Reduction.ADD: np.add,
+    Reduction.MUL: np.multiply,
+    Reduction.MAX: np.maximum,
+    Reduction.MIN: np.minimum,
+}
+
+
+def strings_as_objects(array: np.ndarray) -> np.ndarray:
+    # Fixed-width str/bytes arrays would truncate scattered or concatenated strings.
+    return array.astype(object) if array.dtype.kind in "US" else array
+
+
+def result_dtype(dtype: np.dtype) -> np.dtype:
+    """The result's dtype for data of ``dtype``: strings of any kind become object arrays of str."""
+    return np.dtype(object) if dtype.kind in "US" else dtype
+
+
+def bits(array: np.ndarray) -> np.ndarray:
+    """The flat C-contiguous buffer as unsigned ints of its item size (1, 2, 4 or 8 bytes): a
+    copy moves bits, whatever the type."""
+    return array.reshape(-1).view(f"u{array.dtype.itemsize}")
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` (same shape, dst C-contiguous), split across the pool."""
+    if dst.dtype.hasobject or dst.nbytes < 2 * _parallel.MIN_CHUNK_BYTES or not src.flags.c_contiguous:
+        np.copyto(dst, src)
+        return
+    flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)
+    chunks = _parallel.ranges(flat_dst.size, dst.nbytes)
+    _parallel.run(lambda lo, hi: np.copyto(flat_dst[lo:hi], flat_src[lo:hi]), chunks)
+
+
+def assign_last_wins(target: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
+    """``target[offsets[i]] = values[i]`` in order of ``i``; with duplicates the last one wins.
+
+    NumPy does not promise an order for repeated fancy-index assignment, so duplicates are
+    first reduced to their last update; then every destination is written once, and threads
+    can write disjoint ranges of the (now unique) updates.
+    """
+    winners = last_of_duplicates(offsets, target.shape[0])
+    if winners is not None:
+        offsets, values = offsets[winners], values[winners]
+    if target.dtype.hasobject or values.nbytes < _parallel.MIN_CHUNK_BYTES:
+        target[offsets] = values
+        return
+    row_bytes = target.itemsize * _shapes.size(target.shape[1:])
+    chunks = _parallel.ranges(offsets.size, offsets.size * (8 + 2 * row_bytes))
+    _parallel.run(lambda lo, hi: target.__setitem__(offsets[lo:hi], values[lo:hi]), chunks)
+
+
+def last_of_duplicates(offsets: np.ndarray, n_slices: int) -> np.ndarray | None:
+    """None if ``offsets`` are unique, else the positions whose update is the last to its
+    destination (ascending). The cost follows the updates, never the data: a byte map of the
+    destinations only when it is no bigger than the offsets themselves, else a sort."""
+    n = offsets.size
+    if n < 2:
+        return None
+    if n_slices <= 8 * n:
+        seen = np.zeros(n_slices, dtype=np.uint8)
+        seen[offsets] = 1  # every write stores the same value: order does not matter
+        if np.count_nonzero(seen) == n:
+            return None
+        if n_slices <= 2 * n:  # last writer per destination: max of positions, order-free
+            position = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+            last = np.full(n_slices, -1, dtype=position.dtype)
+            np.maximum.at(last, offsets, position)
+            return np.flatnonzero(last[offsets] == position)
+    ordered = np.sort(offsets)
+    if (ordered[1:] != ordered[:-1]).all():
+        return None
+    order = np.argsort(offsets, kind="stable")
+    ordered = offsets[order]
+    last = np.empty(n, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
+    last[-1] = True
+    return np.sort(order[last])

@@ -1,0 +1,122 @@
+"""ScatterND (11, 13, 16, 18): a copy of data (or data itself) with updates written or reduced at
+index tuples, in row-major order of the indices."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from .. import _buffers, _shapes
+from .._validate import as_array, check_out, native_indices
+from .._versions import SCATTER_ND, OpVersion, Reduction
+from ._offsets import nd_offsets
+from ._writes import UFUNCS, assign_last_wins, copy_into, strings_as_objects
+
+
+def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> np.ndarray:
+    data = as_array(spec, "data", data)
+    indices = as_array(spec, "indices", indices)
+    updates = as_array(spec, "updates", updates)
+    _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
+    _shapes.scatter_nd_shape(spec, data.shape, indices.shape, updates.shape)
+    reduction = Reduction.parse(spec, reduction)
+    _shapes.check_reduction_type(spec, reduction, data.dtype)
+    k = indices.shape[-1]
+    indices = native_indices(indices)
+    # Fixed-width str/bytes would truncate scattered or concatenated strings: objects.
+    out_dtype = np.dtype(object) if data.dtype.kind in "US" else data.dtype
+    if out is None:
+        _shapes.check_output_bytes(spec, data.shape, data.dtype)
+    else:
+        others = {"indices": indices, "updates": updates}
+        check_out(spec, out, data.shape, out_dtype, others if out is data else {"data": data, **others})
+    dims = data.shape[:k]
+    offsets = nd_offsets(spec, indices, dims, 0, 1)  # every index checked: nothing written yet
+
+    if out is None:
+        output = _buffers.empty(data.shape, out_dtype)
+        copy_into(output, strings_as_objects(data))
+    elif out is not data:
+        output = out
+        copy_into(output, data)
+    else:
+        output = data
+    slice_shape = data.shape[k:]
+    n_slices = _shapes.size(dims)
+    if slice_shape and _shapes.size(slice_shape) != 1:
+        target = output.reshape((n_slices,) + slice_shape)
+        values = strings_as_objects(updates).reshape((offsets.size,) + slice_shape)
+    else:  # one element per update: the 1-D fast paths of put and ufunc.at
+        target = output.reshape(n_slices)
+        values = strings_as_objects(updates).reshape(offsets.size)
+    if reduction is Reduction.NONE:
+        assign_last_wins(target, offsets, values)
+    else:  # ufunc.at applies updates one by one in row-major order: the spec's loop, bit for bit
+        UFUNCS[reduction].at(target, offsets, values)
+    return output
+
+
+def scatter_nd(
+    data,
+    indices,
+    updates,
+    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    *,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """ScatterND-18: a copy of ``data`` with ``updates`` written (or reduced) at index tuples.
+
+    Parameters
+    ----------
+    data : ndarray, shape (D_0..D_{k-1}, R...), rank r >= 1
+        Any of the 16 ONNX tensor types. Never modified, unless ``out is data``.
+    indices : ndarray of int64, shape (I..., k), rank q >= 1, 0 <= k <= r
+        Component ``j`` lies in ``[-D_j, D_j - 1]`` (negatives as in GatherND).
+    updates : ndarray, shape ``indices.shape[:-1] + data.shape[k:]``, dtype of data
+    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
+        Bool: add = or, mul = and, max = or, min = and. Strings: add concatenates,
+        max/min compare by code point, mul is a DTypeError. Complex max/min is a DTypeError.
+        Numeric max/min are ``np.maximum``/``np.minimum``, as in the spec's loop: NaN
+        propagates, and a signed-zero tie resolves as NumPy does for the dtype.
+    out : ndarray, optional
+        Where to write the result. ``out=data`` updates ``data`` in place, at a cost that
+        follows the updates, not the size of ``data`` (a KV-cache write). Any other ``out``
+        (C-contiguous, writeable, data's shape and dtype, object for strings) must not
+        overlap ``data``, ``indices`` or ``updates``; ``data`` is copied into it first.
+
+    Returns
+    -------
+    ndarray, shape and dtype of data (strings as object arrays); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError, ShapeError, InvalidAttributeError, DTypeError
+        Every check runs before the first write, so on an error ``out`` (``data`` itself
+        included) is unchanged. ``out`` faults: DTypeError (not an ndarray, wrong dtype),
+        ShapeError (wrong shape, not C-contiguous), InvalidAttributeError (read-only, or
+        overlapping an input other than ``data`` itself).
+
+    Notes
+    -----
+    Implements ONNX ScatterND-16 and the max/min of ScatterND-18 (``ScatterND-11-13-16.rst``).
+    In place (``out=data``) is safe whenever no other thread reads or writes ``data`` during
+    the call and nothing else expects the old values: the result is the same as the copy's,
+    and an invalid call leaves ``data`` untouched. It is not safe when ``updates`` or
+    ``indices`` are views of ``data`` (refused with InvalidAttributeError).
+    Duplicates apply in row-major order of ``indices``, the result of the spec's loop, bit
+    for bit (float16/bfloat16 round after every update)::
+
+        output = np.copy(data)
+        for idx in np.ndindex(indices.shape[:-1]):
+            output[tuple(indices[idx])] = f(output[tuple(indices[idx])], updates[idx])
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scatter_nd(np.arange(1, 9), np.array([[4], [3], [1], [7]]), np.array([9, 10, 11, 12]))
+    array([ 1, 11,  3, 10,  9,  6,  7, 12])
+    >>> scatter_nd(np.zeros(2), np.array([[0], [0]]), np.array([1.0, 2.0]), reduction="add")
+    array([3., 0.])
+    """
+    return run_scatter_nd(SCATTER_ND, data, indices, updates, reduction, out=out)
