@@ -83,9 +83,9 @@ CASES = [
     Case("env-limit", lambda: gather(np.zeros(10), np.zeros(1000, np.int64)),
          (OutputTooLargeError, r"8000 bytes, more than the memory limit of 4096 bytes"),
          isolate=True, env={"GATHER_SCATTER_MEMORY_LIMIT": "4096"}),
+    # A bad variable is ignored with one warning (tests/test_config.py), never a failed call.
     Case("env-limit-garbage", lambda: gather(np.zeros(10), np.zeros(10**6, np.int64)),
-         (ValueError, r"GATHER_SCATTER_MEMORY_LIMIT must be a number of bytes .* got '4k'"),
-         isolate=True, env={"GATHER_SCATTER_MEMORY_LIMIT": "4k"}),
+         np.zeros(10**6), isolate=True, env={"GATHER_SCATTER_MEMORY_LIMIT": "4k"}),
     Case("set_memory_limit", _with_limit(1000, lambda: scatter_nd(np.zeros(200), I2, np.ones(2))),
          (OutputTooLargeError, r"ScatterND-18: output of shape \(200,\) and dtype float64 would take 1600 bytes, "
                                r"more than the memory limit of 1000 bytes")),
