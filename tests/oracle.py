@@ -5,7 +5,7 @@ Python loop over ``np.ndindex``, as the spec's reference code reads, so a vector
 mistake in the library cannot hide in the oracle too. Errors are plain builtins
 (IndexError / ValueError / TypeError); the tests map them to the library's classes.
 
-Rules taken from /work/shared/spec/README.md:
+Rules taken from the project's spec notes (shared/spec/README.md, beside the repository):
 
 * every index lies in ``[-s, s-1]`` (negatives count from the end), for every version;
 * ScatterND applies updates in row-major order of ``indices`` (for 'none' the last wins),

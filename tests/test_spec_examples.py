@@ -1,6 +1,6 @@
 """Every example printed in the specification texts, at every version whose text prints it.
 
-Sources (``/work/shared/spec``): ``Gather-1-11-13.rst.txt``, ``GatherND-11-12-13.rst.txt``,
+Sources (the operator texts in the project's shared/spec folder): ``Gather-1-11-13.rst.txt``, ``GatherND-11-12-13.rst.txt``,
 ``ScatterND-11-13-16.rst.txt`` and ``com.microsoft-GatherND-1.md.txt``. The examples are
 transcribed below as data; each expected output is the one the text prints, except where
 ``spec/README.md`` lists an erratum (noted on the row). Examples whose text computes the

@@ -188,10 +188,12 @@ def infer_shape(
 
     Notes
     -----
-    Shape rules as written in the specs (``/work/shared/spec``): Gather
+    Shape rules as written in the operator specs (https://onnx.ai/onnx/operators/): Gather
     ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``; GatherND
     ``indices.shape[:-1] + data.shape[b + k:]``; ScatterND ``data.shape`` with updates
-    ``indices.shape[:-1] + data.shape[k:]``. IndexOutOfBoundsError needs values, so never here.
+    ``indices.shape[:-1] + data.shape[k:]``; GatherElements ``indices.shape`` and the scatters
+    ``data.shape``, with ``indices.shape[d] <= data.shape[d]`` off the axis; TensorScatter
+    ``past_cache.shape``. IndexOutOfBoundsError needs values, so never here.
 
     Examples
     --------

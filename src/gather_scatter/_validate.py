@@ -8,6 +8,7 @@ in row-major order. Nothing here writes to a caller's array.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -16,17 +17,70 @@ from ._versions import OpVersion
 from .errors import DTypeError, IndexOutOfBoundsError, InvalidAttributeError, ShapeError
 
 
-def as_array(spec: OpVersion, input: str, value: Any) -> np.ndarray:
-    """``value`` as an ndarray (no copy when it already is one); DTypeError if NumPy can't make one."""
+def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.ndarray:
+    """``value`` as a plain ndarray, by one rule for every kernel and input.
+
+    - An ndarray is used as it is, without a copy; a subclass (``np.matrix``, ...) as a view of
+      its plain array; a masked array is refused (DTypeError): a kernel cannot honour a mask.
+    - A NumPy scalar keeps its dtype, which is then checked strictly like an array's.
+    - A list, tuple or Python scalar has no dtype of its own: with ``dtype`` (the one the op
+      needs: int64 for indices, data's for updates) it takes that dtype if every value fits
+      exactly, else DTypeError naming the first value that does not; without, NumPy's default.
+    """
     if isinstance(value, np.ndarray):
-        return value
-    try:
+        if type(value) is np.ndarray:
+            return value
+        _refuse_masked(spec, input, value)
+        return value.view(np.ndarray)
+    if isinstance(value, np.generic):
         return np.asarray(value)
+    try:
+        array = np.asarray(value)
     except (ValueError, TypeError) as exc:
         raise DTypeError(
             f"{spec.name}: {input} cannot be read as an array ({exc})",
             op=spec.op_type, since_version=spec.since_version, input=input,
         ) from None
+    if dtype is None or array.dtype == dtype:
+        return array
+    dtype = np.dtype(dtype)
+    numbers = array.dtype.kind in "iuf" and dtype.kind in "iufcV" or array.dtype.kind == dtype.kind == "c"
+    if not numbers:  # strings for numbers, bools for ints, ...: the type check names it
+        return array
+    return _exactly(spec, input, array, dtype)
+
+
+def _refuse_masked(spec: OpVersion, input: str, value: np.ndarray) -> None:
+    if isinstance(value, np.ma.MaskedArray):
+        raise DTypeError(
+            f"{spec.name}: {input} is a masked array, and masks are not supported (the kernels would "
+            f"ignore them); pass {input}.filled(fill_value) or {input}.data",
+            op=spec.op_type, since_version=spec.since_version, input=input, value="MaskedArray",
+        )
+
+
+def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` (from a list or Python scalar) converted to ``dtype``, or DTypeError at the
+    first value the conversion would change."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = array.astype(dtype)
+            same = converted.astype(array.dtype) == array
+        if array.dtype.kind in "fc":  # NaN converts to NaN
+            same |= np.isnan(array) & np.isnan(converted.astype(array.dtype))
+    except (ValueError, TypeError, OverflowError):
+        same = np.zeros(array.shape, dtype=bool)
+    if same.all():
+        return converted
+    position = tuple(int(i) for i in np.unravel_index(int(np.argmin(same)), array.shape))
+    value = array[position].item() if array.ndim else array.item()
+    where = f"[{', '.join(map(str, position))}]" if position else ""
+    raise DTypeError(
+        f"{spec.name}: {input}{where} = {value!r} does not fit exactly in {dtype}, the type {input} must have "
+        f"here (a list takes that type when every value fits; pass an array to choose another)",
+        op=spec.op_type, since_version=spec.since_version, input=input, position=position, value=value,
+    )
 
 
 def native_indices(indices: np.ndarray) -> np.ndarray:
@@ -120,32 +174,40 @@ def linear_offsets(rows: np.ndarray, dims: tuple[int, ...], check: bool = True) 
 
 
 def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype, inputs: dict) -> np.ndarray:
-    """``out`` if it can take the result in place: an ndarray of exactly ``shape`` and ``dtype``,
-    C-contiguous, writeable, and sharing no memory with the arrays in ``inputs`` (name -> array).
+    """``out`` as a plain ndarray view if it can take the result: an ndarray of exactly
+    ``shape`` and ``dtype``, writeable, no two elements sharing memory, and sharing none with
+    the arrays in ``inputs`` (name -> array). Any layout (strided views, Fortran order,
+    negative strides) is fine: kernels write through it.
 
-    Raises DTypeError (not an array, wrong dtype), ShapeError (wrong shape, not C-contiguous)
-    or InvalidAttributeError (read-only, overlapping an input).
+    Raises DTypeError (not an array, masked, wrong dtype), ShapeError (wrong shape) or
+    InvalidAttributeError (read-only, broadcast, overlapping an input).
     """
     facts = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if not isinstance(out, np.ndarray):
         raise DTypeError(f"{spec.name}: out must be a numpy.ndarray, got {type(out).__name__}", **facts)
+    _refuse_masked(spec, "out", out)
     if out.dtype != dtype:
-        raise DTypeError(f"{spec.name}: out has dtype {out.dtype} but the result has dtype {np.dtype(dtype)}",
+        why = ""
+        if dtype == object and out.dtype.kind in "US":
+            why = (" (string results are object arrays of str: a fixed-width string array would truncate "
+                   "them; pass an object array, e.g. out.astype(object))")
+        raise DTypeError(f"{spec.name}: out has dtype {out.dtype} but the result has dtype {np.dtype(dtype)}{why}",
                          value=str(out.dtype), **facts)
     if out.shape != tuple(shape):
         raise ShapeError(f"{spec.name}: out has shape {out.shape} but the result has shape {tuple(shape)}",
                          value=out.shape, **facts)
-    if not out.flags.c_contiguous:
-        raise ShapeError(f"{spec.name}: out must be C-contiguous (np.ascontiguousarray makes a copy that is)",
-                         **facts)
     if not out.flags.writeable:
         raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
+    if any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
+        raise InvalidAttributeError(
+            f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
+            "it cannot hold a result; pass an array of its own", **facts)
     for name, array in inputs.items():
         if _overlaps(out, array):
             raise InvalidAttributeError(
                 f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
                 "(pass a separate array)", **facts)
-    return out
+    return out if type(out) is np.ndarray else out.view(np.ndarray)
 
 
 def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:

@@ -21,8 +21,14 @@ UFUNCS = {
 
 
 def strings_as_objects(array: np.ndarray) -> np.ndarray:
-    # Fixed-width str/bytes arrays would truncate scattered or concatenated strings.
-    return array.astype(object) if array.dtype.kind in "US" else array
+    """Strings of any NumPy kind as an object array of ``str`` (ONNX's NumPy type for
+    tensor(string)); fixed-width ``U``/``S`` arrays would also truncate scattered or
+    concatenated strings. ``S`` bytes decode as UTF-8 (undecodable bytes as surrogates)."""
+    if array.dtype.kind == "U":
+        return array.astype(object)
+    if array.dtype.kind == "S":
+        return np.char.decode(array, "utf-8", "surrogateescape").astype(object)
+    return array
 
 
 def result_dtype(dtype: np.dtype) -> np.dtype:
@@ -37,8 +43,9 @@ def bits(array: np.ndarray) -> np.ndarray:
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` (same shape, dst C-contiguous), split across the pool."""
-    if dst.dtype.hasobject or dst.nbytes < 2 * _parallel.MIN_CHUNK_BYTES or not src.flags.c_contiguous:
+    """``dst[...] = src`` (same shape), split across the pool when both are C-contiguous."""
+    if (dst.dtype.hasobject or dst.nbytes < 2 * _parallel.MIN_CHUNK_BYTES or not src.flags.c_contiguous
+            or not dst.flags.c_contiguous):
         np.copyto(dst, src)
         return
     flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)

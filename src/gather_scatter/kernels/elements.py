@@ -44,20 +44,20 @@ def _window(array: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
 
 
 def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
-    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices)
+    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
-    indices, size = native_indices(indices), data.shape[ax]
-    dtype = result_dtype(data.dtype)
+    indices, size, data = native_indices(indices), data.shape[ax], strings_as_objects(data)
+    dtype = data.dtype
     if out is None:
         _shapes.check_output_bytes(spec, out_shape, dtype)
-    else:  # a caller's buffer: every index is checked before the first write
-        check_out(spec, out, out_shape, dtype, {"data": data, "indices": indices})
+        result = _buffers.empty(out_shape, dtype)
+    else:  # a caller's buffer (any layout): every index is checked before the first write
+        result = check_out(spec, out, out_shape, dtype, {"data": data, "indices": indices})
         check_bounds(spec, indices, size, ax)
-    result = _buffers.empty(out_shape, dtype) if out is None else out
     loops = _compiled.loops() if result.size else None
-    if loops is not None and _copyable(data) and result.flags.c_contiguous and dtype == data.dtype:
+    if loops is not None and _copyable(data) and result.flags.c_contiguous:
         src, dst = bits(data), bits(result)
         flat = np.ascontiguousarray(indices).reshape(-1)
         shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(data.shape)
@@ -66,17 +66,18 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
         if max(bad) >= 0:
             check_bounds(spec, indices, size, ax)
             raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
-        return result
+        return result if out is None else out
     check_bounds(spec, indices, size, ax)
     if result.size:
         result[...] = np.take_along_axis(_window(data, indices.shape, ax), indices, ax)
-    return result
+    return result if out is None else out
 
 
 def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> np.ndarray:
+    in_place = out is not None and out is data
     data = as_array(spec, "data", data)
-    indices = as_array(spec, "indices", indices)
-    updates = as_array(spec, "updates", updates)
+    indices = as_array(spec, "indices", indices, np.int64)
+    updates = as_array(spec, "updates", updates, data.dtype)
     _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
     _shapes.scatter_elements_shape(spec, data.shape, indices.shape, updates.shape, axis)
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
@@ -88,21 +89,18 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
         _shapes.check_output_bytes(spec, data.shape, dtype)
     else:
         others = {"indices": indices, "updates": updates}
-        check_out(spec, out, data.shape, dtype, others if out is data else {"data": data, **others})
+        target = check_out(spec, out, data.shape, dtype, others if in_place else {"data": data, **others})
     check_bounds(spec, indices, data.shape[ax], ax)  # every index checked: nothing written yet
     if out is None:
         output = _buffers.empty(data.shape, dtype)
         copy_into(output, strings_as_objects(data))
-    elif out is not data:
-        output = out
-        copy_into(output, data)
     else:
-        output = data
-    if indices.size == 0:
-        return output
-    if not _scatter_compiled(output, indices, updates, ax, reduction):
+        output = target
+        if not in_place:
+            copy_into(output, data)
+    if indices.size and not _scatter_compiled(output, indices, updates, ax, reduction):
         _scatter_numpy(output, indices, updates, ax, reduction)
-    return output
+    return output if out is None else out
 
 
 def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> bool:
@@ -169,7 +167,7 @@ def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = No
     axis : int, default 0
         In ``[-r, r-1]``.
     out : ndarray, optional
-        Where to write the result: writeable, C-contiguous, of exactly ``indices.shape`` and the
+        Where to write the result: writeable, any layout, of exactly ``indices.shape`` and the
         result's dtype, sharing no memory with the inputs. Nothing is written unless every
         index is valid.
 
@@ -241,7 +239,7 @@ def scatter_elements(
         bfloat16 round after every update. Numeric max/min are ``np.maximum``/``np.minimum``.
     out : ndarray, optional
         ``out=data`` updates ``data`` in place at a cost that follows the updates, not the size
-        of ``data``. Any other ``out`` (data's shape, the result's dtype, C-contiguous,
+        of ``data`` (any writeable view). Any other ``out`` (data's shape, the result's dtype,
         writeable) must not overlap an input; ``data`` is copied into it first.
 
     Returns

@@ -7,18 +7,23 @@ import numpy as np
 from .. import _buffers, _parallel, _shapes
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER, OpVersion
+from ._writes import strings_as_objects
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
-    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices)
+    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_shape(spec, data.shape, indices.shape, axis)
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
-    indices = native_indices(indices)
+    indices, data = native_indices(indices), strings_as_objects(data)
     if out is None:
         _shapes.check_output_bytes(spec, out_shape, data.dtype)
     else:
-        check_out(spec, out, out_shape, data.dtype, {"data": data, "indices": indices})
+        target = check_out(spec, out, out_shape, data.dtype, {"data": data, "indices": indices})
+        if not target.flags.c_contiguous:  # a strided view: compute (every check), then write through it
+            target[...] = run_gather(spec, data, indices, axis)
+            return out
+        out = target
     check_bounds(spec, indices, data.shape[ax], ax)
     if out is None and data.dtype.hasobject and data.flags.c_contiguous:
         # take's own new object array starts empty; np.empty's is filled with None first.
@@ -64,20 +69,21 @@ def gather(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np
     Parameters
     ----------
     data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        Any of the 16 ONNX tensor types (strings as object arrays, bfloat16 via ml_dtypes).
+        Any of the 16 ONNX tensor types (strings as object, ``U`` or ``S`` arrays; bfloat16 via
+        ml_dtypes).
     indices : ndarray of int32 or int64, any shape (Q...), rank 0 allowed
         Values in ``[-s, s-1]`` where ``s = data.shape[axis]``; negatives count from the end.
     axis : int, default 0
         In ``[-r, r-1]``.
     out : ndarray, optional
-        Where to write the result: C-contiguous, writeable, of exactly the output's shape and
-        dtype, sharing no memory with ``data`` or ``indices``. Nothing is written to it unless
-        every index is valid.
+        Where to write the result: writeable, any layout (a strided view is written through), of
+        exactly the output's shape and dtype, sharing no memory with ``data`` or ``indices``.
+        Nothing is written to it unless every index is valid.
 
     Returns
     -------
-    ndarray, shape ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``, dtype of data.
-        ``out`` when given.
+    ndarray, shape ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``, dtype of data
+        (strings: an object array of str). ``out`` when given.
 
     Raises
     ------
@@ -90,11 +96,12 @@ def gather(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np
     DTypeError
         A data or index type Gather-13 does not allow; ``out`` not an ndarray of data's dtype.
     ShapeError, InvalidAttributeError
-        ``out`` of the wrong shape or not C-contiguous; read-only or overlapping an input.
+        ``out`` of the wrong shape; read-only, broadcast or overlapping an input.
 
     Notes
     -----
-    Implements ONNX Gather-13 (``Gather-1-11-13.rst``; bounds as in Gather-11 for every version).
+    Implements ONNX Gather-13 (https://onnx.ai/onnx/operators/onnx__Gather.html; bounds as in
+    Gather-11 for every version).
     The reference is ``numpy.take(data, indices, axis)`` after the bounds check.
 
     Examples

@@ -9,20 +9,25 @@ from .. import _buffers, _shapes
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ND, OpVersion
 from ._offsets import TakeInto, nd_offsets, slices_shape
+from ._writes import strings_as_objects
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
-    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices)
+    data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)
     b, k = int(batch_dims), indices.shape[-1]
-    indices = native_indices(indices)
+    indices, data = native_indices(indices), strings_as_objects(data)
     dims = data.shape[b : b + k]
     rows = indices.reshape(slices_shape(indices.shape, indices.ndim - 1))
     if out is None:
         _shapes.check_output_bytes(spec, out_shape, data.dtype)
     else:  # a caller's buffer: every index is checked before the first write
-        check_out(spec, out, out_shape, data.dtype, {"data": data, "indices": indices})
+        target = check_out(spec, out, out_shape, data.dtype, {"data": data, "indices": indices})
+        if not target.flags.c_contiguous:  # a strided view: compute (every check), then write through it
+            target[...] = run_gather_nd(spec, data, indices, batch_dims)
+            return out
+        out = target
         check_bounds(spec, indices, dims, np.arange(b, b + k))
     result = _buffers.empty(out_shape, data.dtype) if out is None else out
     slice_size = _shapes.size(data.shape[b + k :])
@@ -52,7 +57,7 @@ def gather_nd(data, indices, batch_dims: int = 0, *, out: np.ndarray | None = No
     Parameters
     ----------
     data : ndarray, shape (B..., D_0..D_{k-1}, R...), rank r >= 1
-        Any of the 16 ONNX tensor types.
+        Any of the 16 ONNX tensor types (strings: the result is an object array of str).
     indices : ndarray of int64, shape (B..., I..., k), rank q >= 1, 1 <= k <= r - b
         Component ``j`` lies in ``[-D_j, D_j - 1]``.
     batch_dims : int, default 0
@@ -76,12 +81,12 @@ def gather_nd(data, indices, batch_dims: int = 0, *, out: np.ndarray | None = No
         A data type GatherND-13 does not allow, or indices that are not int64; ``out`` not an
         ndarray of data's dtype.
     ShapeError, InvalidAttributeError
-        ``out`` of the wrong shape or not C-contiguous; read-only or overlapping an input.
+        ``out`` of the wrong shape; read-only, broadcast or overlapping an input.
 
     Notes
     -----
-    Implements ONNX GatherND-13 (``GatherND-11-12-13.rst``); the output rank is the summary's
-    ``q + r - k - 1 - b``. The spec's reference loop::
+    Implements ONNX GatherND-13 (https://onnx.ai/onnx/operators/onnx__GatherND.html); the output
+    rank is the summary's ``q + r - k - 1 - b``. The spec's reference loop::
 
         for (bi..., ii...) in ndindex(indices.shape[:-1]):
             output[bi..., ii...] = data[bi..., *indices[bi..., ii...]]

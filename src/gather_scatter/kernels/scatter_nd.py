@@ -11,50 +11,68 @@ from .. import _buffers, _shapes
 from .._validate import as_array, check_out, native_indices
 from .._versions import SCATTER_ND, OpVersion, Reduction
 from ._offsets import nd_offsets
-from ._writes import UFUNCS, assign_last_wins, copy_into, strings_as_objects
+from ._writes import UFUNCS, assign_last_wins, copy_into, last_of_duplicates, result_dtype, strings_as_objects
 
 
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> np.ndarray:
+    in_place = out is not None and out is data
     data = as_array(spec, "data", data)
-    indices = as_array(spec, "indices", indices)
-    updates = as_array(spec, "updates", updates)
+    indices = as_array(spec, "indices", indices, np.int64)
+    updates = as_array(spec, "updates", updates, data.dtype)
     _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
     _shapes.scatter_nd_shape(spec, data.shape, indices.shape, updates.shape)
     reduction = Reduction.parse(spec, reduction)
     _shapes.check_reduction_type(spec, reduction, data.dtype)
     k = indices.shape[-1]
     indices = native_indices(indices)
-    # Fixed-width str/bytes would truncate scattered or concatenated strings: objects.
-    out_dtype = np.dtype(object) if data.dtype.kind in "US" else data.dtype
+    out_dtype = result_dtype(data.dtype)
     if out is None:
-        _shapes.check_output_bytes(spec, data.shape, data.dtype)
+        _shapes.check_output_bytes(spec, data.shape, out_dtype)
     else:
         others = {"indices": indices, "updates": updates}
-        check_out(spec, out, data.shape, out_dtype, others if out is data else {"data": data, **others})
+        target = check_out(spec, out, data.shape, out_dtype, others if in_place else {"data": data, **others})
     dims = data.shape[:k]
     offsets = nd_offsets(spec, indices, dims, 0, 1)  # every index checked: nothing written yet
 
     if out is None:
         output = _buffers.empty(data.shape, out_dtype)
         copy_into(output, strings_as_objects(data))
-    elif out is not data:
-        output = out
-        copy_into(output, data)
     else:
-        output = data
-    slice_shape = data.shape[k:]
+        output = target
+        if not in_place:
+            copy_into(output, data)
+    _write(output, dims, offsets, strings_as_objects(updates), reduction)
+    return output if out is None else out
+
+
+def _write(output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updates: np.ndarray,
+           reduction: Reduction) -> None:
+    """Write or reduce the updates (row-major order) into the slices of ``output`` at
+    ``offsets`` (flat, into its first ``len(dims)`` axes), whatever ``output``'s layout."""
+    slice_shape = output.shape[len(dims):]
+    if not output.flags.c_contiguous:  # a strided view (a cache slice): address it by coordinates
+        values = updates.reshape((offsets.size,) + slice_shape)
+        if reduction is Reduction.NONE:
+            winners = last_of_duplicates(offsets, _shapes.size(dims))
+            if winners is not None:
+                offsets, values = offsets[winners], values[winners]
+            output[np.unravel_index(offsets, dims)] = values
+        else:
+            with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
+                UFUNCS[reduction].at(output, np.unravel_index(offsets, dims), values)
+        return
     n_slices = _shapes.size(dims)
     if slice_shape and _shapes.size(slice_shape) != 1:
         target = output.reshape((n_slices,) + slice_shape)
-        values = strings_as_objects(updates).reshape((offsets.size,) + slice_shape)
+        values = updates.reshape((offsets.size,) + slice_shape)
     else:  # one element per update: the 1-D fast paths of put and ufunc.at
         target = output.reshape(n_slices)
-        values = strings_as_objects(updates).reshape(offsets.size)
+        values = updates.reshape(offsets.size)
     if reduction is Reduction.NONE:
         assign_last_wins(target, offsets, values)
     else:  # ufunc.at applies updates one by one in row-major order: the spec's loop, bit for bit
-        UFUNCS[reduction].at(target, offsets, values)
-    return output
+        with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
+            UFUNCS[reduction].at(target, offsets, values)
 
 
 def scatter_nd(
@@ -82,24 +100,26 @@ def scatter_nd(
     out : ndarray, optional
         Where to write the result. ``out=data`` updates ``data`` in place, at a cost that
         follows the updates, not the size of ``data`` (a KV-cache write). Any other ``out``
-        (C-contiguous, writeable, data's shape and dtype, object for strings) must not
+        (writeable, any layout, data's shape and the result's dtype: object for strings) must not
         overlap ``data``, ``indices`` or ``updates``; ``data`` is copied into it first.
 
     Returns
     -------
-    ndarray, shape and dtype of data (strings as object arrays); ``out`` when given.
+    ndarray, shape and dtype of data (strings: an object array of str); ``out`` when given.
 
     Raises
     ------
     IndexOutOfBoundsError, ShapeError, InvalidAttributeError, DTypeError
         Every check runs before the first write, so on an error ``out`` (``data`` itself
         included) is unchanged. ``out`` faults: DTypeError (not an ndarray, wrong dtype),
-        ShapeError (wrong shape, not C-contiguous), InvalidAttributeError (read-only, or
-        overlapping an input other than ``data`` itself).
+        ShapeError (wrong shape), InvalidAttributeError (read-only, broadcast, or overlapping
+        an input other than ``data`` itself). ``data`` itself may be any writeable view (a
+        slice of a bigger cache): the updates are written through it.
 
     Notes
     -----
-    Implements ONNX ScatterND-16 and the max/min of ScatterND-18 (``ScatterND-11-13-16.rst``).
+    Implements ONNX ScatterND-16 and the max/min of ScatterND-18
+    (https://onnx.ai/onnx/operators/onnx__ScatterND.html).
     In place (``out=data``) is safe whenever no other thread reads or writes ``data`` during
     the call and nothing else expects the old values: the result is the same as the copy's,
     and an invalid call leaves ``data`` untouched. It is not safe when ``updates`` or

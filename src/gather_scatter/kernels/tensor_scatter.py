@@ -52,10 +52,11 @@ def _check_write_indices(spec: OpVersion, write_indices: np.ndarray, length: int
 
 def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
                        out=None) -> np.ndarray:
+    in_place = out is not None and out is past_cache
     past = as_array(spec, "past_cache", past_cache)
-    update = as_array(spec, "update", update)
+    update = as_array(spec, "update", update, past.dtype)
     absent = write_indices is None
-    write = None if absent else as_array(spec, "write_indices", write_indices)
+    write = None if absent else as_array(spec, "write_indices", write_indices, np.int64)
     _shapes.output_dtype(spec, past.dtype, None if absent else write.dtype, update.dtype, names=_NAMES)
     _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _shapes.ABSENT if absent else write.shape, axis)
     mode = Mode.parse(spec, mode)
@@ -67,19 +68,18 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
         _shapes.check_output_bytes(spec, past.shape, dtype)
     else:
         others = {"update": update} if absent else {"update": update, "write_indices": write}
-        check_out(spec, out, past.shape, dtype, others if out is past else {"past_cache": past, **others})
+        target = check_out(spec, out, past.shape, dtype, others if in_place else {"past_cache": past, **others})
     _check_write_indices(spec, write, length, capacity, mode, ax)  # nothing written yet
     if out is None:
         output = _buffers.empty(past.shape, dtype)
         copy_into(output, strings_as_objects(past))
-    elif out is not past:
-        output = out
-        copy_into(output, past)
     else:
-        output = past
+        output = target
+        if not in_place:
+            copy_into(output, past)
     if update.size:
         _write_rows(output, update, write, ax, mode)
-    return output
+    return output if out is None else out
 
 
 def _write_rows(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode) -> None:
@@ -103,7 +103,7 @@ def _write_rows(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: i
         dst = ((row * capacity + cache_at) * inner).reshape(-1)
         src = ((row * length + update_at) * inner).reshape(-1)
         runs = np.broadcast_to(runs, (batch, heads, 2)).reshape(-1)
-        target, values = bits(output), bits(np.ascontiguousarray(update))
+        target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
         copy = loops.copy_blocks
         chunks = _parallel.ranges(runs.size, 2 * values.nbytes)
         _parallel.run(lambda lo, hi: copy(target, values, dst, src, runs, lo, hi), chunks)
@@ -144,7 +144,7 @@ def tensor_scatter(
         'circular' wraps positions modulo ``max_sequence_length`` (a ring buffer).
     out : ndarray, optional
         ``out=past_cache`` is the decode-step write in place: its cost follows ``update``, not
-        the cache. Any other ``out`` (past_cache's shape, the result's dtype, C-contiguous,
+        the cache (any writeable view). Any other ``out`` (past_cache's shape, the result's dtype,
         writeable) must not overlap an input; ``past_cache`` is copied into it first.
 
     Returns
