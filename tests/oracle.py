@@ -1,4 +1,5 @@
-"""A slow loop oracle for Gather, GatherND and ScatterND, written from the spec text.
+"""A slow loop oracle for the whole family (Gather, GatherND, ScatterND, GatherElements,
+ScatterElements, Scatter, TensorScatter), written from the spec text.
 
 Nothing here imports gather_scatter: every output element is computed by an explicit
 Python loop over ``np.ndindex``, as the spec's reference code reads, so a vectorization
@@ -21,7 +22,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-__all__ = ["gather", "gather_nd", "scatter_nd", "combine", "assert_same", "first_difference"]
+__all__ = [
+    "assert_same", "combine", "first_difference", "gather", "gather_elements", "gather_nd", "scatter",
+    "scatter_elements", "scatter_nd", "tensor_scatter",
+]
 
 
 def _index(value, size: int, where) -> int:
@@ -148,6 +152,98 @@ def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduc
             for rest in np.ndindex(slice_shape):
                 output[target + rest] = combine(reduction, output[target + rest], updates[idx + rest])
     return output
+
+
+def _elements_positions(data: np.ndarray, indices: np.ndarray, axis: int, op: str) -> tuple[int, dict]:
+    """The checks of GatherElements/ScatterElements (README: same rank, indices no larger than
+    data off the axis) and, in row-major order, each index position's data position."""
+    r = data.ndim
+    if r < 1 or indices.ndim != r:
+        raise ValueError(f"{op}: data and indices must have the same rank >= 1")
+    if not -r <= axis < r:
+        raise ValueError(f"{op}: axis {axis} out of range for rank {r}")
+    ax = axis + r if axis < 0 else axis
+    for d in range(r):
+        if d != ax and indices.shape[d] > data.shape[d]:
+            raise ValueError(f"{op}: indices.shape[{d}] > data.shape[{d}]")
+    positions = {}
+    for idx in np.ndindex(indices.shape):  # check every index before producing anything
+        target = list(idx)
+        target[ax] = _index(indices[idx], data.shape[ax], idx)
+        positions[idx] = tuple(target)
+    return ax, positions
+
+
+def gather_elements(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
+    """GatherElements-11/13: ``output[i][j] = data[indices[i][j]][j]`` for axis 0 (2-D), in
+    general the index position with its axis coordinate replaced by the index value."""
+    data, indices = np.asarray(data), np.asarray(indices)
+    _, positions = _elements_positions(data, indices, axis, "GatherElements")
+    out = _empty_like_dtype(indices.shape, data.dtype)
+    for idx, target in positions.items():
+        out[idx] = data[target]
+    return out
+
+
+def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "none") -> np.ndarray:
+    """ScatterElements-11..18: ``output[indices[i][j]][j] = f(output[...], updates[i][j])`` for
+    axis 0 (2-D); updates apply in row-major order of ``indices`` (README)."""
+    data, indices, updates = np.asarray(data), np.asarray(indices), np.asarray(updates)
+    if updates.shape != indices.shape:
+        raise ValueError("ScatterElements: updates must have the shape of indices")
+    _, positions = _elements_positions(data, indices, axis, "ScatterElements")
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise ValueError(f"ScatterElements: unknown reduction {reduction!r}")
+    output = np.copy(data)
+    with np.errstate(all="ignore"):
+        for idx, target in positions.items():
+            output[target] = combine(reduction, output[target], updates[idx])
+    return output
+
+
+def scatter(data, indices, updates, axis: int = 0) -> np.ndarray:
+    """Scatter-9: ScatterElements without a reduction (the text of Scatter-9 is ScatterElements-11's)."""
+    return scatter_elements(data, indices, updates, axis)
+
+
+def tensor_scatter(past_cache, update, write_indices=None, axis: int = -2, mode: str = "linear") -> np.ndarray:
+    """TensorScatter-24, the text's pseudocode, with the README's checks (axis never 0,
+    update equal to the cache off the axis, sequence_length <= max_sequence_length,
+    write indices >= 0, and in linear mode write_indices[b] + sequence_length <= max)."""
+    past, update = np.asarray(past_cache), np.asarray(update)
+    r = past.ndim
+    if r < 2 or update.ndim != r:
+        raise ValueError("TensorScatter: past_cache and update must have the same rank >= 2")
+    if not -r <= axis < r or axis % r == 0:
+        raise ValueError(f"TensorScatter: axis {axis} out of range or the batch axis")
+    axis %= r
+    max_sequence_length, sequence_length = past.shape[axis], update.shape[axis]
+    if any(u != p for d, (u, p) in enumerate(zip(update.shape, past.shape)) if d != axis):
+        raise ValueError("TensorScatter: update differs from past_cache off the sequence axis")
+    if sequence_length > max_sequence_length:
+        raise ValueError("TensorScatter: sequence_length > max_sequence_length")
+    batch = past.shape[0]
+    if write_indices is None:
+        write_indices = np.zeros(batch, dtype=np.int64)
+    write_indices = np.asarray(write_indices)
+    if write_indices.shape != (batch,):
+        raise ValueError("TensorScatter: write_indices must have shape (batch,)")
+    for b in range(batch):
+        w = int(write_indices[b])
+        if w < 0 or (mode == "linear" and w + sequence_length > max_sequence_length):
+            error = IndexError(f"write_indices[{b}] = {w} out of range")
+            error.position = (b,)
+            raise error
+    present_cache = np.copy(past)
+    for prefix_idx in np.ndindex(past.shape[:axis]):
+        batch_idx = prefix_idx[0]
+        for sequence_idx in range(sequence_length):
+            cache_sequence_idx = int(write_indices[batch_idx]) + sequence_idx
+            if mode == "circular":
+                cache_sequence_idx = cache_sequence_idx % max_sequence_length
+            for rest in np.ndindex(past.shape[axis + 1 :]):
+                present_cache[(*prefix_idx, cache_sequence_idx, *rest)] = update[(*prefix_idx, sequence_idx, *rest)]
+    return present_cache
 
 
 # ----------------------------------------------------------------------------- comparison

@@ -1,4 +1,4 @@
-"""Generators of valid random inputs for Gather, GatherND and ScatterND.
+"""Generators of valid random inputs for every operator of the family.
 
 Plain functions of a seeded ``numpy.random.Generator`` (used by the sampled oracle and
 onnxruntime tests), and hypothesis strategies built on them (shapes and choices drawn by
@@ -37,7 +37,18 @@ DTYPES: dict[str, np.dtype] = {
     "string": np.dtype(object),
     "complex64": np.dtype(np.complex64),
     "complex128": np.dtype(np.complex128),
+    # TensorScatter-24's low-precision types
+    "float8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "float8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "float8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "float8e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "int4": np.dtype(ml_dtypes.int4),
+    "uint4": np.dtype(ml_dtypes.uint4),
+    "float4e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
 }
+CLASSIC = tuple(list(DTYPES)[:16])  # the 16 types of every op but TensorScatter
+LOW_PRECISION = tuple(list(DTYPES)[16:])
 FLOATS = ("float", "double", "float16", "bfloat16")
 COMPLEX = ("complex64", "complex128")
 INDEX_DTYPES = {"int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
@@ -73,6 +84,15 @@ def values(rng: np.random.Generator, type_name: str, shape: tuple[int, ...], *, 
     """A random array of ONNX type ``type_name`` (strings as an object array of str)."""
     dtype = DTYPES[type_name]
     n = math.prod(shape)
+    if type_name in LOW_PRECISION:  # small values every one of them holds (e8m0: powers of two)
+        if type_name == "float8e8m0":
+            flat = np.exp2(rng.integers(-4, 5, size=n)).astype(dtype)
+        elif type_name == "uint4":
+            flat = rng.integers(0, 16, size=n).astype(dtype)
+        else:
+            flat = rng.integers(-6, 7, size=n).astype(np.float32).astype(dtype) if type_name != "int4" \
+                else rng.integers(-8, 8, size=n).astype(dtype)
+        return flat.reshape(shape)
     if type_name in FLOATS:
         flat = _float_values(rng, n, special).astype(np.float32 if type_name == "bfloat16" else dtype)
         flat = flat.astype(dtype)
@@ -221,9 +241,61 @@ def scatter_nd_case(
     return Case("ScatterND", [values(rng, type_name, data_shape), indices, updates], attrs)
 
 
+def elements_case(rng, op: str, type_name: str, index_dtype: str, reduction: str | None = None, *,
+                  duplicates: bool | None = None, zero: float = 0.08) -> Case:
+    """GatherElements / ScatterElements / Scatter: same rank, indices no larger than data off the
+    axis (often smaller), any length on the axis, negatives, duplicates for the scatters."""
+    r = int(rng.integers(1, 5))
+    data_shape = _shape(rng, r, zero=zero)
+    axis = int(rng.integers(-r, r))
+    ax = axis % r
+    ind_shape = tuple(int(rng.integers(0, 5)) if d == ax else int(rng.integers(0, n + 1)) if rng.random() < 0.4 else n
+                      for d, n in enumerate(data_shape))
+    if data_shape[ax] == 0 and math.prod(ind_shape):
+        ind_shape = ind_shape[:ax] + (0,) + ind_shape[ax + 1:]
+    size = data_shape[ax]
+    if duplicates is None:
+        duplicates = rng.random() < 0.5
+    high = min(size, 2) if duplicates else size
+    flat = rng.integers(0, max(high, 1), size=math.prod(ind_shape))
+    flat = np.where(rng.random(flat.size) < 0.35, flat - size, flat)
+    indices = flat.reshape(ind_shape).astype(INDEX_DTYPES[index_dtype])
+    inputs = [values(rng, type_name, data_shape), indices]
+    attrs = {"axis": axis}
+    if op != "GatherElements":
+        inputs.append(values(rng, type_name, ind_shape))
+        if reduction is not None:
+            attrs["reduction"] = reduction
+    return Case(op, inputs, attrs)
+
+
+def tensor_scatter_case(rng, type_name: str, mode: str | None = None, *, with_write: bool | None = None,
+                        zero: float = 0.08) -> Case:
+    """TensorScatter: cache (batch, ..., max_sequence_length, ...), an update of sequence_length
+    <= max on the axis, write indices in range for the mode (circular ones may exceed max)."""
+    r = int(rng.integers(2, 5))
+    past_shape = _shape(rng, r, zero=zero)
+    axis = int(rng.integers(1, r)) - (r if rng.random() < 0.5 else 0)
+    ax = axis % r
+    capacity = past_shape[ax]
+    length = int(rng.integers(0, capacity + 1))
+    update_shape = past_shape[:ax] + (length,) + past_shape[ax + 1:]
+    mode = mode or ("circular" if rng.random() < 0.5 else "linear")
+    if with_write is None:
+        with_write = rng.random() < 0.75
+    inputs = [values(rng, type_name, past_shape), values(rng, type_name, update_shape)]
+    if with_write:
+        high = capacity - length if mode == "linear" else 3 * capacity + 2
+        inputs.append(rng.integers(0, high + 1, size=past_shape[0]).astype(np.int64))
+    attrs = {"axis": axis} if rng.random() < 0.7 or axis != -2 else {}
+    if mode != "linear" or rng.random() < 0.5:
+        attrs["mode"] = mode
+    return Case("TensorScatter", inputs, attrs)
+
+
 # ----------------------------------------------------------------------------- hypothesis
 
-type_names = st.sampled_from(sorted(DTYPES))
+type_names = st.sampled_from(sorted(CLASSIC))
 index_dtypes = st.sampled_from(sorted(INDEX_DTYPES))
 seeds = st.integers(0, 2**32 - 1)
 

@@ -20,9 +20,14 @@ from gather_scatter._versions import REGISTRY
 
 CASES_PER_VERSION = 32
 VERSIONS = sorted(REGISTRY.values(), key=lambda v: (v.op_type, v.domain, v.since_version))
-NEWEST = {"Gather": 13, "GatherND": 13, "ScatterND": 18}
-PUBLIC = {"Gather": gs.gather, "GatherND": gs.gather_nd, "ScatterND": gs.scatter_nd}
-ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": oracle.scatter_nd}
+NEWEST = {"Gather": 13, "GatherND": 13, "ScatterND": 18, "GatherElements": 13, "ScatterElements": 18,
+          "TensorScatter": 24}
+PUBLIC = {"Gather": gs.gather, "GatherND": gs.gather_nd, "ScatterND": gs.scatter_nd,
+          "GatherElements": gs.gather_elements, "ScatterElements": gs.scatter_elements,
+          "TensorScatter": gs.tensor_scatter}
+ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": oracle.scatter_nd,
+          "GatherElements": oracle.gather_elements, "ScatterElements": oracle.scatter_elements,
+          "Scatter": oracle.scatter, "TensorScatter": oracle.tensor_scatter}
 
 
 def _rng(*key) -> np.random.Generator:
@@ -40,6 +45,12 @@ def version_cases(spec, count: int = CASES_PER_VERSION, seed: int = 0):
             case = S.gather_case(rng, type_name, index_dtype)
         elif spec.op_type == "GatherND":
             case = S.gather_nd_case(rng, type_name, index_dtype, batch_dims="batch_dims" in spec.attributes)
+        elif spec.op_type == "TensorScatter":
+            case = S.tensor_scatter_case(rng, type_name, ("linear", "circular")[i % 2])
+        elif spec.op_type in ("GatherElements", "ScatterElements", "Scatter"):
+            reductions = S.reductions_for(type_name, spec.reductions)
+            reduction = reductions[i % len(reductions)] if "reduction" in spec.attributes else None
+            case = S.elements_case(rng, spec.op_type, type_name, index_dtype, reduction)
         else:
             reductions = S.reductions_for(type_name, spec.reductions)
             reduction = reductions[i % len(reductions)] if "reduction" in spec.attributes else None
@@ -49,8 +60,7 @@ def version_cases(spec, count: int = CASES_PER_VERSION, seed: int = 0):
 
 
 def _expected(case):
-    attrs = {k: v for k, v in case.attrs.items()}
-    return ORACLE[case.op](*case.inputs, **attrs)
+    return ORACLE[case.op](*case.inputs, **case.attrs)
 
 
 @pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
@@ -77,12 +87,12 @@ def test_public_kernels_match_oracle(op):
         oracle.assert_same(actual, _expected(case), f"{op} {case.describe()}")
 
 
-@pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
+@pytest.mark.parametrize("spec", [v for v in VERSIONS if v.op_type != "TensorScatter"], ids=lambda v: v.name)
 def test_first_out_of_bounds_position_matches_oracle(spec):
     """One index pushed out of bounds: both raise, at the same first bad position (row-major)."""
     rng = _rng("oob", spec.name)
     checked = 0
-    for case in version_cases(spec, count=12, seed=2):
+    for case in version_cases(spec, count=24, seed=2):
         data, indices = case.inputs[0], case.inputs[1].copy()
         if indices.size == 0:
             continue
@@ -98,7 +108,30 @@ def test_first_out_of_bounds_position_matches_oracle(spec):
         assert got.value.position == want.value.position, case.describe()
         assert got.value.value == int(indices[want.value.position])
         checked += 1
-    assert checked >= 6
+    assert checked >= 8
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_first_bad_write_index_matches_oracle(mode):
+    """TensorScatter: a negative write index (either mode) or one leaving no room (linear)."""
+    spec = REGISTRY[("", "TensorScatter", 24)]
+    rng = _rng("bad-write", mode)
+    checked = 0
+    for i in range(40):
+        case = S.tensor_scatter_case(rng, "float", mode, with_write=True, zero=0.0)
+        past, update, write = case.inputs
+        capacity, length = past.shape[case.attrs.get("axis", -2)], update.shape[case.attrs.get("axis", -2)]
+        write = write.copy()
+        bad = int(rng.integers(write.size))
+        write[bad] = -1 - int(rng.integers(3)) if mode == "circular" or i % 2 else capacity - length + 1
+        with pytest.raises(IndexError) as want:
+            oracle.tensor_scatter(past, update, write, **case.attrs)
+        with pytest.raises(gs.IndexOutOfBoundsError) as got:
+            gs.run_node("TensorScatter", [past, update, write], case.attrs, opset=24)
+        assert got.value.position == want.value.position and got.value.input == "write_indices"
+        assert got.value.value == int(write[want.value.position]) and got.value.op == spec.op_type
+        checked += 1
+    assert checked == 40
 
 
 # ----------------------------------------------------------------------------- rounding
