@@ -194,6 +194,8 @@ def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "no
     _, positions = _elements_positions(data, indices, axis, "ScatterElements")
     if reduction not in ("none", "add", "mul", "max", "min"):
         raise ValueError(f"ScatterElements: unknown reduction {reduction!r}")
+    if (data.dtype == object and reduction == "mul") or (data.dtype.kind == "c" and reduction in ("max", "min")):
+        raise TypeError(f"ScatterElements: reduction {reduction!r} is not defined for {data.dtype}")  # README
     output = np.copy(data)
     with np.errstate(all="ignore"):
         for idx, target in positions.items():

@@ -43,6 +43,10 @@ TENSOR_TYPES = {
     "uint16": TensorProto.UINT16, "uint32": TensorProto.UINT32, "uint64": TensorProto.UINT64,
     "bool": TensorProto.BOOL, "string": TensorProto.STRING, "complex64": TensorProto.COMPLEX64,
     "complex128": TensorProto.COMPLEX128,
+    "float8e4m3fn": TensorProto.FLOAT8E4M3FN, "float8e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
+    "float8e5m2": TensorProto.FLOAT8E5M2, "float8e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ,
+    "float8e8m0": TensorProto.FLOAT8E8M0, "int4": TensorProto.INT4, "uint4": TensorProto.UINT4,
+    "float4e2m1": TensorProto.FLOAT4E2M1,
 }
 CASES_PER_COMBINATION = 4  # per (version, data type, index type, reduction)
 COUNTS: Counter = Counter()
@@ -65,7 +69,7 @@ def _model(spec, case: Case) -> bytes:
     else:
         opsets = [helper.make_opsetid("", spec.since_version)]
     model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 8
+    model.ir_version = 8 if spec.since_version < 21 else 11  # the oldest IR that has the opset
     return model.SerializeToString()
 
 
@@ -180,6 +184,21 @@ def _scatter_example(type_name, reduction, data, updates, version=18):
     return _spec("ScatterND", version), case, 1
 
 
+def _elements_example(op, type_name, reduction, data, updates, version=18):
+    dtype = S.DTYPES[type_name]
+    attrs = {"reduction": reduction} if reduction else {}
+    case = Case(op, [np.array(data, dtype=dtype), np.array([1, 0, 1], dtype=np.int64),
+                     np.array(updates, dtype=dtype)], attrs)
+    return _spec(op, version), case, 1
+
+
+def _tensor_scatter_example(type_name):
+    dtype = S.DTYPES[type_name]
+    past = np.zeros((1, 3, 2)).astype(dtype) if type_name != "string" else np.full((1, 3, 2), "", dtype=object)
+    update = np.ones((1, 1, 2)).astype(dtype) if type_name != "string" else np.full((1, 1, 2), "x", dtype=object)
+    return _spec("TensorScatter", 24), Case("TensorScatter", [past, update, np.array([2])], {"axis": 1}), 1
+
+
 def _race_example():
     n, width = 64, 20000
     case = Case("ScatterND", [np.zeros((4, width), np.int64), np.zeros((n, 1), np.int64),
@@ -200,6 +219,39 @@ DIVERGENCES = (
         "ORT registers no complex64/complex128 kernels for these ops: the model fails to load",
         lambda: (_spec("Gather", 13), Case("Gather", [np.array([1 + 2j, 3j], np.complex64),
                                                        np.array([1], np.int64)], {"axis": 0}), 1),
+    ),
+    Divergence(
+        "scatterelements-float16-bfloat16-reduction", "ScatterElements",
+        lambda spec, case, threads: _type(case) in ("float16", "bfloat16") and _reduction(case) != "none",
+        "ORT CPU ScatterElements refuses float16/bfloat16 with any reduction ('CPU execution provider: ... "
+        "data type is not supported'); we round after every update, as the spec's loop does",
+        lambda: _elements_example("ScatterElements", "float16", "add", [1.0, 2.0], [0.5, 0.25, 0.125]),
+    ),
+    Divergence(
+        "scatterelements-bool-string-max-min", "ScatterElements",
+        lambda spec, case, threads: _type(case) in ("bool", "string") and _reduction(case) in ("max", "min"),
+        "ORT CPU ScatterElements-18 refuses bool and string max/min; we define them (README: or/and, "
+        "code-point order)",
+        lambda: _elements_example("ScatterElements", "bool", "max", [False, True], [True, False, False]),
+    ),
+    Divergence(
+        "scatterelements-string-mul-no-updates", "ScatterElements",
+        lambda spec, case, threads: _type(case) == "string" and _reduction(case) == "mul" and case.inputs[1].size == 0,
+        "ORT accepts ScatterElements 'mul' on strings when there are no updates (it checks the type per "
+        "update); the reduction is undefined for strings, so we refuse it whatever the indices",
+        lambda: (_spec("ScatterElements", 18),
+                 Case("ScatterElements", [np.array(["a", "b"], dtype=object), np.zeros(0, np.int64),
+                                          np.zeros(0, dtype=object)], {"reduction": "mul"}), 1),
+    ),
+    Divergence(
+        "tensorscatter-string", "TensorScatter", lambda spec, case, threads: _type(case) == "string",
+        "ORT 1.31 has no CPU TensorScatter kernel for tensor(string) (NOT_IMPLEMENTED at load)",
+        lambda: _tensor_scatter_example("string"),
+    ),
+    Divergence(
+        "tensorscatter-float8-4bit", "TensorScatter", lambda spec, case, threads: _type(case) in S.LOW_PRECISION,
+        "ORT 1.31 has no CPU TensorScatter kernel for the float8 and 4-bit types (NOT_IMPLEMENTED at load)",
+        lambda: _tensor_scatter_example("float8e4m3fn"),
     ),
     Divergence(
         "scatternd-float16-reduction", "ScatterND",
@@ -226,6 +278,14 @@ DIVERGENCES = (
         "ORT CPU ScatterND-18: 'string data type is not supported ... when reduction is max/min' "
         "(we compare by code point, README)",
         lambda: _scatter_example("string", "min", ["b", "é"], ["a", "z", "日本"]),
+    ),
+    Divergence(
+        "scatterelements-max-min-nan", "ScatterElements",
+        lambda spec, case, threads: _reduction(case) in ("max", "min") and _type(case) in S.FLOATS and any(
+            bool(np.isnan(a.astype(np.float64)).any()) for a in (case.inputs[0], case.inputs[2])),
+        "ORT ScatterElements max/min keep the update when the current value is NaN (also a NaN that an "
+        "earlier update brought); we propagate NaN as np.maximum/np.minimum do",
+        lambda: _elements_example("ScatterElements", "float", "max", [np.nan, 2.0], [1.0, 5.0, 3.0]),
     ),
     Divergence(
         "scatternd-max-min-nan-in-data", "ScatterND", _max_min_nan_in_data,
@@ -277,7 +337,7 @@ def test_divergence_examples_are_real_disagreements_not_test_bugs():
     """Each row's example passes our own oracle, so a failing xfail above is ORT's doing."""
     for row in DIVERGENCES:
         spec, case, _ = row.example()
-        reference = getattr(oracle, {"Gather": "gather", "GatherND": "gather_nd", "ScatterND": "scatter_nd"}[case.op])
+        reference = ORACLE[case.op]
         try:
             expected = reference(*case.inputs, **case.attrs)
         except (IndexError, ValueError, TypeError):  # an invalid input: we must refuse it as well
@@ -285,6 +345,11 @@ def test_divergence_examples_are_real_disagreements_not_test_bugs():
                 run_ours(spec, case)
             continue
         oracle.assert_same(run_ours(spec, case), expected, row.name)
+
+
+ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": oracle.scatter_nd,
+          "GatherElements": oracle.gather_elements, "ScatterElements": oracle.scatter_elements,
+          "Scatter": oracle.scatter, "TensorScatter": oracle.tensor_scatter}
 
 
 # ----------------------------------------------------------------------------- valid inputs
@@ -301,8 +366,12 @@ def _valid_cases(spec, rng):
                         yield S.gather_case(rng, type_name, index_dtype)
                     elif spec.op_type == "GatherND":
                         yield S.gather_nd_case(rng, type_name, index_dtype, batch_dims="batch_dims" in spec.attributes)
-                    else:
+                    elif spec.op_type == "TensorScatter":
+                        yield S.tensor_scatter_case(rng, type_name)
+                    elif spec.op_type == "ScatterND":
                         yield S.scatter_nd_case(rng, type_name, index_dtype, reduction)
+                    else:
+                        yield S.elements_case(rng, spec.op_type, type_name, index_dtype, reduction)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -387,8 +456,42 @@ def _invalid_cases(spec, rng, type_name, index_dtype):
             wrong = S.index_tuples(rng, data.shape[:1], (2,), "int32")
             yield "int32 indices", Case(op, [data, wrong], {}), gs.DTypeError
         return
+    if op == "TensorScatter":
+        base = S.tensor_scatter_case(rng, type_name, "linear", with_write=True, zero=0.0)
+        past, update, write = base.inputs
+        axis = base.attrs.get("axis", -2) % past.ndim
+        room = past.shape[axis] - update.shape[axis]
+        for kind, bad in (("negative write index", -1), ("write past the cache", room + 1)):
+            w = write.copy()
+            w[int(rng.integers(w.size))] = bad
+            yield kind, Case(op, [past, update, w], base.attrs), gs.IndexOutOfBoundsError
+        longer = past.shape[:axis] + (past.shape[axis] + 1,) + past.shape[axis + 1:]
+        yield "sequence_length > max", Case(op, [past, S.values(rng, type_name, longer), write], base.attrs), \
+            gs.ShapeError
+        yield "axis 0", Case(op, [past, update, write], {**base.attrs, "axis": 0}), gs.InvalidAttributeError
+        yield "write_indices shape", Case(op, [past, update, np.zeros(past.shape[0] + 1, np.int64)], base.attrs), \
+            gs.ShapeError
+        return
     reductions = S.reductions_for(type_name, spec.reductions) if "reduction" in spec.attributes else [None]
     reduction = reductions[int(rng.integers(len(reductions)))]
+    if op in ("GatherElements", "ScatterElements", "Scatter"):
+        base = _nonempty(lambda r: S.elements_case(r, op, type_name, index_dtype, reduction, zero=0.0), rng)
+        yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
+        data, indices = base.inputs[:2]
+        rest = base.inputs[2:]
+        yield "rank differs", Case(op, [data, indices[..., None], *(u[..., None] for u in rest)], base.attrs), \
+            gs.ShapeError
+        ax = base.attrs["axis"] % data.ndim
+        if data.ndim > 1:
+            d = (ax + 1) % data.ndim
+            wide = indices.shape[:d] + (data.shape[d] + 1,) + indices.shape[d + 1:]
+            big = np.zeros(wide, dtype=indices.dtype)
+            yield "indices wider than data off the axis", \
+                Case(op, [data, big, *(S.values(rng, type_name, wide) for _ in rest)], base.attrs), gs.ShapeError
+        if rest:
+            grown = indices.shape[:-1] + (indices.shape[-1] + 1,)
+            yield "updates shape", Case(op, [data, indices, S.values(rng, type_name, grown)], base.attrs), gs.ShapeError
+        return
 
     def make(r):
         return S.scatter_nd_case(r, type_name, index_dtype, reduction, zero=0.0)
@@ -407,7 +510,8 @@ def _invalid_cases(spec, rng, type_name, index_dtype):
 
 
 def _ort_supported_types(spec):
-    return [t for t in sorted(spec.data_types) if t not in S.COMPLEX]
+    return [t for t in sorted(spec.data_types) if t not in S.COMPLEX and t not in S.LOW_PRECISION and
+            not (spec.op_type == "TensorScatter" and t == "string")]
 
 
 @pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
