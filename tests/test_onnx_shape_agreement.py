@@ -26,6 +26,7 @@ from gather_scatter._versions import REGISTRY
 VERSIONS = sorted((v.op_type, v.since_version) for (d, _, _), v in REGISTRY.items() if d == "")
 NP = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.BFLOAT16: ml_dtypes.bfloat16, TP.STRING: object,
       TP.INT64: np.int64, TP.INT32: np.int32, TP.INT16: np.int16}
+# Our input order is the node's: TensorScatter's (past_cache, update, write_indices) too.
 CASES_PER_VERSION = 300
 
 
@@ -44,10 +45,11 @@ class Case(NamedTuple):
 
     def theirs(self) -> Any:
         """onnx's (shape, elem type) of the output, or the InferenceError."""
-        names = ["data", "indices", "updates"][: len(self.shapes)]
+        names = ["x0", "x1", "x2"][: len(self.shapes)]
         inputs = [oh.make_tensor_value_info(n, e, s) for n, e, s in zip(names, self.elems, self.shapes)]
         graph = oh.make_graph([oh.make_node(self.op, names, ["y"], **self.attrs)], "g", inputs, [])
-        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", self.opset)], ir_version=10)
+        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", self.opset)],
+                              ir_version=10 if self.opset < 24 else 11)
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
         except onnx.shape_inference.InferenceError as exc:
@@ -89,6 +91,20 @@ DIVERGENCES = [
     Divergence("gathernd-batch-dims-equal", ShapeError, r"^GatherND-1[23]: batch dimension \d+ differs",
                "onnx's GatherND inference does not check that batch dims of data and indices agree",
                Case("GatherND", 13, [[2, 3, 4], [3, 1, 1]], [TP.FLOAT, TP.INT64], {"batch_dims": 1})),
+    Divergence("elements-axis-unchecked", InvalidAttributeError, r"^(GatherElements|ScatterElements|Scatter)-\d+: "
+               r"axis = -?\d+ is out of range",
+               "onnx's GatherElements/ScatterElements/Scatter inference does not check the axis range",
+               Case("GatherElements", 13, [[3, 4], [3, 4]], [TP.FLOAT, TP.INT64], {"axis": 2})),
+    Divergence("elements-shapes-unchecked", ShapeError, r"^(GatherElements|ScatterElements|Scatter)-\d+: "
+               r"((data|indices|updates) must have rank >= 1|indices must have the rank of data|indices.shape\[\d+\] = "
+               r"\d+ exceeds data|updates shape .* must equal indices shape)",
+               "onnx's GatherElements/ScatterElements/Scatter inference copies a shape and checks neither ranks, "
+               "nor indices against data off the axis, nor updates against indices",
+               Case("ScatterElements", 18, [[3, 4], [3, 5], [3, 5]], [TP.FLOAT, TP.INT64, TP.FLOAT], {})),
+    Divergence("tensorscatter-shapes-unchecked", (ShapeError, InvalidAttributeError), r"^TensorScatter-24: ",
+               "onnx's TensorScatter inference copies past_cache's shape and checks neither update, nor "
+               "write_indices, nor the axis",
+               Case("TensorScatter", 24, [[2, 8, 4, 16], [2, 8, 5, 16], [2]], [TP.FLOAT, TP.FLOAT, TP.INT64], {})),
     Divergence("attributes-unchecked", InvalidAttributeError, r"(has no attribute|reduction = .* is not accepted)",
                "onnx's inference ignores attributes a version lacks and reduction values it does not accept "
                "(onnx.checker reports them)",
@@ -163,7 +179,43 @@ def _scatter_nd(rng, since) -> Case:
     return Case("ScatterND", since, shapes, _types(rng, 3), attrs)
 
 
-MAKERS = {"Gather": _gather, "GatherND": _gather_nd, "ScatterND": _scatter_nd}
+def _elements(op):
+    def make(rng, since) -> Case:
+        r = rng.choice([0, 1, 1, 2, 3, 4])
+        data = _dims(rng, r)
+        axis = rng.randint(-r - 1, r) if r else 0
+        indices = [d if rng.random() < 0.75 else rng.choice(DIMS) for d in data]
+        if rng.random() < 0.08:
+            indices = _dims(rng, rng.choice([0, 1, 2, 3]))
+        shapes = [_blur(rng, data), _blur(rng, indices, 0.1)]
+        attrs = {} if rng.random() < 0.2 else {"axis": axis}
+        if op != "GatherElements":
+            shapes.append(_blur(rng, list(indices) if rng.random() < 0.8 else _dims(rng, len(indices))))
+            if since >= 16 and rng.random() < 0.6 or rng.random() < 0.04:
+                attrs["reduction"] = rng.choice(["none", "add", "mul", "max", "min", "sum"])
+        return Case(op, since, shapes, _types(rng, len(shapes)), attrs)
+    return make
+
+
+def _tensor_scatter(rng, since) -> Case:
+    r = rng.choice([1, 2, 3, 3, 4, 4])
+    past = _dims(rng, r)
+    axis = rng.choice([-2, -1, 0, 1, 2, r - 1] if r else [0])
+    update = [d if rng.random() < 0.75 else rng.choice(DIMS) for d in past]
+    shapes = [_blur(rng, past), _blur(rng, update)]
+    if rng.random() < 0.7:
+        shapes.append([past[0] if past and rng.random() < 0.85 else rng.choice(DIMS)])
+    elems = _types(rng, 3)
+    elems = [elems[0], elems[0] if rng.random() < 0.93 else TP.FLOAT16] + ([elems[1]] if len(shapes) == 3 else [])
+    attrs = {} if rng.random() < 0.3 else {"axis": axis}
+    if rng.random() < 0.5:
+        attrs["mode"] = rng.choice(["linear", "circular", "ring"])
+    return Case("TensorScatter", since, shapes, elems, attrs)
+
+
+MAKERS = {"Gather": _gather, "GatherND": _gather_nd, "ScatterND": _scatter_nd,
+          "GatherElements": _elements("GatherElements"), "ScatterElements": _elements("ScatterElements"),
+          "Scatter": _elements("Scatter"), "TensorScatter": _tensor_scatter}
 
 
 def _cases(op: str, since: int) -> list[Case]:
