@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gather_scatter import InvalidAttributeError, gather, gather_nd, run_node, scatter_nd
+from gather_scatter import (
+    InvalidAttributeError,
+    UnsupportedOpError,
+    gather,
+    gather_elements,
+    gather_nd,
+    run_node,
+    scatter_elements,
+    scatter_nd,
+)
 
 f32, i32, i64 = np.float32, np.int32, np.int64
 
@@ -262,9 +271,37 @@ SCATTER_ND_EXAMPLES = [
     ),
 ]
 
-EXAMPLES = GATHER_EXAMPLES + GATHER_ND_EXAMPLES + MS_GATHER_ND_EXAMPLES + SCATTER_ND_EXAMPLES
+# -- GatherElements (GatherElements-11-13.md.txt), ScatterElements (ScatterElements-11-13-16-18.md.txt),
+#    Scatter (Scatter-9-11.md.txt) ---------------------------------------------------------------
+
+_GE_OUTPUT_ERRATUM = ("both versions print the output inside one more pair of brackets (shape (1, 2, 2)); "
+                      "the text's own rule gives indices' shape, (2, 2)")
+GATHER_ELEMENTS_EXAMPLES = [
+    Example("gather_elements_0", "GatherElements", {11: {"axis": 1}, 13: {"axis": 1}},
+            (np.array([[1, 2], [3, 4]], dtype=f32), np.array([[0, 0], [1, 0]], dtype=i64)),
+            np.array([[1, 1], [4, 3]], dtype=f32), erratum=_GE_OUTPUT_ERRATUM),
+    Example("gather_elements_1", "GatherElements", {11: {"axis": 0}, 13: {"axis": 0}},
+            (np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=f32), np.array([[1, 2, 0], [2, 0, 0]], dtype=i32)),
+            np.array([[4, 8, 3], [7, 2, 3]], dtype=f32), erratum=_GE_OUTPUT_ERRATUM),
+]
+_SE_1 = (np.zeros((3, 3), dtype=f32), np.array([[1, 0, 2], [0, 2, 1]], dtype=i64),
+         np.array([[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]], dtype=f32))
+_SE_1_OUT = np.array([[2.0, 1.1, 0.0], [1.0, 0.0, 2.2], [0.0, 2.1, 1.2]], dtype=f32)
+_SE_2 = (np.array([[1.0, 2.0, 3.0, 4.0, 5.0]], dtype=f32), np.array([[1, 3]], dtype=i64),
+         np.array([[1.1, 2.1]], dtype=f32))
+_SE_2_OUT = np.array([[1.0, 1.1, 3.0, 2.1, 5.0]], dtype=f32)
+SCATTER_ELEMENTS_EXAMPLES = [
+    Example("scatter_elements_1", "ScatterElements", {11: {}, 13: {}, 16: {}, 18: {}}, _SE_1, _SE_1_OUT),
+    Example("scatter_elements_2", "ScatterElements", {v: {"axis": 1} for v in (11, 13, 16, 18)}, _SE_2, _SE_2_OUT),
+    Example("scatter_1", "Scatter", {9: {}}, _SE_1, _SE_1_OUT),
+    Example("scatter_2", "Scatter", {9: {"axis": 1}}, _SE_2, _SE_2_OUT),
+]
+
+EXAMPLES = (GATHER_EXAMPLES + GATHER_ND_EXAMPLES + MS_GATHER_ND_EXAMPLES + SCATTER_ND_EXAMPLES
+            + GATHER_ELEMENTS_EXAMPLES + SCATTER_ELEMENTS_EXAMPLES)
 PAIRS = [(ex, version) for ex in EXAMPLES for version in ex.printed_at]
-KERNELS = {"Gather": gather, "GatherND": gather_nd, "ScatterND": scatter_nd}
+KERNELS = {"Gather": gather, "GatherND": gather_nd, "ScatterND": scatter_nd, "GatherElements": gather_elements,
+           "ScatterElements": scatter_elements, "Scatter": scatter_elements}
 
 
 def _assert_exact(actual: np.ndarray, expected: np.ndarray) -> None:
@@ -275,8 +312,10 @@ def _assert_exact(actual: np.ndarray, expected: np.ndarray) -> None:
 
 
 def test_the_table_holds_every_printed_pair():
-    # 10 Gather + 17 GatherND + 6 com.microsoft GatherND + 9 ScatterND printings.
-    assert len(PAIRS) == 42
+    # 10 Gather + 17 GatherND + 6 com.microsoft GatherND + 9 ScatterND printings; 4 GatherElements
+    # + 8 ScatterElements + 2 Scatter-9 (TensorScatter-24 prints pseudocode, no example: its loop
+    # is tests/oracle.py's tensor_scatter).
+    assert len(PAIRS) == 56
     assert len({ex.name for ex in EXAMPLES}) == len(EXAMPLES)
 
 
@@ -319,3 +358,11 @@ def test_com_microsoft_int32_batchdim_1_example_is_rejected():
         run_node("GatherND", [data, indices], {"batch_dims": 1}, opset=1, domain="com.microsoft")
     err = info.value
     assert (err.op, err.since_version, err.input, err.value) == ("GatherND", 1, "batch_dims", 1)
+
+
+def test_scatter_example_is_refused_where_scatter_no_longer_exists():
+    # Scatter-9-11.md.txt prints the examples again under Scatter-11, which is DEPRECATED: the
+    # operator does not exist from opset 11 (ScatterElements replaces it).
+    for opset in (11, 13, 18):
+        with pytest.raises(UnsupportedOpError, match="use ScatterElements, which replaces it"):
+            run_node("Scatter", list(_SE_1), opset=opset)
