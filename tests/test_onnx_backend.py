@@ -1,4 +1,4 @@
-"""ONNX's own backend test cases for Gather, GatherND and ScatterND, replayed through run_node.
+"""ONNX's own backend test cases for every operator of the family, replayed through run_node.
 
 The cases come from the installed onnx package's definitions (``onnx.backend.test.case.node``):
 each ``export_*`` function builds a node and calls ``expect``, which wraps it in a model whose
@@ -21,7 +21,8 @@ from onnx.backend.test.case.base import Base
 
 from gather_scatter import run_node
 
-MODULES = {"Gather": "gather", "GatherND": "gathernd", "ScatterND": "scatternd"}
+MODULES = {"Gather": "gather", "GatherND": "gathernd", "ScatterND": "scatternd", "GatherElements": "gatherelements",
+           "ScatterElements": "scatterelements", "Scatter": "scatter", "TensorScatter": "tensorscatter"}
 
 
 def _export_functions(module):
@@ -71,6 +72,10 @@ def test_collection_found_onnx_cases_for_every_op():
         "test_gathernd_example_int32_batch_dim1",
         "test_scatternd", "test_scatternd_add", "test_scatternd_multiply",
         "test_scatternd_max", "test_scatternd_min",
+        "test_gather_elements_0", "test_gather_elements_negative_indices",
+        "test_scatter_elements_with_duplicate_indices", "test_scatter_elements_with_reduction_max",
+        "test_scatter_with_axis", "test_scatter_without_axis",
+        "test_tensorscatter", "test_tensorscatter_3d", "test_tensorscatter_circular",
     } <= names
     assert len(names) == len(CASES)
 
