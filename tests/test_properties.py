@@ -15,8 +15,10 @@ import strategies as S
 from strategies import Case
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-OPSET = 18  # Gather-13, GatherND-13, ScatterND-18: what the public kernels implement
-KERNELS = {"Gather": gs.gather, "GatherND": gs.gather_nd, "ScatterND": gs.scatter_nd}
+OPSET = 24  # every public kernel's version is the one in effect here (TensorScatter-24, ScatterND-18, ...)
+KERNELS = {"Gather": gs.gather, "GatherND": gs.gather_nd, "ScatterND": gs.scatter_nd,
+           "GatherElements": gs.gather_elements, "ScatterElements": gs.scatter_elements,
+           "TensorScatter": gs.tensor_scatter}
 
 
 def _quiet(fn, *args, **kwargs):
@@ -59,7 +61,8 @@ def test_scatter_nd_every_reduction_matches_the_loop(case):
 
 
 def _any_case():
-    return st.one_of(S.gather_cases(), S.gather_nd_cases(), S.scatter_nd_cases())
+    return st.one_of(S.gather_cases(), S.gather_nd_cases(), S.scatter_nd_cases(), S.elements_cases(),
+                     S.tensor_scatter_cases())
 
 
 @PROPERTY_SETTINGS
@@ -80,21 +83,35 @@ def _copies(inputs):
 
 
 def _assert_unchanged(inputs, copies, what):
-    for name, array, copy in zip(("data", "indices", "updates"), inputs, copies):
+    for name, array, copy in zip(("input 0", "input 1", "input 2"), inputs, copies):
         oracle.assert_same(array, copy, f"{what}: {name} was modified")
 
 
 def _broken(case: Case, how: int) -> Case:
     """``case`` made invalid: an index out of bounds, or (ScatterND) updates of the wrong shape."""
     inputs = _copies(case.inputs)
-    if how == 0 or case.op != "ScatterND":
+    if case.op == "TensorScatter":  # a negative write index, or an update longer than the cache
+        if how == 0:
+            inputs = inputs[:2] + [np.full(inputs[0].shape[0], -1, dtype=np.int64)]
+        else:
+            ax = case.attrs.get("axis", -2) % inputs[0].ndim
+            longer = inputs[0].shape[:ax] + (inputs[0].shape[ax] + 1,) + inputs[0].shape[ax + 1:]
+            inputs[1] = np.zeros(longer, dtype=inputs[1].dtype)
+        if how == 0 and inputs[0].shape[0] == 0:
+            inputs[1] = np.zeros(inputs[1].shape + (1,), dtype=inputs[1].dtype)  # no batch: break the rank
+        return Case(case.op, inputs, case.attrs)
+    if how == 0 or case.op not in ("ScatterND", "ScatterElements"):
         indices = inputs[1]
         if indices.size:
             indices.reshape(-1)[-1] = 1000
         else:  # no index to push out: make a bad one
             inputs[1] = np.full((1,) * max(indices.ndim, 1), 1000, dtype=indices.dtype)
-            if case.op != "Gather":
+            if case.op in ("GatherND", "ScatterND"):
                 inputs[1] = np.full((1, indices.shape[-1] or 1), 1000, dtype=indices.dtype)
+            elif case.op != "Gather":  # the Elements ops: one index of data's rank
+                inputs[1] = np.full((1,) * inputs[0].ndim, 1000, dtype=indices.dtype)
+                if case.op == "ScatterElements":
+                    inputs[2] = np.resize(inputs[0], (1,) * inputs[0].ndim)
     else:
         inputs[2] = np.stack([inputs[2], inputs[2]], axis=-1)  # one axis too many, even when empty
     return Case(case.op, inputs, case.attrs)
@@ -124,3 +141,30 @@ def test_gather_equals_numpy_take(case):
     expected = np.take(data, indices.reshape(indices.shape or (1,)), axis=case.attrs["axis"])
     expected = expected.reshape(gs.gather(data, indices, **case.attrs).shape)
     oracle.assert_same(gs.gather(data, indices, **case.attrs), expected, case.describe())
+
+
+@PROPERTY_SETTINGS
+@given(S.unique_scatter_elements_cases())
+def test_gather_elements_inverts_scatter_elements_for_unique_positions(case):
+    data, indices, updates = case.inputs
+    scattered = gs.scatter_elements(data, indices, updates, **case.attrs)
+    oracle.assert_same(gs.gather_elements(scattered, indices, **case.attrs), updates, case.describe())
+
+
+@PROPERTY_SETTINGS
+@given(S.elements_cases())
+def test_elements_ops_match_the_loop(case):
+    reference = oracle.gather_elements if case.op == "GatherElements" else oracle.scatter_elements
+    expected = _quiet(reference, *case.inputs, **case.attrs)
+    oracle.assert_same(_quiet(KERNELS[case.op], *case.inputs, **case.attrs), expected, case.describe())
+
+
+@PROPERTY_SETTINGS
+@given(S.tensor_scatter_cases())
+def test_tensor_scatter_matches_the_loop_and_in_place_equals_the_copy(case):
+    past, update, *write = case.inputs
+    expected = oracle.tensor_scatter(past, update, *write, **case.attrs)
+    oracle.assert_same(gs.tensor_scatter(past, update, *write, **case.attrs), expected, case.describe())
+    cache = past.copy()
+    assert gs.tensor_scatter(cache, update, *write, **case.attrs, out=cache) is cache
+    oracle.assert_same(cache, expected, "in place " + case.describe())

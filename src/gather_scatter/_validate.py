@@ -198,7 +198,7 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
                          value=out.shape, **facts)
     if not out.flags.writeable:
         raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
-    if any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
+    if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
         raise InvalidAttributeError(
             f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
             "it cannot hold a result; pass an array of its own", **facts)
