@@ -210,3 +210,19 @@ def test_kv_cache_writes_follow_the_spec():
     # The window wrapped: the first sequence wrote slots 3 and 0, the second 2 and 3 (6 mod 4).
     changed = np.any(got["present_local_k"] != inputs["local_k"], axis=(1, 3))
     np.testing.assert_array_equal(changed, [[True, False, False, True], [False, False, True, True]])
+
+
+def test_cli_shapes_names_every_family_node(capsys):
+    assert main(["shapes", str(DATA / "kv_tensor_scatter.onnx")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "node 'write_global_k' (TensorScatter-24): present_global_k (2, 2, 8, 4) float32",
+        "node 'write_global_v' (TensorScatter-24): present_global_v (2, 2, 8, 4) float32",
+        "node 'write_local_k' (TensorScatter-24): present_local_k (2, 2, 4, 4) float32",
+        "node 'write_local_v' (TensorScatter-24): present_local_v (2, 2, 4, 4) float32",
+    ]
+    assert main(["shapes", str(DATA / "gather_elements.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "node 'node_gather' (GatherElements-13): bias ('batch', 2, 128, 128) float32" in out
+    assert main(["shapes", str(DATA / "scatter_reduce.onnx")]) == 0
+    assert "(ScatterElements-18): high ('batch', 5, 16) float32" in capsys.readouterr().out
