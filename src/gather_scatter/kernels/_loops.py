@@ -109,10 +109,11 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
 
 
 @jit
-def copy_blocks(dst, src, dst_starts, src_starts, lengths, lo, hi):
-    """``dst[dst_starts[k]:+lengths[k]] = src[src_starts[k]:+lengths[k]]`` for k in ``[lo, hi)``:
-    contiguous runs (TensorScatter's per-row segments), copied without per-element indexing."""
-    for k in range(lo, hi):
+def write_runs(dst, values, dst_starts, src_starts, runs, lo, hi):
+    """For each cache row r in ``[lo, hi)``, runs ``2r`` and ``2r + 1``:
+    ``dst[dst_starts[k]:+runs[k]] = values[src_starts[k]:+runs[k]]`` (TensorScatter's update
+    of a row is one run, or two where a circular write wraps)."""
+    for k in range(2 * lo, 2 * hi):
         d, s = u64(dst_starts[k]), u64(src_starts[k])
-        for i in range(u64(lengths[k])):
-            dst[d + i] = src[s + i]
+        for i in range(u64(runs[k])):
+            dst[d + i] = values[s + i]

@@ -70,46 +70,61 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
         others = {"update": update} if absent else {"update": update, "write_indices": write}
         target = check_out(spec, out, past.shape, dtype, others if in_place else {"past_cache": past, **others})
     _check_write_indices(spec, write, length, capacity, mode, ax)  # nothing written yet
-    if out is None:
-        output = _buffers.empty(past.shape, dtype)
-        copy_into(output, strings_as_objects(past))
-    else:
-        output = target
-        if not in_place:
-            copy_into(output, past)
-    if update.size:
-        _write_rows(output, update, write, ax, mode)
+    output = _buffers.empty(past.shape, dtype) if out is None else target
+    source = None if in_place else strings_as_objects(past)
+    if not _write_rows_compiled(output, source, update, write, ax, mode):
+        if source is not None:
+            copy_into(output, source)
+        if update.size:
+            _write_rows_numpy(output, update, write, ax, mode)
     return output if out is None else out
 
 
-def _write_rows(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode) -> None:
-    """Write ``update`` into ``output`` (checked; C-contiguous unless the NumPy path runs).
+def _runs(shape: tuple[int, ...], length: int, start: np.ndarray, ax: int) -> tuple:
+    """Each cache row's update as two contiguous runs, flat element offsets: the cache from
+    ``start`` (``first`` positions, up to the end of the row), then from 0 (the rest, when a
+    circular write wraps). Rows are (batch, the dims between batch and the axis)."""
+    batch, capacity = shape[0], shape[ax]
+    heads, inner = _shapes.size(shape[1:ax]), _shapes.size(shape[ax + 1 :])
+    first = np.minimum(length, capacity - start)
+    cache_at = np.stack([start, np.zeros_like(start)], axis=-1)[:, None, :]  # (batch, 1, 2)
+    update_at = np.stack([np.zeros_like(first), first], axis=-1)[:, None, :]
+    row = np.arange(batch * heads, dtype=np.int64).reshape(batch, heads, 1)
+    dst = ((row * capacity + cache_at) * inner).reshape(-1)
+    src = ((row * length + update_at) * inner).reshape(-1)
+    runs = np.broadcast_to(np.stack([first, length - first], axis=-1)[:, None, :] * inner, (batch, heads, 2))
+    return dst, src, runs.reshape(-1), batch * heads, capacity * inner
 
-    Rows are (batch, the dims between batch and the axis); each row's update is one run of
-    ``length * inner`` elements in the cache, or two where a circular write wraps around.
-    """
-    batch, capacity, length = output.shape[0], output.shape[ax], update.shape[ax]
-    heads, inner = _shapes.size(output.shape[1:ax]), _shapes.size(output.shape[ax + 1 :])
-    start = write % capacity if mode is Mode.CIRCULAR else write  # (batch,)
+
+def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray,
+                         ax: int, mode: Mode) -> bool:
+    """Copy ``past`` (None: in place) and write ``update``, each thread a range of cache rows;
+    False where the dtype or layout needs NumPy."""
     loops = _compiled.loops()
-    if loops is not None and output.flags.c_contiguous and output.dtype.itemsize in (1, 2, 4, 8) \
-            and not output.dtype.hasobject:
-        # Two runs per row: [start, start + first) of the cache, then [0, length - first).
-        first = np.minimum(length, capacity - start)
-        cache_at = np.stack([start, np.zeros_like(start)], axis=-1)[:, None, :]  # (batch, 1, 2)
-        update_at = np.stack([np.zeros_like(first), first], axis=-1)[:, None, :]
-        runs = np.stack([first, length - first], axis=-1)[:, None, :] * inner
-        row = np.arange(batch * heads, dtype=np.int64).reshape(batch, heads, 1)
-        dst = ((row * capacity + cache_at) * inner).reshape(-1)
-        src = ((row * length + update_at) * inner).reshape(-1)
-        runs = np.broadcast_to(runs, (batch, heads, 2)).reshape(-1)
-        target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
-        copy = loops.copy_blocks
-        chunks = _parallel.ranges(runs.size, 2 * values.nbytes)
-        _parallel.run(lambda lo, hi: copy(target, values, dst, src, runs, lo, hi), chunks)
-        return
-    # NumPy, for any layout and objects: the sequence axis next to batch, then one fancy
-    # assignment (positions are distinct within a batch: sequence_length <= capacity).
+    if (loops is None or not output.flags.c_contiguous or output.dtype.itemsize not in (1, 2, 4, 8)
+            or output.dtype.hasobject or (past is not None and not past.flags.c_contiguous) or not output.size):
+        return False
+    start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
+    dst, src, runs, rows, row_len = _runs(output.shape, update.shape[ax], start, ax)
+    target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
+    by_row = target.reshape(rows, row_len)
+    source = bits(past).reshape(rows, row_len) if past is not None else None
+    write_runs = loops.write_runs
+
+    def work(lo: int, hi: int) -> None:  # a thread copies its rows of the cache, then writes their runs
+        if source is not None:
+            np.copyto(by_row[lo:hi], source[lo:hi])
+        write_runs(target, values, dst, src, runs, lo, hi)
+
+    _parallel.run(work, _parallel.ranges(rows, (output.nbytes if past is not None else 0) + 2 * values.nbytes))
+    return True
+
+
+def _write_rows_numpy(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode) -> None:
+    """The write with NumPy, for objects and any layout: the sequence axis next to batch, then
+    one fancy assignment (positions are distinct within a batch: sequence_length <= capacity)."""
+    batch, capacity, length = output.shape[0], output.shape[ax], update.shape[ax]
+    start = write % capacity if mode is Mode.CIRCULAR else write
     positions = (np.arange(length, dtype=np.int64) + start[:, None]) % capacity  # (batch, length)
     view = np.moveaxis(output, ax, 1)
     view[np.arange(batch)[:, None], positions] = np.moveaxis(strings_as_objects(update), ax, 1)
