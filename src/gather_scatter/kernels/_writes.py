@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _parallel, _shapes
-from .._versions import Reduction
+from .. import _buffers, _parallel, _shapes
+from .._validate import check_out
+from .._versions import OpVersion, Reduction
 
-__all__ = ["UFUNCS", "assign_last_wins", "bits", "copy_into", "last_of_duplicates", "result_dtype",
-           "strings_as_objects"]
+__all__ = ["UFUNCS", "assign_last_wins", "bits", "checked_target", "copy_into", "last_of_duplicates",
+           "result_dtype", "scatter_output", "strings_as_objects"]
 
 
 UFUNCS = {
@@ -97,3 +98,26 @@ def last_of_duplicates(offsets: np.ndarray, n_slices: int) -> np.ndarray | None:
     np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
     last[-1] = True
     return np.sort(order[last])
+
+
+def checked_target(spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, others: dict, in_place: bool,
+                   data_name: str = "data") -> np.ndarray | None:
+    """A scatter's checks on where it will write: None for a fresh output (its size checked
+    against the memory limit now), else ``out`` checked (:func:`check_out`) against the inputs
+    it may not overlap: all of them but ``data`` itself when writing in place."""
+    if out is None:
+        _shapes.check_output_bytes(spec, data.shape, dtype)
+        return None
+    return check_out(spec, out, data.shape, dtype, others if in_place else {data_name: data, **others})
+
+
+def scatter_output(data: np.ndarray, target: np.ndarray | None, dtype: np.dtype, in_place: bool) -> np.ndarray:
+    """The array a scatter then updates, holding ``data``: a fresh copy, ``target`` with
+    ``data`` copied in, or ``target`` itself in place. Call only once every check has passed."""
+    if target is None:
+        output = _buffers.empty(data.shape, dtype)
+        copy_into(output, strings_as_objects(data))
+        return output
+    if not in_place:
+        copy_into(target, data)
+    return target

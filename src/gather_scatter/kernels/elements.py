@@ -14,7 +14,9 @@ from typing import Literal
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
-from ._writes import UFUNCS, bits, copy_into, last_of_duplicates, result_dtype, strings_as_objects
+from ._writes import (
+    UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
+)
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
 from . import _compiled
@@ -85,19 +87,9 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     _shapes.check_reduction_type(spec, reduction, data.dtype)
     indices = native_indices(indices)
     dtype = result_dtype(data.dtype)
-    if out is None:
-        _shapes.check_output_bytes(spec, data.shape, dtype)
-    else:
-        others = {"indices": indices, "updates": updates}
-        target = check_out(spec, out, data.shape, dtype, others if in_place else {"data": data, **others})
+    target = checked_target(spec, out, data, dtype, {"indices": indices, "updates": updates}, in_place)
     check_bounds(spec, indices, data.shape[ax], ax)  # every index checked: nothing written yet
-    if out is None:
-        output = _buffers.empty(data.shape, dtype)
-        copy_into(output, strings_as_objects(data))
-    else:
-        output = target
-        if not in_place:
-            copy_into(output, data)
+    output = scatter_output(data, target, dtype, in_place)
     if indices.size and not _scatter_compiled(output, indices, updates, ax, reduction):
         _scatter_numpy(output, indices, updates, ax, reduction)
     return output if out is None else out

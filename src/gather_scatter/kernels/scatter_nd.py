@@ -7,11 +7,13 @@ from typing import Literal
 
 import numpy as np
 
-from .. import _buffers, _shapes
-from .._validate import as_array, check_out, native_indices
+from .. import _shapes
+from .._validate import as_array, native_indices
 from .._versions import SCATTER_ND, OpVersion, Reduction
 from ._offsets import nd_offsets
-from ._writes import UFUNCS, assign_last_wins, copy_into, last_of_duplicates, result_dtype, strings_as_objects
+from ._writes import (
+    UFUNCS, assign_last_wins, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
+)
 
 
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> np.ndarray:
@@ -25,22 +27,11 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     _shapes.check_reduction_type(spec, reduction, data.dtype)
     k = indices.shape[-1]
     indices = native_indices(indices)
-    out_dtype = result_dtype(data.dtype)
-    if out is None:
-        _shapes.check_output_bytes(spec, data.shape, out_dtype)
-    else:
-        others = {"indices": indices, "updates": updates}
-        target = check_out(spec, out, data.shape, out_dtype, others if in_place else {"data": data, **others})
+    dtype = result_dtype(data.dtype)
+    target = checked_target(spec, out, data, dtype, {"indices": indices, "updates": updates}, in_place)
     dims = data.shape[:k]
     offsets = nd_offsets(spec, indices, dims, 0, 1)  # every index checked: nothing written yet
-
-    if out is None:
-        output = _buffers.empty(data.shape, out_dtype)
-        copy_into(output, strings_as_objects(data))
-    else:
-        output = target
-        if not in_place:
-            copy_into(output, data)
+    output = scatter_output(data, target, dtype, in_place)
     _write(output, dims, offsets, strings_as_objects(updates), reduction)
     return output if out is None else out
 

@@ -16,10 +16,10 @@ import numpy as np
 
 from .. import _buffers, _parallel, _shapes
 from . import _compiled
-from ._writes import bits, copy_into, result_dtype, strings_as_objects
-from .._validate import as_array, check_out, native_indices
+from .._validate import as_array, native_indices
 from .._versions import TENSOR_SCATTER, Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
+from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
 
 _NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
 
@@ -64,13 +64,10 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
     batch, capacity, length = past.shape[0], past.shape[ax], update.shape[ax]
     write = np.zeros(batch, dtype=np.int64) if absent else native_indices(write).astype(np.int64, copy=False)
     dtype = result_dtype(past.dtype)
-    if out is None:
-        _shapes.check_output_bytes(spec, past.shape, dtype)
-    else:
-        others = {"update": update} if absent else {"update": update, "write_indices": write}
-        target = check_out(spec, out, past.shape, dtype, others if in_place else {"past_cache": past, **others})
+    others = {"update": update} if absent else {"update": update, "write_indices": write}
+    target = checked_target(spec, out, past, dtype, others, in_place, "past_cache")
     _check_write_indices(spec, write, length, capacity, mode, ax)  # nothing written yet
-    output = _buffers.empty(past.shape, dtype) if out is None else target
+    output = _buffers.empty(past.shape, dtype) if target is None else target
     source = None if in_place else strings_as_objects(past)
     if not _write_rows_compiled(output, source, update, write, ax, mode):
         if source is not None:
