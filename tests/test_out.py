@@ -239,3 +239,21 @@ def test_big_outputs_reuse_buffers_only_when_unreachable():
     second = gs.gather(data, np.arange(999, -1, -1))
     np.testing.assert_array_equal(view, data[10:20])  # the block behind view was not reused
     assert not np.shares_memory(view, second)
+
+
+def test_family_in_place_with_a_bad_index_changes_nothing():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = data.copy()
+    with pytest.raises(gs.IndexOutOfBoundsError) as err:  # the last index is the bad one: all others checked first
+        gs.scatter_elements(data, np.array([[0, 1, 2, 3], [2, 1, 0, 4]]), np.ones((2, 4), np.float32), axis=1,
+                            reduction="add", out=data)
+    assert err.value.position == (1, 3)
+    np.testing.assert_array_equal(data, before)
+    cache = np.zeros((2, 4, 3), np.float16)
+    with pytest.raises(gs.IndexOutOfBoundsError) as err:
+        gs.tensor_scatter(cache, np.ones((2, 2, 3), np.float16), np.array([0, 3]), out=cache)
+    assert err.value.position == (1,) and not cache.any()
+    out = np.full((2, 4), 5, np.float32)
+    with pytest.raises(gs.IndexOutOfBoundsError):
+        gs.gather_elements(data, np.array([[0, 1, 2, 3], [0, 1, 2, 4]]), axis=1, out=out)
+    assert (out == 5).all()
