@@ -214,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except _UserError as exc:
         print(f"gather-scatter {args.command}: error: {_paragraph(exc)}", file=sys.stderr)
         return USAGE_ERROR
