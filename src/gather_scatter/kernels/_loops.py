@@ -128,11 +128,21 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
 
 
 @jit
-def write_runs(dst, values, dst_starts, src_starts, runs, lo, hi):
-    """For each cache row r in ``[lo, hi)``, runs ``2r`` and ``2r + 1``:
-    ``dst[dst_starts[k]:+runs[k]] = values[src_starts[k]:+runs[k]]`` (TensorScatter's update
-    of a row is one run, or two where a circular write wraps)."""
-    for k in range(2 * lo, 2 * hi):
-        d, s = u64(dst_starts[k]), u64(src_starts[k])
-        for i in range(u64(runs[k])):
-            dst[d + i] = values[s + i]
+def write_rows(dst, past, values, dst_starts, src_starts, runs, row_len, copy, lo, hi):
+    """TensorScatter, cache rows ``[lo, hi)`` of ``row_len`` elements each. Row r's update is
+    run ``2r`` (from the write position) and run ``2r + 1`` (from the row's start, where a
+    circular write wraps): ``dst[dst_starts[k]:+runs[k]] = values[src_starts[k]:+runs[k]]``.
+    With ``copy``, the rest of the row comes from ``past`` first: only what the update does
+    not overwrite is copied, row by row, so each row is read and written once."""
+    n = u64(row_len)
+    for r in range(lo, hi):
+        row = u64(r) * n
+        if copy:  # past outside the runs: [end of the wrapped run, write position), [end of run, row end)
+            for a, b in ((row + u64(runs[2 * r + 1]), u64(dst_starts[2 * r])),
+                         (u64(dst_starts[2 * r]) + u64(runs[2 * r]), row + n)):
+                for i in range(a, b):
+                    dst[i] = past[i]
+        for k in range(2 * r, 2 * r + 2):
+            d, s = u64(dst_starts[k]), u64(src_starts[k])
+            for i in range(u64(runs[k])):
+                dst[d + i] = values[s + i]

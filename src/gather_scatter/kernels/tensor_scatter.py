@@ -95,8 +95,8 @@ def _runs(shape: tuple[int, ...], length: int, start: np.ndarray, ax: int) -> tu
 
 def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray,
                          ax: int, mode: Mode) -> bool:
-    """Copy ``past`` (None: in place) and write ``update``, each thread a range of cache rows;
-    False where the dtype or layout needs NumPy."""
+    """Copy ``past`` (None: in place) around the update and write ``update``, each thread a
+    range of cache rows; False where the dtype or layout needs NumPy."""
     loops = _compiled.loops()
     if (loops is None or not output.flags.c_contiguous or output.dtype.itemsize not in (1, 2, 4, 8)
             or output.dtype.hasobject or (past is not None and not past.flags.c_contiguous) or not output.size):
@@ -104,16 +104,11 @@ def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np
     start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
     dst, src, runs, rows, row_len = _runs(output.shape, update.shape[ax], start, ax)
     target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
-    by_row = target.reshape(rows, row_len)
-    source = bits(past).reshape(rows, row_len) if past is not None else None
-    write_runs = loops.write_runs
-
-    def work(lo: int, hi: int) -> None:  # a thread copies its rows of the cache, then writes their runs
-        if source is not None:
-            np.copyto(by_row[lo:hi], source[lo:hi])
-        write_runs(target, values, dst, src, runs, lo, hi)
-
-    _parallel.run(work, _parallel.ranges(rows, (output.nbytes if past is not None else 0) + 2 * values.nbytes))
+    source = bits(past) if past is not None else target
+    write_rows = loops.write_rows
+    work = (output.nbytes if past is not None else 0) + 2 * values.nbytes
+    _parallel.run(lambda lo, hi: write_rows(target, source, values, dst, src, runs, row_len, past is not None, lo, hi),
+                  _parallel.ranges(rows, work))
     return True
 
 
