@@ -1,4 +1,5 @@
-"""Compiled loops for the element-wise family (GatherElements, ScatterElements, Scatter).
+"""Compiled loops for the element-wise family (GatherElements, ScatterElements, Scatter) and
+TensorScatter's row writes.
 
 Their work is one index per element, so NumPy's ``take_along_axis``/``ufunc.at`` spend
 most of their time building index tuples. These loops, compiled by numba (imported on first
@@ -11,7 +12,8 @@ output, flattened; ``indices``/``src`` are C-contiguous with the index shape ``s
 (``indices.shape`` may be smaller than data's off the axis); ``strides`` are data's C strides
 in elements. A call handles the flat index positions ``[lo, hi)`` restricted to last-dim
 columns ``[jlo, jhi)``. A bad index stops a loop and returns its flat position (else -1), so
-the caller reports it with :func:`gather_scatter._validate.check_bounds`.
+the caller reports it with :func:`gather_scatter._validate.check_bounds`. TensorScatter's
+``write_rows`` takes whole cache rows instead (see its docstring).
 """
 
 from __future__ import annotations
