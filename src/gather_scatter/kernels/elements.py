@@ -14,12 +14,12 @@ from typing import Literal
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
-from ._writes import (
-    UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
-)
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
 from . import _compiled
+from ._writes import (
+    UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
+)
 
 _OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.ADD, Reduction.MUL: _compiled.MUL,
         Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
