@@ -1,297 +1,35 @@
-"""Generators of valid random inputs for every operator of the family.
-
-Plain functions of a seeded ``numpy.random.Generator`` (used by the sampled oracle and
-onnxruntime tests), and hypothesis strategies built on them (shapes and choices drawn by
-hypothesis so that they shrink; element values from a generator seeded by hypothesis).
-
-Values cover what breaks implementations: zero-size dims, rank-0 Gather indices,
-batch_dims, all 16 ONNX types (NaN, -0.0 and infinities for floats; empty and non-ASCII
-strings of varying length; complex), int32/int64 indices, negative indices, duplicates.
+"""Hypothesis strategies over the package's case generators (``gather_scatter.check.cases``):
+shapes and choices drawn by hypothesis so that they shrink; element values from a generator
+seeded by hypothesis. The plain generators are re-exported here for the tests.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any
-
-import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-# ONNX type name -> NumPy dtype, written out here rather than taken from the library.
-DTYPES: dict[str, np.dtype] = {
-    "float": np.dtype(np.float32),
-    "double": np.dtype(np.float64),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "int8": np.dtype(np.int8),
-    "int16": np.dtype(np.int16),
-    "int32": np.dtype(np.int32),
-    "int64": np.dtype(np.int64),
-    "uint8": np.dtype(np.uint8),
-    "uint16": np.dtype(np.uint16),
-    "uint32": np.dtype(np.uint32),
-    "uint64": np.dtype(np.uint64),
-    "bool": np.dtype(np.bool_),
-    "string": np.dtype(object),
-    "complex64": np.dtype(np.complex64),
-    "complex128": np.dtype(np.complex128),
-    # TensorScatter-24's low-precision types
-    "float8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "float8e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "float8e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
-    "int4": np.dtype(ml_dtypes.int4),
-    "uint4": np.dtype(ml_dtypes.uint4),
-    "float4e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
-}
-CLASSIC = tuple(list(DTYPES)[:16])  # the 16 types of every op but TensorScatter
-LOW_PRECISION = tuple(list(DTYPES)[16:])
-FLOATS = ("float", "double", "float16", "bfloat16")
-COMPLEX = ("complex64", "complex128")
-INDEX_DTYPES = {"int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
-
-STRINGS = ("", "a", "b", "ab", "abc", "Z", "zz", "é", "héllo", "日本語", "🙂", "a🙂b", "\u00ff", "\x00x", "longer string " * 3)
-
-
-def reductions_for(type_name: str, accepted) -> list[str]:
-    """The reductions of ``accepted`` defined for ``type_name`` (README: no string mul, no complex order)."""
-    out = list(accepted)
-    if type_name == "string":
-        out = [r for r in out if r != "mul"]
-    if type_name in COMPLEX:
-        out = [r for r in out if r not in ("max", "min")]
-    return out
-
-
-# ----------------------------------------------------------------------------- values
-
-
-def _float_values(rng: np.random.Generator, n: int, special: bool) -> np.ndarray:
-    small = rng.integers(-4, 5, size=n).astype(np.float64)
-    wide = rng.standard_normal(n) * 3.0
-    values = np.where(rng.random(n) < 0.4, small, wide)
-    if special and n:
-        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 0.1, 1e-3])
-        mask = rng.random(n) < 0.15
-        values[mask] = rng.choice(specials, size=int(mask.sum()))
-    return values
-
-
-def values(rng: np.random.Generator, type_name: str, shape: tuple[int, ...], *, special: bool = True) -> np.ndarray:
-    """A random array of ONNX type ``type_name`` (strings as an object array of str)."""
-    dtype = DTYPES[type_name]
-    n = math.prod(shape)
-    if type_name in LOW_PRECISION:  # small values every one of them holds (e8m0: powers of two)
-        if type_name == "float8e8m0":
-            flat = np.exp2(rng.integers(-4, 5, size=n)).astype(dtype)
-        elif type_name == "uint4":
-            flat = rng.integers(0, 16, size=n).astype(dtype)
-        else:
-            flat = rng.integers(-6, 7, size=n).astype(np.float32).astype(dtype) if type_name != "int4" \
-                else rng.integers(-8, 8, size=n).astype(dtype)
-        return flat.reshape(shape)
-    if type_name in FLOATS:
-        flat = _float_values(rng, n, special).astype(np.float32 if type_name == "bfloat16" else dtype)
-        flat = flat.astype(dtype)
-    elif type_name in COMPLEX:
-        flat = np.empty(n, dtype=dtype)
-        flat.real, flat.imag = _float_values(rng, n, special), _float_values(rng, n, special)
-    elif type_name == "bool":
-        flat = rng.random(n) < 0.5
-    elif type_name == "string":
-        flat = np.empty(n, dtype=object)
-        for i in range(n):
-            flat[i] = str(STRINGS[rng.integers(len(STRINGS))])
-    else:
-        info = np.iinfo(dtype)
-        full = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
-        low = rng.integers(max(info.min, -5), 6, size=n).astype(dtype)
-        flat = np.where(rng.random(n) < 0.5, low, full).astype(dtype)
-    return flat.reshape(shape)
-
-
-# ----------------------------------------------------------------------------- indices
-
-
-def index_tuples(
-    rng: np.random.Generator,
-    sizes: tuple[int, ...],
-    lead: tuple[int, ...],
-    index_dtype: str,
-    *,
-    negative: bool = True,
-    duplicates: bool = False,
-    unique: bool = False,
-) -> np.ndarray:
-    """Indices of shape ``lead + (len(sizes),)``; component j in ``[-sizes[j], sizes[j]-1]``.
-
-    ``duplicates``: tuples drawn from a pool of at most 3, so repeats are the rule.
-    ``unique``: no two tuples address the same element (needs ``prod(lead) <= prod(sizes)``).
-    The caller guarantees ``prod(lead) == 0`` whenever some size is 0.
-    """
-    k, n = len(sizes), math.prod(lead)
-    total = math.prod(sizes)
-    if n and not total:
-        raise ValueError("non-empty indices into an empty block")
-    if unique:
-        flat = rng.choice(total, size=n, replace=False) if n else np.zeros(0, dtype=np.int64)
-        rows = np.stack(np.unravel_index(flat, sizes), axis=-1) if k else np.zeros((n, 0), np.int64)
-    elif duplicates and n:
-        pool = np.stack([rng.integers(0, s, size=3) for s in sizes], axis=-1) if k else np.zeros((3, 0), np.int64)
-        rows = pool[rng.integers(0, 3, size=n)]
-    else:
-        rows = np.stack([rng.integers(0, max(s, 1), size=n) for s in sizes], axis=-1) if k else np.zeros((n, 0), np.int64)
-    rows = rows.astype(np.int64).reshape(n, k)
-    if negative and rows.size:
-        flip = rng.random(rows.shape) < 0.35
-        rows = np.where(flip, rows - np.asarray(sizes, dtype=np.int64), rows)
-    return rows.reshape(lead + (k,)).astype(INDEX_DTYPES[index_dtype])
-
-
-def gather_indices(rng, size: int, shape: tuple[int, ...], index_dtype: str, negative: bool = True) -> np.ndarray:
-    """Gather indices of any shape (rank 0 included) with values in ``[-size, size-1]``."""
-    n = math.prod(shape)
-    if n and not size:
-        raise ValueError("non-empty indices into an empty axis")
-    flat = rng.integers(0, max(size, 1), size=n)
-    if negative and n:
-        flat = np.where(rng.random(n) < 0.35, flat - size, flat)
-    return flat.reshape(shape).astype(INDEX_DTYPES[index_dtype])
-
-
-# ----------------------------------------------------------------------------- cases
-
-
-@dataclass
-class Case:
-    """One node evaluation: the op, its inputs and attributes."""
-
-    op: str
-    inputs: list[np.ndarray]
-    attrs: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        shapes = ", ".join(f"{a.dtype}{a.shape}" for a in self.inputs)
-        return f"{self.op}({shapes}, {self.attrs})"
-
-
-def _shape(rng, rank: int, low: int = 1, high: int = 4, zero: float = 0.08) -> tuple[int, ...]:
-    return tuple(0 if rng.random() < zero else int(rng.integers(low, high + 1)) for _ in range(rank))
-
-
-def _lead_for(rng, lead: tuple[int, ...], block: tuple[int, ...]) -> tuple[int, ...]:
-    """``lead`` made empty (a zero dim) when the indexed block is empty, so indices stay valid."""
-    if math.prod(block) == 0 and math.prod(lead) != 0:
-        if not lead:
-            raise ValueError("rank-0 lead cannot be empty")
-        lead = list(lead)
-        lead[int(rng.integers(len(lead)))] = 0
-        lead = tuple(lead)
-    return lead
-
-
-def gather_case(rng, type_name: str, index_dtype: str, *, zero: float = 0.08) -> Case:
-    r = int(rng.integers(1, 4))
-    data_shape = _shape(rng, r, zero=zero)
-    axis = int(rng.integers(-r, r))
-    size = data_shape[axis]
-    q = int(rng.integers(0, 4))
-    ind_shape = _shape(rng, q, 1, 3, zero=zero)
-    if size == 0 and math.prod(ind_shape):
-        ind_shape = _lead_for(rng, ind_shape if q else (1,), (0,))
-    indices = gather_indices(rng, size, ind_shape, index_dtype)
-    return Case("Gather", [values(rng, type_name, data_shape), indices], {"axis": axis})
-
-
-def gather_nd_case(rng, type_name: str, index_dtype: str, *, batch_dims: bool = True, zero: float = 0.08) -> Case:
-    r = int(rng.integers(1, 5))
-    data_shape = _shape(rng, r, zero=zero)
-    b = int(rng.integers(0, r)) if batch_dims and rng.random() < 0.5 else 0
-    k = int(rng.integers(1, r - b + 1))
-    lead = _shape(rng, int(rng.integers(0, 3)), 1, 3, zero=zero)
-    block = data_shape[b : b + k]
-    if math.prod(block) == 0 and math.prod(data_shape[:b] + lead) != 0:
-        lead = _lead_for(rng, lead if lead else (1,), block)
-    indices = index_tuples(rng, block, data_shape[:b] + lead, index_dtype)
-    attrs = {"batch_dims": b} if batch_dims else {}
-    return Case("GatherND", [values(rng, type_name, data_shape), indices], attrs)
-
-
-def scatter_nd_case(
-    rng, type_name: str, index_dtype: str, reduction: str | None, *, duplicates: bool | None = None,
-    unique: bool = False, zero: float = 0.08, max_rank: int = 4,
-) -> Case:
-    r = int(rng.integers(1, max_rank + 1))
-    data_shape = _shape(rng, r, zero=zero)
-    k = int(rng.integers(0, r + 1))
-    block = data_shape[:k]
-    lead = _shape(rng, int(rng.integers(0, 3)), 1, 4, zero=zero)
-    if unique and math.prod(lead) > math.prod(block):
-        lead = (int(rng.integers(0, math.prod(block) + 1)),)
-    if math.prod(block) == 0 and math.prod(lead) != 0:
-        lead = _lead_for(rng, lead if lead else (1,), block)
-    if duplicates is None:
-        duplicates = rng.random() < 0.4
-    indices = index_tuples(rng, block, lead, index_dtype, duplicates=duplicates and not unique, unique=unique)
-    updates = values(rng, type_name, lead + data_shape[k:])
-    attrs = {} if reduction is None else {"reduction": reduction}
-    return Case("ScatterND", [values(rng, type_name, data_shape), indices, updates], attrs)
-
-
-def elements_case(rng, op: str, type_name: str, index_dtype: str, reduction: str | None = None, *,
-                  duplicates: bool | None = None, zero: float = 0.08) -> Case:
-    """GatherElements / ScatterElements / Scatter: same rank, indices no larger than data off the
-    axis (often smaller), any length on the axis, negatives, duplicates for the scatters."""
-    r = int(rng.integers(1, 5))
-    data_shape = _shape(rng, r, zero=zero)
-    axis = int(rng.integers(-r, r))
-    ax = axis % r
-    ind_shape = tuple(int(rng.integers(0, 5)) if d == ax else int(rng.integers(0, n + 1)) if rng.random() < 0.4 else n
-                      for d, n in enumerate(data_shape))
-    if data_shape[ax] == 0 and math.prod(ind_shape):
-        ind_shape = ind_shape[:ax] + (0,) + ind_shape[ax + 1:]
-    size = data_shape[ax]
-    if duplicates is None:
-        duplicates = rng.random() < 0.5
-    high = min(size, 2) if duplicates else size
-    flat = rng.integers(0, max(high, 1), size=math.prod(ind_shape))
-    flat = np.where(rng.random(flat.size) < 0.35, flat - size, flat)
-    indices = flat.reshape(ind_shape).astype(INDEX_DTYPES[index_dtype])
-    inputs = [values(rng, type_name, data_shape), indices]
-    attrs = {"axis": axis}
-    if op != "GatherElements":
-        inputs.append(values(rng, type_name, ind_shape))
-        if reduction is not None:
-            attrs["reduction"] = reduction
-    return Case(op, inputs, attrs)
-
-
-def tensor_scatter_case(rng, type_name: str, mode: str | None = None, *, with_write: bool | None = None,
-                        zero: float = 0.08) -> Case:
-    """TensorScatter: cache (batch, ..., max_sequence_length, ...), an update of sequence_length
-    <= max on the axis, write indices in range for the mode (circular ones may exceed max)."""
-    r = int(rng.integers(2, 5))
-    past_shape = _shape(rng, r, zero=zero)
-    axis = int(rng.integers(1, r)) - (r if rng.random() < 0.5 else 0)
-    ax = axis % r
-    capacity = past_shape[ax]
-    length = int(rng.integers(0, capacity + 1))
-    update_shape = past_shape[:ax] + (length,) + past_shape[ax + 1:]
-    mode = mode or ("circular" if rng.random() < 0.5 else "linear")
-    if with_write is None:
-        with_write = rng.random() < 0.75
-    inputs = [values(rng, type_name, past_shape), values(rng, type_name, update_shape)]
-    if with_write:
-        high = capacity - length if mode == "linear" else 3 * capacity + 2
-        inputs.append(rng.integers(0, high + 1, size=past_shape[0]).astype(np.int64))
-    attrs = {"axis": axis} if rng.random() < 0.7 or axis != -2 else {}
-    if mode != "linear" or rng.random() < 0.5:
-        attrs["mode"] = mode
-    return Case("TensorScatter", inputs, attrs)
-
+from gather_scatter.check.cases import (  # noqa: F401 - re-exported for the tests
+    CLASSIC,
+    COMPLEX,
+    DTYPES,
+    FLOATS,
+    INDEX_DTYPES,
+    LOW_PRECISION,
+    STRINGS,
+    Case,
+    elements_case,
+    gather_case,
+    gather_indices,
+    gather_nd_case,
+    index_tuples,
+    invalid_cases,
+    onnx_name,
+    reductions_for,
+    scatter_nd_case,
+    tensor_scatter_case,
+    valid_cases,
+    values,
+)
 
 # ----------------------------------------------------------------------------- hypothesis
 
@@ -322,11 +60,6 @@ def scatter_nd_cases(draw, types=type_names, reductions=st.sampled_from(["none",
         reduction = "none"
     return scatter_nd_case(rng, type_name, "int64", reduction, duplicates=draw(duplicates), unique=unique,
                            zero=draw(st.sampled_from([0.0, 0.2])))
-
-
-def onnx_name(dtype) -> str:
-    """ONNX type name of one of the :data:`DTYPES`."""
-    return {v: k for k, v in DTYPES.items()}[np.dtype(dtype)]
 
 
 @st.composite

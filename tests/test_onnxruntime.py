@@ -355,25 +355,6 @@ ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": or
 # ----------------------------------------------------------------------------- valid inputs
 
 
-def _valid_cases(spec, rng):
-    index_types = sorted(spec.index_types)
-    for type_name in sorted(spec.data_types):
-        for index_dtype in index_types:
-            reductions = S.reductions_for(type_name, spec.reductions) if "reduction" in spec.attributes else [None]
-            for reduction in reductions:
-                for _ in range(CASES_PER_COMBINATION):
-                    if spec.op_type == "Gather":
-                        yield S.gather_case(rng, type_name, index_dtype)
-                    elif spec.op_type == "GatherND":
-                        yield S.gather_nd_case(rng, type_name, index_dtype, batch_dims="batch_dims" in spec.attributes)
-                    elif spec.op_type == "TensorScatter":
-                        yield S.tensor_scatter_case(rng, type_name)
-                    elif spec.op_type == "ScatterND":
-                        yield S.scatter_nd_case(rng, type_name, index_dtype, reduction)
-                    else:
-                        yield S.elements_case(rng, spec.op_type, type_name, index_dtype, reduction)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report_counts(request):
     yield
@@ -394,7 +375,7 @@ def _report_counts(request):
 def test_valid_inputs_match_onnxruntime(spec):
     rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
     compared = skipped = 0
-    for case in _valid_cases(spec, rng):
+    for case in S.valid_cases(spec, rng, CASES_PER_COMBINATION):
         row = divergence_for(spec, case)
         if row is not None:
             skipped += 1
@@ -414,101 +395,6 @@ def _rng_for(*key):
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
-def _nonempty(make, rng, attempts=50):
-    for _ in range(attempts):
-        case = make(rng)
-        if case.inputs[1].size:
-            return case
-    raise AssertionError("no case with non-empty indices")
-
-
-def _push_out_of_bounds(rng, case: Case) -> Case:
-    indices = case.inputs[1].copy()
-    flat = indices.reshape(-1)
-    flat[int(rng.integers(flat.size))] = rng.choice([50, -51])
-    return Case(case.op, [case.inputs[0], indices] + case.inputs[2:], case.attrs)
-
-
-def _invalid_cases(spec, rng, type_name, index_dtype):
-    """(kind, case, expected error class) for ``spec``; every case has something wrong."""
-    op = spec.op_type
-    has_batch = "batch_dims" in spec.attributes
-    if op == "Gather":
-        base = _nonempty(lambda r: S.gather_case(r, type_name, index_dtype, zero=0.0), rng)
-        yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
-        r = base.inputs[0].ndim
-        yield "axis out of range", Case(op, base.inputs, {"axis": int(rng.choice([r, -r - 1]))}), gs.InvalidAttributeError
-        return
-    if op == "GatherND":
-        base = _nonempty(lambda r: S.gather_nd_case(r, type_name, index_dtype, batch_dims=has_batch, zero=0.0), rng)
-        yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
-        data, indices = base.inputs
-        b = base.attrs.get("batch_dims", 0)
-        too_long = np.zeros(indices.shape[:-1] + (data.ndim - b + 1,), dtype=indices.dtype)
-        yield "indices.shape[-1] > rank - batch_dims", Case(op, [data, too_long], base.attrs), gs.ShapeError
-        if has_batch:
-            data = S.values(rng, type_name, (2, 3, 2))
-            batch = int(rng.choice([1, 3, 4, 6]))  # != 2; ORT refuses only those not divisible by 2
-            indices = S.index_tuples(rng, (3,), (batch, int(rng.integers(1, 3))), index_dtype)
-            yield "batch dims differ", Case(op, [data, indices], {"batch_dims": 1}), gs.ShapeError
-            yield "batch_dims >= rank", Case(op, [data, indices[0]], {"batch_dims": 2}), gs.InvalidAttributeError
-        if spec.domain == "":
-            wrong = S.index_tuples(rng, data.shape[:1], (2,), "int32")
-            yield "int32 indices", Case(op, [data, wrong], {}), gs.DTypeError
-        return
-    if op == "TensorScatter":
-        base = S.tensor_scatter_case(rng, type_name, "linear", with_write=True, zero=0.0)
-        past, update, write = base.inputs
-        axis = base.attrs.get("axis", -2) % past.ndim
-        room = past.shape[axis] - update.shape[axis]
-        for kind, bad in (("negative write index", -1), ("write past the cache", room + 1)):
-            w = write.copy()
-            w[int(rng.integers(w.size))] = bad
-            yield kind, Case(op, [past, update, w], base.attrs), gs.IndexOutOfBoundsError
-        longer = past.shape[:axis] + (past.shape[axis] + 1,) + past.shape[axis + 1:]
-        yield "sequence_length > max", Case(op, [past, S.values(rng, type_name, longer), write], base.attrs), \
-            gs.ShapeError
-        yield "axis 0", Case(op, [past, update, write], {**base.attrs, "axis": 0}), gs.InvalidAttributeError
-        yield "write_indices shape", Case(op, [past, update, np.zeros(past.shape[0] + 1, np.int64)], base.attrs), \
-            gs.ShapeError
-        return
-    reductions = S.reductions_for(type_name, spec.reductions) if "reduction" in spec.attributes else [None]
-    reduction = reductions[int(rng.integers(len(reductions)))]
-    if op in ("GatherElements", "ScatterElements", "Scatter"):
-        base = _nonempty(lambda r: S.elements_case(r, op, type_name, index_dtype, reduction, zero=0.0), rng)
-        yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
-        data, indices = base.inputs[:2]
-        rest = base.inputs[2:]
-        yield "rank differs", Case(op, [data, indices[..., None], *(u[..., None] for u in rest)], base.attrs), \
-            gs.ShapeError
-        ax = base.attrs["axis"] % data.ndim
-        if data.ndim > 1:
-            d = (ax + 1) % data.ndim
-            wide = indices.shape[:d] + (data.shape[d] + 1,) + indices.shape[d + 1:]
-            big = np.zeros(wide, dtype=indices.dtype)
-            yield "indices wider than data off the axis", \
-                Case(op, [data, big, *(S.values(rng, type_name, wide) for _ in rest)], base.attrs), gs.ShapeError
-        if rest:
-            grown = indices.shape[:-1] + (indices.shape[-1] + 1,)
-            yield "updates shape", Case(op, [data, indices, S.values(rng, type_name, grown)], base.attrs), gs.ShapeError
-        return
-
-    def make(r):
-        return S.scatter_nd_case(r, type_name, index_dtype, reduction, zero=0.0)
-
-    base = _nonempty(make, rng)
-    yield "index out of bounds", _push_out_of_bounds(rng, base), gs.IndexOutOfBoundsError
-    data, indices, updates = base.inputs
-    grown = updates.shape[:-1] + (updates.shape[-1] + 1,) if updates.ndim else (1,)
-    yield "updates shape", Case(op, [data, indices, S.values(rng, type_name, grown)], base.attrs), gs.ShapeError
-    too_long = np.zeros(indices.shape[:-1] + (data.ndim + 1,), dtype=indices.dtype)
-    yield "indices.shape[-1] > rank", Case(op, [data, too_long, updates], base.attrs), gs.ShapeError
-    other = "int32" if type_name != "int32" else "int64"
-    mixed = S.values(rng, other, updates.shape)
-    yield "updates type differs", Case(op, [data, indices, mixed], base.attrs), gs.DTypeError
-    yield "int32 indices", Case(op, [data, indices.astype(np.int32), updates], base.attrs), gs.DTypeError
-
-
 def _ort_supported_types(spec):
     return [t for t in sorted(spec.data_types) if t not in S.COMPLEX and t not in S.LOW_PRECISION and
             not (spec.op_type == "TensorScatter" and t == "string")]
@@ -521,7 +407,7 @@ def test_invalid_inputs_rejected_by_both(spec):
     kinds = set()
     for type_name in _ort_supported_types(spec):
         for index_dtype in sorted(spec.index_types):
-            for kind, case, error in _invalid_cases(spec, rng, type_name, index_dtype):
+            for kind, case, error in S.invalid_cases(spec, rng, type_name, index_dtype):
                 with pytest.raises(error) as ours:
                     run_ours(spec, case)
                 assert ours.value.op == spec.op_type and ours.value.since_version == spec.since_version
