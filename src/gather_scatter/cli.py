@@ -173,7 +173,49 @@ def _add_shapes(subparsers: Any) -> None:
     parser.set_defaults(func=_shapes)
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes)
+def _check(args: argparse.Namespace) -> int:
+    from .check import run_check
+    from .check.engines import EngineMissing
+
+    try:
+        result = run_check(
+            args.engine, ops=args.op or None, opsets=args.opset or None, cases=args.cases, seed=args.seed,
+            threads=args.threads, timeout=args.timeout, out_dir=args.out, json_path=args.json,
+            progress=sys.stderr.isatty(),
+        )
+    except EngineMissing as exc:
+        raise _UserError(str(exc)) from None
+    return 1 if result["findings"] else 0
+
+
+def _add_check(subparsers: Any) -> None:
+    from .check.engines import ENGINES
+
+    parser = subparsers.add_parser(
+        "check",
+        help="find where another ONNX engine gets these operators wrong",
+        description=f"Run generated valid and invalid cases of every version of {_FAMILY} through an "
+        "engine (out of process, restarted after a crash), compare with gather_scatter's kernels, shrink "
+        "each disagreement to a minimal case and write it out with a one-line reproduction. Exit status: "
+        "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is not installed).",
+    )
+    parser.add_argument("--engine", required=True, choices=sorted(ENGINES), help="the engine to check")
+    parser.add_argument("--op", action="append", default=[], metavar="OP",
+                        help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)")
+    parser.add_argument("--opset", action="append", default=[], type=int, metavar="N",
+                        help="run each version at opset N where it is in effect (repeatable; default: its own)")
+    parser.add_argument("--cases", type=int, default=20, metavar="N", help="cases per operator version (default 20)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the generated cases (default 0)")
+    parser.add_argument("--threads", type=int, default=None, metavar="T", help="the engine's intra-op threads")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="seconds per case before the engine counts as hung (default 30)")
+    parser.add_argument("--out", default="check-findings", metavar="DIR",
+                        help="where finding-NNNN.onnx/.npz go (default check-findings)")
+    parser.add_argument("--json", default=None, metavar="REPORT.json", help="also write the report as JSON")
+    parser.set_defaults(func=_check)
+
+
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes, _add_check)
 
 
 def _build_parser() -> argparse.ArgumentParser:

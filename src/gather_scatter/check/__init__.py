@@ -1,5 +1,98 @@
 """``gather-scatter check``: find where other ONNX engines get these operators wrong.
 
 ``cases`` generates valid and invalid cases for every operator version (the test suite draws
-from the same generators); our kernels give the expected result or error.
+from the same generators) and our kernels give the expected result or error (``runner``);
+each engine runs out of process, restarted after a crash (``engines``); each finding is shrunk
+to a minimal case (``shrink``) and written out with a one-line reproduction (``report``).
 """
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from typing import TextIO
+
+from . import engines, report, runner, shrink
+
+__all__ = ["run_check"]
+
+
+def run_check(
+    engine: str,
+    *,
+    ops: list[str] | None = None,
+    opsets: list[int] | None = None,
+    cases: int = 20,
+    seed: int = 0,
+    threads: int | None = None,
+    timeout: float = 30.0,
+    out_dir: str = "check-findings",
+    json_path: str | None = None,
+    progress: bool = True,
+    stream: TextIO | None = None,
+) -> dict:
+    """Run ``cases`` generated cases per operator version (and opset) through ``engine``,
+    shrink and write out each finding, print the table, and return the report.
+
+    Parameters
+    ----------
+    engine : {'onnxruntime', 'reference', 'openvino', 'tract'}
+    ops : list of str, optional
+        Operator types (``ScatterND``) or versions (``ScatterND-16``) to check; default all.
+    opsets : list of int, optional
+        Run each version at these opsets where it is the one in effect; default: each version
+        at its own ``since_version``.
+    cases, seed : int
+        Cases per operator version and opset, and the seed that makes them reproducible.
+    threads : int, optional
+        The engine's intra-op threads, where it has them.
+    timeout : float
+        Seconds an engine may take on one case before it counts as hung.
+    out_dir, json_path : str
+        Where findings (``finding-NNNN.onnx`` + ``.npz``) and the JSON report go.
+
+    Returns
+    -------
+    dict
+        ``{"engine", "engine_version", "cases", "summary": {kind: count}, "findings": [...]}``.
+
+    Raises
+    ------
+    engines.EngineMissing
+        The engine is not installed (the message names the pip extra).
+    """
+    engines.require(engine)
+    version = engines.engine_version(engine)
+    checks = list(runner.generate(ops, opsets, cases, seed))
+    summary: Counter = Counter()
+    findings: list[runner.Finding] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(checks), desc=f"check {engine}", unit="case", file=sys.stderr, leave=False)
+    shrunk: set = set()
+    with engines.Worker(engine, threads, timeout) as worker:
+        for check in checks:
+            kind, detail = runner.run_one(worker, check)
+            summary[kind] += 1
+            if kind in runner.FINDING_KINDS:
+                key = (check.spec.name, kind, check.kind)
+                if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
+                    shrunk.add(key)
+                    small = shrink.shrink(check, kind, lambda c: runner.run_one(worker, c)[0], budget=60)
+                    if small is not check:  # the shrunk case's own detail
+                        check, detail = small, runner.run_one(worker, small)[1]
+                finding = runner.Finding(kind, check, detail)
+                report.write_finding(finding, len(findings) + 1, out_dir, engine)
+                findings.append(finding)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    result = report.report(engine, version, len(checks), summary, findings)
+    report.print_table(result, stream if stream is not None else sys.stdout)
+    if json_path:
+        report.write_json(result, os.fspath(json_path))
+    return result

@@ -1,0 +1,226 @@
+"""Other ONNX engines, each run out of process by a worker that is restarted after a crash.
+
+An engine call never runs in the checking process: a crash (a Rust panic, a segfault, an
+abort) or a hang kills only the worker, and is itself the finding. The worker answers each
+request with one :class:`Outcome`:
+
+- ``ok``: the engine's first output, as a NumPy array (``None`` when the engine returned one
+  that NumPy cannot hold; only whether it accepted the input matters then);
+- ``error``: the engine refused the input (its message);
+- ``unsupported``: the engine says it does not implement the operator or type (not a bug);
+- ``crash`` / ``timeout``: the worker died, or did not answer within the time limit.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import multiprocessing
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["ENGINES", "EngineMissing", "Outcome", "Worker", "engine_version", "require"]
+
+# engine -> (module that must be importable, distribution whose version is reported, pip extra)
+ENGINES: dict[str, tuple[str, str, str]] = {
+    "onnxruntime": ("onnxruntime", "onnxruntime", "onnxruntime"),
+    "reference": ("onnx.reference", "onnx", "reference"),
+    "openvino": ("openvino", "openvino", "openvino"),
+    "tract": ("tract", "tract", "tract"),
+}
+
+# Messages by which an engine says it lacks an operator version or type, not that the input is bad.
+_UNSUPPORTED = (
+    "NOT_IMPLEMENTED", "Could not find an implementation", "is not currently registered or supported",
+    "not supported", "Unsupported", "unsupported", "No implementation", "is not implemented",
+    "Cannot create", "doesn't support", "does not support", "Unknown type", "unknown type",
+    "No registered implementation", "is unknown, known functions", "translating to fact",
+)
+
+
+class EngineMissing(Exception):
+    """The engine's Python package is not installed."""
+
+
+def require(engine: str) -> None:
+    """EngineMissing (one line, naming the extra to install) unless ``engine`` can run here."""
+    if engine not in ENGINES:
+        raise EngineMissing(f"unknown engine {engine!r} (engines: {', '.join(ENGINES)})")
+    module, _, extra = ENGINES[engine]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise EngineMissing(f"engine {engine!r} is not installed: pip install \"gather_scatter[{extra}]\"")
+
+
+def engine_version(engine: str) -> str:
+    return importlib.metadata.version(ENGINES[engine][1])
+
+
+@dataclass
+class Outcome:
+    kind: str  # ok, error, unsupported, crash, timeout
+    output: Any = None
+    message: str = ""
+
+
+class _Unsupported(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- in the worker
+
+
+def _ort_value(ort, array: np.ndarray):
+    if array.dtype.kind == "V" or array.dtype.name.startswith(("float8", "int4", "uint4", "float4")):
+        from onnx import helper
+
+        onnx_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+        if array.dtype.itemsize != 2 or array.dtype.name != "bfloat16":
+            raise _Unsupported(f"onnxruntime's Python API takes no {array.dtype} arrays")
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array).view(np.uint16), onnx_type)
+    return ort.OrtValue.ortvalue_from_numpy(np.array(array, order="C"))
+
+
+def _run_onnxruntime(model: bytes, feeds: dict, threads: int | None, out_hint) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    if threads:
+        options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    if not any(a.dtype.kind == "V" for a in feeds.values()):
+        return session.run(None, feeds)[0]
+    values = {name: _ort_value(ort, a) for name, a in feeds.items()}
+    if out_hint is None:  # an input we refuse: only whether it is accepted matters
+        session.run_with_ort_values(None, values)
+        return None
+    shape, dtype = out_hint
+    binding = session.io_binding()
+    for name, value in values.items():
+        binding.bind_ortvalue_input(name, value)
+    buffer = np.zeros(shape, dtype=np.uint16)
+    from onnx import helper
+
+    binding.bind_ortvalue_output(session.get_outputs()[0].name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+        buffer, helper.np_dtype_to_tensor_dtype(np.dtype(dtype))))
+    session.run_with_iobinding(binding)
+    return buffer.view(dtype)
+
+
+def _run_reference(model: bytes, feeds: dict, threads: int | None, out_hint) -> Any:
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)[0]
+
+
+def _run_openvino(model: bytes, feeds: dict, threads: int | None, out_hint) -> Any:
+    import openvino as ov
+
+    core = ov.Core()
+    config = {"INFERENCE_NUM_THREADS": threads} if threads else {}
+    compiled = core.compile_model(core.read_model(model), "CPU", config)
+    result = compiled(feeds)
+    return np.asarray(next(iter(result.values())))
+
+
+def _run_tract(model: bytes, feeds: dict, threads: int | None, out_hint) -> Any:
+    import tract
+
+    with tempfile.TemporaryDirectory() as tmp:  # tract reads models from a path
+        path = os.path.join(tmp, "model.onnx")
+        with open(path, "wb") as f:
+            f.write(model)
+        runnable = tract.onnx().load(path).into_model().into_runnable()
+    return runnable.run(list(feeds.values()))[0].to_numpy()
+
+
+_RUNNERS: dict[str, Callable[..., Any]] = {
+    "onnxruntime": _run_onnxruntime, "reference": _run_reference, "openvino": _run_openvino, "tract": _run_tract,
+}
+
+
+def _serve(conn, engine: str, threads: int | None) -> None:
+    """The worker's loop: one request in, one (kind, output, message) out, until the pipe closes."""
+    run = _RUNNERS[engine]
+    while True:
+        try:
+            model, feeds, out_hint = conn.recv()
+        except EOFError:
+            return
+        try:
+            output = run(model, feeds, threads, out_hint)
+            reply = ("ok", output if isinstance(output, np.ndarray) or output is None else np.asarray(output), "")
+        except _Unsupported as exc:
+            reply = ("unsupported", None, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the engine's refusal is the answer
+            text = f"{type(exc).__name__}: {exc}"
+            reply = ("unsupported" if any(s in text for s in _UNSUPPORTED) else "error", None, text[:2000])
+        try:
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - an output that cannot be sent back (an odd dtype)
+            conn.send(("ok", None, f"output not transferable: {exc}"))
+
+
+class Worker:
+    """One engine in a child process; restarted after a crash or a timeout."""
+
+    def __init__(self, engine: str, threads: int | None = None, timeout: float = 30.0) -> None:
+        require(engine)
+        self.engine, self.threads, self.timeout = engine, threads, timeout
+        self._context = multiprocessing.get_context("spawn")
+        self._process = None
+        self._conn = None
+        self.restarts = 0
+
+    def _start(self) -> None:
+        parent, child = self._context.Pipe()
+        self._process = self._context.Process(target=_serve, args=(child, self.engine, self.threads), daemon=True)
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join(5)
+            self._conn.close()
+        self._process = self._conn = None
+
+    def run(self, model: bytes, feeds: dict, out_hint=None) -> Outcome:
+        """The engine's answer for one model and its inputs (see the module docstring)."""
+        if self._process is None:
+            self._start()
+        try:
+            self._conn.send((model, feeds, out_hint))
+            if not self._conn.poll(self.timeout):
+                self._stop()
+                self.restarts += 1
+                return Outcome("timeout", message=f"no answer within {self.timeout:g} s")
+            kind, output, message = self._conn.recv()
+            return Outcome(kind, output, message)
+        except (EOFError, OSError):  # the pipe broke: the worker died
+            self._process.join(5)
+            code = self._process.exitcode
+            self._stop()
+            self.restarts += 1
+            return Outcome("crash", message=f"the engine's process died (exit code {code})")
+
+    def close(self) -> None:
+        self._stop()
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

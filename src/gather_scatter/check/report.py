@@ -1,0 +1,79 @@
+"""What ``gather-scatter check`` writes: each finding as ``finding-NNNN.onnx`` + ``.npz`` (inputs
+by name) with a one-line reproduction, a table on stdout, and the JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import TextIO
+
+import numpy as np
+
+from .runner import FINDING_KINDS, Finding, model_bytes
+
+# engine -> a one-line Python reproduction, given the model and inputs paths
+_REPRO = {
+    "onnxruntime": "import numpy as np, onnxruntime as ort; i = dict(np.load({inputs!r}, allow_pickle=True)); "
+                   "print(ort.InferenceSession({model!r}, providers=['CPUExecutionProvider']).run(None, i))",
+    "reference": "import numpy as np, onnx; from onnx.reference import ReferenceEvaluator as R; "
+                 "i = dict(np.load({inputs!r}, allow_pickle=True)); print(R(onnx.load({model!r})).run(None, i))",
+    "openvino": "import numpy as np, openvino as ov; i = dict(np.load({inputs!r}, allow_pickle=True)); "
+                "print(ov.Core().compile_model({model!r}, 'CPU')(i))",
+    "tract": "import numpy as np, tract; i = np.load({inputs!r}, allow_pickle=True); "
+             "print([t.to_numpy() for t in tract.onnx().load({model!r}).into_model().into_runnable()"
+             ".run([i[k] for k in i.files])])",
+}
+
+
+def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
+    """``finding-NNNN.onnx`` and ``finding-NNNN.npz`` in ``out_dir``; paths and repro on the finding."""
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, f"finding-{number:04d}")
+    model, inputs = stem + ".onnx", stem + ".npz"
+    with open(model, "wb") as f:
+        f.write(model_bytes(finding.check))
+    np.savez(inputs, **finding.check.feeds())
+    finding.files = {"model": model, "inputs": inputs,
+                     "repro": f'python -c "{_REPRO[engine].format(model=model, inputs=inputs)}"'}
+
+
+def report(engine: str, version: str, cases: int, summary: Counter, findings: list[Finding]) -> dict:
+    """The JSON report (see ``gather-scatter check --help``)."""
+    return {
+        "engine": engine,
+        "engine_version": version,
+        "cases": cases,
+        "summary": {kind: summary.get(kind, 0) for kind in (*FINDING_KINDS, "unsupported", "agree")},
+        "findings": [
+            {"op": f.check.spec.op_type, "domain": f.check.spec.domain or "ai.onnx",
+             "since_version": f.check.spec.since_version, "opset": f.check.opset, "kind": f.kind,
+             "case": f.check.kind, "model": f.files.get("model"), "inputs": f.files.get("inputs"),
+             "detail": f.detail, "repro": f.files.get("repro")}
+            for f in findings
+        ],
+    }
+
+
+def print_table(result: dict, stream: TextIO) -> None:
+    """One row per (op, version, kind) with its count and one example."""
+    rows: dict[tuple, list] = {}
+    for f in result["findings"]:
+        key = (f["op"] if f["domain"] == "ai.onnx" else f"{f['domain']}.{f['op']}", f["since_version"], f["kind"])
+        rows.setdefault(key, []).append(f)
+    print(f"{result['engine']} {result['engine_version']}: {result['cases']} cases; "
+          + ", ".join(f"{k} {v}" for k, v in result["summary"].items()), file=stream)
+    if not rows:
+        print("no findings", file=stream)
+        return
+    header = ("op", "version", "kind", "count", "example")
+    lines = [(op, str(v), kind, str(len(fs)), " ".join(fs[0]["detail"].split())[:100])
+             for (op, v, kind), fs in sorted(rows.items())]
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(4)]
+    for row in [header, *lines]:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4], file=stream)
+
+
+def write_json(result: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)

@@ -1,0 +1,175 @@
+"""Run generated cases through an engine and classify every disagreement with our kernels.
+
+For each case our kernel (``run_node`` at the case's opset) gives the expected output or the
+error the spec requires; the engine's answer (``engines.Outcome``) is then:
+
+- ``wrong_output``: both return, but the values, shape or dtype differ (bit for bit; two
+  NaNs are equal);
+- ``accepted_invalid``: the engine returned a result where we raise;
+- ``rejected_valid``: the engine raised on an input we accept, for an operator and type it
+  does not call unsupported;
+- ``crash`` / ``timeout``: the engine's process died or hung;
+- ``unsupported``: the engine says it lacks the operator version or type (counted, no finding).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+from onnx import helper
+
+from .._dispatch import run_node
+from .._versions import REGISTRY, OpVersion
+from ..errors import GatherScatterError
+from . import cases as C
+from .engines import Outcome, Worker
+
+__all__ = ["FINDING_KINDS", "CheckCase", "Finding", "classify", "expected", "generate", "model_bytes", "run_one", "same"]
+
+FINDING_KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", "timeout")
+
+
+@dataclass
+class CheckCase:
+    spec: OpVersion
+    opset: int
+    case: C.Case
+    kind: str  # "valid", or what makes it invalid
+
+    @property
+    def names(self) -> list[str]:
+        return [f"x{i}" for i in range(len(self.case.inputs))]
+
+    def feeds(self) -> dict[str, np.ndarray]:
+        return dict(zip(self.names, self.case.inputs))
+
+
+@dataclass
+class Finding:
+    kind: str
+    check: CheckCase
+    detail: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _elem(array: np.ndarray) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(object) if array.dtype.kind in "OUS" else array.dtype)
+
+
+def model_bytes(check: CheckCase) -> bytes:
+    """A one-node model of the case: inputs x0, x1(, x2), output y, the case's opset."""
+    spec, case = check.spec, check.case
+    node = helper.make_node(spec.op_type, check.names, ["y"], domain=spec.domain, **case.attrs)
+    inputs = [helper.make_tensor_value_info(n, _elem(a), a.shape) for n, a in zip(check.names, case.inputs)]
+    output = helper.make_tensor_value_info("y", _elem(case.inputs[0]), None)
+    opsets = [helper.make_opsetid("", check.opset if not spec.domain else 13)]
+    if spec.domain:
+        opsets.append(helper.make_opsetid(spec.domain, check.opset))
+    model = helper.make_model(helper.make_graph([node], "check", inputs, [output]), opset_imports=opsets)
+    model.ir_version = max(8, helper.find_min_ir_version_for(opsets[:1]))
+    return model.SerializeToString()
+
+
+def same(actual: Any, expected: np.ndarray) -> str | None:
+    """None when ``actual`` equals ``expected`` (dtype, shape, bits; any two NaNs equal;
+    strings by value), else what differs."""
+    actual = np.asarray(actual)
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape}, expected {expected.shape}"
+    if expected.dtype == object:
+        if actual.dtype.kind not in "OUS":
+            return f"dtype {actual.dtype}, expected strings"
+        got = [v.decode() if isinstance(v, bytes) else str(v) for v in actual.reshape(-1).tolist()]
+        want = expected.reshape(-1).tolist()
+        bad = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), None)
+        return None if bad is None else f"at flat position {bad}: {got[bad]!r}, expected {want[bad]!r}"
+    if actual.dtype != expected.dtype:
+        return f"dtype {actual.dtype}, expected {expected.dtype}"
+    if actual.size == 0:
+        return None
+    a, e = np.ascontiguousarray(actual).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
+    a_bits, e_bits = a.view(np.uint8).reshape(a.size, -1), e.view(np.uint8).reshape(e.size, -1)
+    differ = (a_bits != e_bits).any(axis=1)
+    if differ.any() and (a.dtype.kind in "fc" or a.dtype.kind == "V"):
+        try:
+            both_nan = np.isnan(a.astype(np.complex128)) & np.isnan(e.astype(np.complex128))
+            differ &= ~both_nan
+        except (TypeError, ValueError):
+            pass
+    if not differ.any():
+        return None
+    i = int(np.argmax(differ))
+    return f"{int(differ.sum())} of {a.size} elements differ; first at flat position {i}: {a[i]!r}, expected {e[i]!r}"
+
+
+def expected(check: CheckCase) -> np.ndarray | GatherScatterError:
+    try:
+        with np.errstate(all="ignore"):
+            return run_node(check.spec.op_type, check.case.inputs, check.case.attrs, opset=check.opset,
+                            domain=check.spec.domain)
+    except GatherScatterError as exc:
+        return exc
+
+
+def classify(check: CheckCase, outcome: Outcome) -> tuple[str, str]:
+    """(kind, detail): a finding kind, ``unsupported`` or ``agree``."""
+    ours = expected(check)
+    if outcome.kind in ("crash", "timeout", "unsupported"):
+        return outcome.kind, outcome.message
+    if isinstance(ours, GatherScatterError):
+        if outcome.kind == "ok":
+            return "accepted_invalid", f"we raise {type(ours).__name__}: {ours}; the engine returned a result"
+        return "agree", ""
+    if outcome.kind == "error":
+        return "rejected_valid", f"the engine raised: {outcome.message}"
+    if outcome.output is None:
+        return "agree", ""  # accepted, but its output cannot be compared here
+    diff = same(outcome.output, ours)
+    return ("wrong_output", diff) if diff else ("agree", "")
+
+
+def run_one(worker: Worker, check: CheckCase) -> tuple[str, str]:
+    ours = expected(check)
+    hint = (ours.shape, ours.dtype) if isinstance(ours, np.ndarray) else None
+    return classify(check, worker.run(model_bytes(check), check.feeds(), hint))
+
+
+def _versions(ops: list[str] | None) -> list[OpVersion]:
+    chosen = [v for v in REGISTRY.values() if ops is None or v.op_type in ops or v.name in ops]
+    return sorted(chosen, key=lambda v: (v.op_type, v.domain, v.since_version))
+
+
+def _opsets(spec: OpVersion, opsets: list[int] | None) -> list[int]:
+    """The opsets to run ``spec`` at: its own, or each of the ai.onnx ``opsets`` where it is the
+    version in effect (a version of another domain runs at its own)."""
+    if not opsets or spec.domain:
+        return [spec.since_version]
+    newer = [v.since_version for v in REGISTRY.values()
+             if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version]
+    end = min(newer + [spec.removed_in or 10**6])
+    return [o for o in opsets if spec.since_version <= o < end]
+
+
+def generate(ops: list[str] | None, opsets: list[int] | None, per_version: int, seed: int) -> Iterator[CheckCase]:
+    """``per_version`` cases per operator version and opset, cycling through the data, index
+    types and reductions it allows, every third one invalid; reproducible from ``seed``."""
+    for spec in _versions(ops):
+        for opset in _opsets(spec, opsets):
+            rng = np.random.default_rng([seed, zlib.crc32(f"{spec.name}@{opset}".encode())])
+            types, index_types = sorted(spec.data_types), sorted(spec.index_types)
+            valid = C.valid_cases(spec, rng, 1)
+            for i in range(per_version):
+                if i % 3 == 2:
+                    j = i // 3
+                    options = list(C.invalid_cases(spec, rng, types[j % len(types)], index_types[j % len(index_types)]))
+                    kind, case, _ = options[int(rng.integers(len(options)))]
+                    yield CheckCase(spec, opset, case, kind)
+                    continue
+                case = next(valid, None)
+                if case is None:  # every combination drawn once: start over
+                    valid = C.valid_cases(spec, rng, 1)
+                    case = next(valid)
+                yield CheckCase(spec, opset, case, "valid")

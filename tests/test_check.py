@@ -1,0 +1,142 @@
+"""``gather-scatter check``: engines out of process, classification, shrinking, the report.
+
+onnx.reference is always here (onnx is a dependency); onnxruntime, OpenVINO and tract come with
+the test extra, so CI runs every engine. Known engine bugs are what the checker must find.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+
+from gather_scatter.check import engines, run_check, runner
+from gather_scatter.check.cases import Case
+from gather_scatter.cli import main
+from gather_scatter._versions import REGISTRY
+
+
+def _check(spec_key, inputs, attrs=None, kind="valid"):
+    spec = REGISTRY[spec_key]
+    return runner.CheckCase(spec, spec.since_version, Case(spec.op_type, inputs, attrs or {}), kind)
+
+
+def test_reference_findings_are_written_and_reproduce(tmp_path):
+    out = tmp_path / "findings"
+    result = run_check("reference", ops=["GatherElements"], cases=30, seed=1, out_dir=str(out),
+                       json_path=str(tmp_path / "r.json"), progress=False)
+    assert json.loads((tmp_path / "r.json").read_text()) == result
+    assert result["engine"] == "reference" and result["engine_version"] == onnx.__version__
+    assert result["cases"] == 60 and sum(result["summary"].values()) == 60
+    kinds = {f["kind"] for f in result["findings"]}
+    # onnx.reference wraps out-of-range GatherElements indices instead of raising
+    assert "accepted_invalid" in kinds
+    for f in result["findings"]:
+        model, inputs = onnx.load(f["model"]), np.load(f["inputs"], allow_pickle=True)
+        assert model.graph.node[0].op_type == "GatherElements" and len(inputs.files) == 2
+        assert f["op"] == "GatherElements" and f["domain"] == "ai.onnx" and f["opset"] == f["since_version"]
+        assert f["repro"].startswith('python -c "') and f["model"] in f["repro"]
+    accepted = next(f for f in result["findings"] if f["kind"] == "accepted_invalid")
+    run = subprocess.run(accepted["repro"], shell=True, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr  # the engine returns where the spec requires an error
+
+
+def test_shrinking_keeps_the_finding_and_makes_the_case_smaller():
+    # onnx.reference's GatherElements wraps an out-of-range index: the shrunk case still shows it.
+    data = np.arange(60, dtype=np.float32).reshape(6, 10)
+    indices = np.tile(np.arange(10), (6, 1))
+    indices[4, 7] = 10  # out of range on axis 1
+    check = _check(("", "GatherElements", 13), [data, indices], {"axis": 1}, "index out of bounds")
+    with engines.Worker("reference") as worker:
+        assert runner.run_one(worker, check)[0] == "accepted_invalid"
+        from gather_scatter.check.shrink import shrink, size
+
+        small = shrink(check, "accepted_invalid", lambda c: runner.run_one(worker, c)[0])
+        assert runner.run_one(worker, small)[0] == "accepted_invalid"
+    assert size(small) <= 4 < size(check)  # a one-element axis and an index past it, or similar
+    assert isinstance(runner.expected(small), IndexError)  # still an input the spec refuses
+
+
+def test_a_hung_engine_is_a_timeout_and_the_worker_restarts():
+    check = _check(("", "Gather", 13), [np.arange(5.0), np.array([1, 2])], {"axis": 0})
+    with engines.Worker("reference", timeout=1e-6) as worker:
+        outcome = worker.run(runner.model_bytes(check), check.feeds())
+        assert outcome.kind == "timeout" and worker.restarts == 1
+        worker.timeout = 60
+        outcome = worker.run(runner.model_bytes(check), check.feeds())
+        assert outcome.kind == "ok" and outcome.output.tolist() == [1.0, 2.0]
+
+
+def test_classification():
+    valid = _check(("", "Gather", 13), [np.arange(5.0), np.array([1, 2])], {"axis": 0})
+    invalid = _check(("", "Gather", 13), [np.arange(5.0), np.array([1, 9])], {"axis": 0}, "index out of bounds")
+    ok = engines.Outcome("ok", np.array([1.0, 2.0]))
+    assert runner.classify(valid, ok) == ("agree", "")
+    assert runner.classify(valid, engines.Outcome("ok", np.array([1.0, 3.0])))[0] == "wrong_output"
+    assert runner.classify(valid, engines.Outcome("ok", np.array([1, 2])))[0] == "wrong_output"  # dtype
+    assert runner.classify(valid, engines.Outcome("error", message="no"))[0] == "rejected_valid"
+    assert runner.classify(invalid, ok)[0] == "accepted_invalid"
+    assert runner.classify(invalid, engines.Outcome("error", message="no")) == ("agree", "")
+    assert runner.classify(valid, engines.Outcome("crash", message="died"))[0] == "crash"
+    assert runner.classify(valid, engines.Outcome("unsupported", message="n/a"))[0] == "unsupported"
+    nan = _check(("", "Gather", 13), [np.array([np.nan, 1.0]), np.array([0])], {"axis": 0})
+    assert runner.classify(nan, engines.Outcome("ok", np.array([np.nan])))[0] == "agree"
+
+
+def test_missing_engine_is_one_line_naming_the_extra(monkeypatch, capsys):
+    real = engines.importlib.util.find_spec
+    monkeypatch.setattr(engines.importlib.util, "find_spec", lambda name: None if name == "tract" else real(name))
+    assert main(["check", "--engine", "tract"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gather-scatter check: error: engine 'tract' is not installed: pip install \"gather_scatter[tract]\""]
+
+
+def test_cli_exit_status_and_table(tmp_path, capsys):
+    code = main(["check", "--engine", "reference", "--op", "ScatterND-18", "--cases", "3", "--out", str(tmp_path),
+                 "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert code == (1 if result["findings"] else 0)
+    assert out.startswith(f"reference {onnx.__version__}: 3 cases; wrong_output ")
+
+
+def test_onnxruntime_bugs_are_found(tmp_path):
+    pytest.importorskip("onnxruntime", reason="the onnxruntime engine needs onnxruntime")
+    # 0.1's measured bugs: string Gather with slices wider than one element returns empty strings.
+    check = _check(("", "Gather", 13), [np.array([["a", "b"], ["c", "d"]], dtype=object), np.array([1, 0])])
+    with engines.Worker("onnxruntime") as worker:
+        kind, detail = runner.run_one(worker, check)
+    assert kind == "wrong_output" and detail == "at flat position 1: '', expected 'd'", detail
+
+
+def test_openvino_out_of_range_gathernd_is_found():
+    pytest.importorskip("openvino", reason="the openvino engine needs OpenVINO")
+    check = _check(("", "GatherND", 13), [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[1, 5]])],
+                   kind="index out of bounds")
+    with engines.Worker("openvino") as worker:
+        assert runner.run_one(worker, check)[0] == "accepted_invalid"  # memory garbage, not an error
+
+
+def test_tract_abort_on_a_valid_negative_index_is_a_crash_and_the_run_goes_on():
+    pytest.importorskip("tract", reason="the tract engine needs tract")
+    negative = _check(("", "GatherND", 13), [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[-1, 0]])])
+    fine = _check(("", "GatherND", 13), [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[1, 0]])])
+    with engines.Worker("tract") as worker:
+        kind, detail = runner.run_one(worker, negative)
+        assert kind == "crash" and "died" in detail
+        assert runner.run_one(worker, fine) == ("agree", "") and worker.restarts == 1
+
+
+def test_generated_cases_are_reproducible_and_cover_every_version():
+    a = list(runner.generate(None, None, 4, seed=3))
+    b = list(runner.generate(None, None, 4, seed=3))
+    assert len(a) == 4 * len(REGISTRY)
+    assert {c.spec.name for c in a} == {v.name for v in REGISTRY.values()}
+    assert all(x.case.describe() == y.case.describe() and x.kind == y.kind for x, y in zip(a, b))
+    assert sum(c.kind != "valid" for c in a) == len(REGISTRY)  # one in three
+    # --opset: each version at the opsets where it is the one in effect
+    assert sorted((c.spec.name, c.opset) for c in runner.generate(["GatherND"], [12, 13, 20], 1, 0)) == [
+        ("GatherND-12", 12), ("GatherND-13", 13), ("GatherND-13", 20), ("com.microsoft.GatherND-1", 1)]
