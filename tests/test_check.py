@@ -140,3 +140,107 @@ def test_generated_cases_are_reproducible_and_cover_every_version():
     # --opset: each version at the opsets where it is the one in effect
     assert sorted((c.spec.name, c.opset) for c in runner.generate(["GatherND"], [12, 13, 20], 1, 0)) == [
         ("GatherND-12", 12), ("GatherND-13", 13), ("GatherND-13", 20), ("com.microsoft.GatherND-1", 1)]
+
+
+# -- each defect the issue lists, found with its kind, and reproduced from the written files ----
+
+
+def _reload(finding):
+    """The finding's case rebuilt from its written model and inputs alone."""
+    from gather_scatter.check.report import load_inputs
+
+    model = onnx.load(finding["model"])
+    node = model.graph.node[0]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+    inputs = list(load_inputs(finding["model"], finding["inputs"]).values())
+    return node, inputs, attrs
+
+
+def _found(result, op, kind, text=""):
+    return [f for f in result["findings"] if f["op"] == op and f["kind"] == kind and text in f["detail"]]
+
+
+def test_reference_defects(tmp_path):
+    result = run_check("reference", ops=["GatherElements"], cases=30, seed=0, out_dir=str(tmp_path), progress=False)
+    wraps = _found(result, "GatherElements", "accepted_invalid", "is out of bounds")
+    smaller = _found(result, "GatherElements", "rejected_valid", "all dimensions of index and self should be")
+    assert wraps and smaller
+    node, inputs, attrs = _reload(smaller[0])  # valid for us, refused by onnx.reference, from the files alone
+    from onnx.reference import ReferenceEvaluator
+
+    with pytest.raises(ValueError, match="all dimensions of index and self"):
+        ReferenceEvaluator(onnx.load(smaller[0]["model"])).run(None, dict(zip(node.input, inputs)))
+    # Past 64 positions on the axis (a PyTorch-exported BERT's torch.gather), and a negative write index.
+    past_64 = _check(("", "GatherElements", 13), [np.arange(200.0).reshape(2, 100), np.full((2, 3), 99)], {"axis": 1})
+    negative = _check(("", "TensorScatter", 24), [np.zeros((2, 4, 1)), np.ones((2, 1, 1)), np.array([-1, 0])],
+                      {"axis": 1}, "negative write index")
+    with engines.Worker("reference") as worker:
+        assert runner.run_one(worker, past_64)[0] in ("rejected_valid", "wrong_output")
+        assert runner.run_one(worker, negative)[0] == "accepted_invalid"
+    scatter = run_check("reference", ops=["Scatter"], cases=3, out_dir=str(tmp_path / "s"), progress=False)
+    assert scatter["summary"]["unsupported"] == 3  # no Scatter-9: counted, not a bug
+
+
+def test_onnxruntime_defects(tmp_path):
+    pytest.importorskip("onnxruntime", reason="the onnxruntime engine needs onnxruntime")
+    result = run_check("onnxruntime", ops=["Gather"], cases=200, seed=0, threads=1, out_dir=str(tmp_path),
+                       progress=False)
+    empty = _found(result, "Gather", "wrong_output", "'', expected")
+    assert empty
+    import onnxruntime as ort
+
+    node, inputs, _ = _reload(empty[0])  # the written files show it on their own
+    got = ort.InferenceSession(empty[0]["model"], providers=["CPUExecutionProvider"]).run(None, dict(zip(node.input, inputs)))
+    assert "" in np.asarray(got[0]).reshape(-1).tolist()
+    # ScatterND add on 2 threads loses duplicate updates.
+    race = _check(("", "ScatterND", 16), [np.zeros((4, 20000), np.int64), np.zeros((64, 1), np.int64),
+                                          np.ones((64, 20000), np.int64)], {"reduction": "add"})
+    with engines.Worker("onnxruntime", threads=2) as worker:
+        kinds = {runner.run_one(worker, race)[0] for _ in range(10)}
+    assert "wrong_output" in kinds
+
+
+def test_openvino_defects(tmp_path):
+    pytest.importorskip("openvino", reason="the openvino engine needs OpenVINO")
+    gather_nd = _check(("", "GatherND", 13), [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[1, 5]])],
+                       kind="index out of bounds")
+    gather = _check(("", "Gather", 13), [np.arange(1.0, 4.0, dtype=np.float32), np.array([5])],
+                    kind="index out of bounds")
+    with engines.Worker("openvino") as worker:
+        assert runner.run_one(worker, gather_nd)[0] == "accepted_invalid"  # memory garbage, not an error
+        assert runner.run_one(worker, gather)[0] == "accepted_invalid"
+        outcome = worker.run(runner.model_bytes(gather), gather.feeds())
+    assert outcome.kind == "ok" and outcome.output.tolist() == [0.0]  # an out-of-range Gather index reads 0
+    # Generated cases find more (int64 and float64 computed in 32 bits, crashes), and the run completes.
+    result = run_check("openvino", ops=["Gather-13"], cases=30, seed=0, out_dir=str(tmp_path), progress=False)
+    assert sum(result["summary"].values()) == 30 and result["findings"]
+    for f in result["findings"]:
+        onnx.load(f["model"])
+        assert set(np.load(f["inputs"], allow_pickle=True).files) == {"x0", "x1"}
+
+
+def test_tract_crash_does_not_stop_the_run(tmp_path):
+    pytest.importorskip("tract", reason="the tract engine needs tract")
+    result = run_check("tract", ops=["GatherND-13"], cases=12, seed=0, out_dir=str(tmp_path), progress=False)
+    crashes = _found(result, "GatherND", "crash", "died")
+    assert crashes and sum(result["summary"].values()) == 12  # every case after the crash ran too
+    node, inputs, _ = _reload(crashes[0])
+    assert (inputs[1] < 0).any()  # a valid negative index is what aborts it
+    run = subprocess.run(crashes[0]["repro"], shell=True, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0  # the written files abort tract on their own
+
+
+def test_onnxruntime_reports_only_listed_divergences(tmp_path):
+    """No false findings: every finding of 2,000 cases per version on one thread is a row of
+    tests/test_onnxruntime.py's divergence table."""
+    pytest.importorskip("onnxruntime", reason="the onnxruntime engine needs onnxruntime")
+    import test_onnxruntime as T
+
+    result = run_check("onnxruntime", cases=2000, seed=7, threads=1, out_dir=str(tmp_path), progress=False)
+    assert result["cases"] == 2000 * len(REGISTRY)
+    for f in result["findings"]:
+        node, inputs, attrs = _reload(f)
+        spec = REGISTRY[("" if f["domain"] == "ai.onnx" else f["domain"], f["op"], f["since_version"])]
+        row = T.divergence_for(spec, Case(f["op"], inputs, attrs))
+        assert row is not None, f

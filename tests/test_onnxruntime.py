@@ -156,10 +156,12 @@ def _batch_dims_differ_but_divide(spec, case, threads):
             and math.prod(indices.shape[:-1]) % max(math.prod(data.shape[:b]), 1) == 0)
 
 
-def _max_min_nan_in_data(spec, case, threads):
-    data = case.inputs[0]
+def _max_min_nan(spec, case, threads):
+    """max/min on floats with a NaN in data or in the updates (a NaN that an update brings in is
+    then lost by ORT to a later update of the same element)."""
+    data, updates = case.inputs[0], case.inputs[2]
     return (_reduction(case) in ("max", "min") and _type(case) in S.FLOATS
-            and bool(np.isnan(data.astype(np.float64)).any()))
+            and any(bool(np.isnan(a.astype(np.float64)).any()) for a in (data, updates)))
 
 
 @dataclass(frozen=True)
@@ -280,17 +282,15 @@ DIVERGENCES = (
         lambda: _scatter_example("string", "min", ["b", "é"], ["a", "z", "日本"]),
     ),
     Divergence(
-        "scatterelements-max-min-nan", "ScatterElements",
-        lambda spec, case, threads: _reduction(case) in ("max", "min") and _type(case) in S.FLOATS and any(
-            bool(np.isnan(a.astype(np.float64)).any()) for a in (case.inputs[0], case.inputs[2])),
+        "scatterelements-max-min-nan", "ScatterElements", _max_min_nan,
         "ORT ScatterElements max/min keep the update when the current value is NaN (also a NaN that an "
         "earlier update brought); we propagate NaN as np.maximum/np.minimum do",
         lambda: _elements_example("ScatterElements", "float", "max", [np.nan, 2.0], [1.0, 5.0, 3.0]),
     ),
     Divergence(
-        "scatternd-max-min-nan-in-data", "ScatterND", _max_min_nan_in_data,
-        "ORT max/min keep the update when the current value is NaN (max(NaN, 1) = 1); we propagate "
-        "NaN as np.maximum/np.minimum do (the spec's loop in NumPy terms). A NaN update does propagate in both.",
+        "scatternd-max-min-nan", "ScatterND", _max_min_nan,
+        "ORT max/min keep the update when the current value is NaN (max(NaN, 1) = 1), also a NaN an "
+        "earlier update brought in; we propagate NaN as np.maximum/np.minimum do (the spec's loop in NumPy terms)",
         lambda: _scatter_example("float", "max", [np.nan, 2.0], [1.0, 5.0, 3.0]),
     ),
     Divergence(

@@ -84,7 +84,8 @@ def _ort_value(ort, array: np.ndarray):
         onnx_type = helper.np_dtype_to_tensor_dtype(array.dtype)
         if array.dtype.itemsize != 2 or array.dtype.name != "bfloat16":
             raise _Unsupported(f"onnxruntime's Python API takes no {array.dtype} arrays")
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(array).view(np.uint16), onnx_type)
+        bits = np.array(array, order="C").view(np.uint16)  # (ascontiguousarray makes a 0-d array 1-d)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx_type)
     return ort.OrtValue.ortvalue_from_numpy(np.array(array, order="C"))
 
 
@@ -126,6 +127,8 @@ def _run_reference(model: bytes, feeds: dict, threads: int | None, out_hint) -> 
 def _run_openvino(model: bytes, feeds: dict, threads: int | None, out_hint) -> Any:
     import openvino as ov
 
+    if any(a.dtype.kind == "V" for a in feeds.values()):  # it would read bfloat16 bits as float16
+        raise _Unsupported("OpenVINO's Python API takes no ml_dtypes (bfloat16, float8, 4-bit) arrays")
     core = ov.Core()
     config = {"INFERENCE_NUM_THREADS": threads} if threads else {}
     compiled = core.compile_model(core.read_model(model), "CPU", config)

@@ -13,17 +13,33 @@ import numpy as np
 from .runner import FINDING_KINDS, Finding, model_bytes
 
 # engine -> a one-line Python reproduction, given the model and inputs paths
+_LOAD = "from gather_scatter.check.report import load_inputs; i = load_inputs({model!r}, {inputs!r}); "
 _REPRO = {
-    "onnxruntime": "import numpy as np, onnxruntime as ort; i = dict(np.load({inputs!r}, allow_pickle=True)); "
+    "onnxruntime": _LOAD + "import onnxruntime as ort; "
                    "print(ort.InferenceSession({model!r}, providers=['CPUExecutionProvider']).run(None, i))",
-    "reference": "import numpy as np, onnx; from onnx.reference import ReferenceEvaluator as R; "
-                 "i = dict(np.load({inputs!r}, allow_pickle=True)); print(R(onnx.load({model!r})).run(None, i))",
-    "openvino": "import numpy as np, openvino as ov; i = dict(np.load({inputs!r}, allow_pickle=True)); "
-                "print(ov.Core().compile_model({model!r}, 'CPU')(i))",
-    "tract": "import numpy as np, tract; i = np.load({inputs!r}, allow_pickle=True); "
-             "print([t.to_numpy() for t in tract.onnx().load({model!r}).into_model().into_runnable()"
-             ".run([i[k] for k in i.files])])",
+    "reference": _LOAD + "import onnx; from onnx.reference import ReferenceEvaluator as R; "
+                 "print(R(onnx.load({model!r})).run(None, i))",
+    "openvino": _LOAD + "import openvino as ov; print(ov.Core().compile_model({model!r}, 'CPU')(i))",
+    "tract": _LOAD + "import tract; print([t.to_numpy() for t in "
+             "tract.onnx().load({model!r}).into_model().into_runnable().run(list(i.values()))])",
 }
+
+
+def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
+    """A finding's inputs by name, in the types the model declares: NumPy's ``.npz`` cannot
+    hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are stored as their bits."""
+    import onnx
+    from onnx import helper
+
+    declared = {i.name: np.dtype(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
+                for i in onnx.load(model_path).graph.input}
+    with np.load(inputs_path, allow_pickle=True) as archive:
+        return {name: (a.view(declared[name]) if declared[name].kind == "V" and a.dtype != declared[name] else a)
+                for name, a in archive.items()}
+
+
+def _storable(array: np.ndarray) -> np.ndarray:
+    return array.view(f"u{array.itemsize}") if array.dtype.kind == "V" else array
 
 
 def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
@@ -33,7 +49,7 @@ def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> N
     model, inputs = stem + ".onnx", stem + ".npz"
     with open(model, "wb") as f:
         f.write(model_bytes(finding.check))
-    np.savez(inputs, **finding.check.feeds())
+    np.savez(inputs, **{name: _storable(a) for name, a in finding.check.feeds().items()})
     finding.files = {"model": model, "inputs": inputs,
                      "repro": f'python -c "{_REPRO[engine].format(model=model, inputs=inputs)}"'}
 
