@@ -152,8 +152,11 @@ _RUNNERS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _serve(conn, engine: str, threads: int | None) -> None:
-    """The worker's loop: one request in, one (kind, output, message) out, until the pipe closes."""
+def _serve(conn, engine: str, threads: int | None, log: str) -> None:
+    """The worker's loop: one request in, one (kind, output, message) out, until the pipe closes.
+    The engine's own stderr (a panic's message) goes to ``log``, for the crash's detail."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 2)
     run = _RUNNERS[engine]
     while True:
         try:
@@ -184,10 +187,14 @@ class Worker:
         self._process = None
         self._conn = None
         self.restarts = 0
+        self._log = tempfile.NamedTemporaryFile(prefix=f"gather-scatter-{engine}-", suffix=".log", delete=False).name
 
     def _start(self) -> None:
         parent, child = self._context.Pipe()
-        self._process = self._context.Process(target=_serve, args=(child, self.engine, self.threads), daemon=True)
+        with open(self._log, "w"):  # each worker starts a fresh log
+            pass
+        self._process = self._context.Process(target=_serve, args=(child, self.engine, self.threads, self._log),
+                                              daemon=True)
         self._process.start()
         child.close()
         self._conn = parent
@@ -217,10 +224,26 @@ class Worker:
             code = self._process.exitcode
             self._stop()
             self.restarts += 1
-            return Outcome("crash", message=f"the engine's process died (exit code {code})")
+            return Outcome("crash", message=f"the engine's process died (exit code {code}){self._last_words()}")
+
+    def _last_words(self) -> str:
+        """What the engine printed last before dying (its panic or abort message), one line."""
+        try:
+            with open(self._log, errors="replace") as f:
+                lines = [line.strip() for line in f.read(1 << 20).splitlines() if line.strip()]
+        except OSError:
+            return ""
+        for i, line in enumerate(lines):  # a Rust panic: where, then what
+            if "panicked at" in line:
+                return f": {line[:200]} {lines[i + 1][:200] if i + 1 < len(lines) else ''}".rstrip()
+        return f": {lines[-1][:300]}" if lines else ""
 
     def close(self) -> None:
         self._stop()
+        try:
+            os.unlink(self._log)
+        except OSError:
+            pass
 
     def __enter__(self) -> "Worker":
         return self
