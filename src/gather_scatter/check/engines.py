@@ -139,6 +139,9 @@ def _run_openvino(model: bytes, feeds: dict, threads: int | None, out_hint) -> A
 def _run_tract(model: bytes, feeds: dict, threads: int | None, out_hint) -> Any:
     import tract
 
+    if any(a.dtype.kind in "OUSV" for a in feeds.values()):
+        raise _Unsupported("tract's Python API takes no string or ml_dtypes arrays")
+
     with tempfile.TemporaryDirectory() as tmp:  # tract reads models from a path
         path = os.path.join(tmp, "model.onnx")
         with open(path, "wb") as f:
