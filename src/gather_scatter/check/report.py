@@ -72,7 +72,7 @@ def report(engine: str, version: str, cases: int, summary: Counter, findings: li
 
 
 def print_table(result: dict, stream: TextIO) -> None:
-    """One row per (op, version, kind) with its count and one example."""
+    """A summary line, then one row per (engine, op, version, kind) with its count and one example."""
     rows: dict[tuple, list] = {}
     for f in result["findings"]:
         key = (f["op"] if f["domain"] == "ai.onnx" else f"{f['domain']}.{f['op']}", f["since_version"], f["kind"])
@@ -82,12 +82,12 @@ def print_table(result: dict, stream: TextIO) -> None:
     if not rows:
         print("no findings", file=stream)
         return
-    header = ("op", "version", "kind", "count", "example")
-    lines = [(op, str(v), kind, str(len(fs)), " ".join(fs[0]["detail"].split())[:100])
+    header = ("engine", "op", "version", "kind", "count", "example")
+    lines = [(result["engine"], op, str(v), kind, str(len(fs)), " ".join(fs[0]["detail"].split())[:100])
              for (op, v, kind), fs in sorted(rows.items())]
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(4)]
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(5)]
     for row in [header, *lines]:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4], file=stream)
+        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5], file=stream)
 
 
 def write_json(result: dict, path: str) -> None:
