@@ -82,8 +82,10 @@ def run_check(
                 if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
                     shrunk.add(key)
                     small = shrink.shrink(check, kind, lambda c: runner.run_one(worker, c)[0], budget=60)
-                    if small is not check:  # the shrunk case's own detail
-                        check, detail = small, runner.run_one(worker, small)[1]
+                    if small is not check:  # its own detail, if the engine shows it again (heaps corrupt unevenly)
+                        again, said = runner.run_one(worker, small)
+                        if again == kind:
+                            check, detail = small, said
                 finding = runner.Finding(kind, check, detail)
                 report.write_finding(finding, len(findings) + 1, out_dir, engine)
                 findings.append(finding)
