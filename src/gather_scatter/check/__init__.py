@@ -81,10 +81,12 @@ def run_check(
                 key = (check.spec.name, kind, check.kind)
                 if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
                     shrunk.add(key)
-                    small = shrink.shrink(check, kind, lambda c: runner.run_one(worker, c)[0], budget=60)
+                    want = runner.signature(check, kind)
+                    small = shrink.shrink(check, want,
+                                          lambda c: runner.signature(c, runner.run_one(worker, c)[0]), budget=60)
                     if small is not check:  # its own detail, if the engine shows it again (heaps corrupt unevenly)
                         again, said = runner.run_one(worker, small)
-                        if again == kind:
+                        if runner.signature(small, again) == want:
                             check, detail = small, said
                 finding = runner.Finding(kind, check, detail)
                 report.write_finding(finding, len(findings) + 1, out_dir, engine)

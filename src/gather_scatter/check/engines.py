@@ -38,7 +38,7 @@ _UNSUPPORTED = (
     "NOT_IMPLEMENTED", "Could not find an implementation", "is not currently registered or supported",
     "not supported", "Unsupported", "unsupported", "No implementation", "is not implemented",
     "Cannot create", "doesn't support", "does not support", "Unknown type", "unknown type",
-    "No registered implementation", "is unknown, known functions", "translating to fact",
+    "No registered implementation", "is unknown, known functions", "translating to fact", "Unimplemented(",
 )
 
 

@@ -27,7 +27,8 @@ from ..errors import GatherScatterError
 from . import cases as C
 from .engines import Outcome, Worker
 
-__all__ = ["FINDING_KINDS", "CheckCase", "Finding", "classify", "expected", "generate", "model_bytes", "run_one", "same"]
+__all__ = ["FINDING_KINDS", "CheckCase", "Finding", "classify", "expected", "generate", "model_bytes", "run_one", "same",
+           "signature"]
 
 FINDING_KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", "timeout")
 
@@ -139,6 +140,14 @@ def classify(check: CheckCase, outcome: Outcome) -> tuple[str, str]:
         return "agree", ""  # accepted, but its output cannot be compared here
     diff = same(outcome.output, ours)
     return ("wrong_output", diff) if diff else ("agree", "")
+
+
+def signature(check: CheckCase, kind: str) -> tuple:
+    """What a shrunk case must keep to show the same finding: its kind and, where the spec
+    requires an error, which error on which input (a smaller case with another fault is
+    another finding)."""
+    ours = expected(check)
+    return (kind, type(ours).__name__, ours.input) if isinstance(ours, GatherScatterError) else (kind,)
 
 
 def run_one(worker: Worker, check: CheckCase) -> tuple[str, str]:

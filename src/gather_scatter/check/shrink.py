@@ -3,7 +3,8 @@
 Candidates are the case with smaller shapes: along one axis, every input that has it cut to
 half, then to one (coupled shapes such as ScatterElements' indices and updates shrink
 together); then each input alone. A candidate is kept when the engine still gives the same
-kind of finding, our kernel deciding what is expected as always. Repeated until no candidate
+finding: the same kind and, for an input the spec refuses, the same error on the same input,
+our kernel deciding what is expected as always. Repeated until no candidate
 is kept or the budget of engine calls is spent. Index values are never rewritten, so a
 shrunk case is always one the generators could have made.
 """
@@ -11,7 +12,7 @@ shrunk case is always one the generators could have made.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterator
+from typing import Callable, Hashable, Iterator
 
 import numpy as np
 
@@ -48,8 +49,9 @@ def size(check: CheckCase) -> int:
     return sum(math.prod(a.shape) for a in check.case.inputs)
 
 
-def shrink(check: CheckCase, kind: str, reproduces: Callable[[CheckCase], str], budget: int = 200) -> CheckCase:
-    """The smallest case found (total elements) for which ``reproduces(case) == kind``."""
+def shrink(check: CheckCase, kind: Hashable, reproduces: Callable[[CheckCase], Hashable], budget: int = 200) -> CheckCase:
+    """The smallest case found (total elements) for which ``reproduces(case) == kind`` (a
+    finding kind, or a fuller signature of the finding such as ``runner.signature``)."""
     calls = 0
     improved = True
     while improved and calls < budget:
