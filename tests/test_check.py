@@ -196,9 +196,11 @@ def test_onnxruntime_defects(tmp_path):
     # ScatterND add on 2 threads loses duplicate updates.
     race = _check(("", "ScatterND", 16), [np.zeros((4, 20000), np.int64), np.zeros((64, 1), np.int64),
                                           np.ones((64, 20000), np.int64)], {"reduction": "add"})
-    with engines.Worker("onnxruntime", threads=2) as worker:
-        kinds = {runner.run_one(worker, race)[0] for _ in range(10)}
-    assert "wrong_output" in kinds
+    with engines.Worker("onnxruntime", threads=2) as worker:  # a race: give it up to 60 chances to show
+        kinds = []
+        while "wrong_output" not in kinds and len(kinds) < 60:
+            kinds.append(runner.run_one(worker, race)[0])
+    assert "wrong_output" in kinds and set(kinds) <= {"agree", "wrong_output"}
 
 
 def test_openvino_defects(tmp_path):
