@@ -253,3 +253,16 @@ def test_complex_products_rounded_with_or_without_fma_are_the_same_answer():
     assert runner.same(np.array([19.500385 - 4.2770295j], np.complex64), want) is None  # 1 ulp
     assert runner.same(np.array([19.6 - 4.2770295j], np.complex64), want) is not None
     assert runner.same(np.array([np.nan + 1j], np.complex64), np.array([np.nan + 1j], np.complex64)) is None
+
+
+def test_first_update_winning_a_duplicate_is_not_a_finding_without_reduction():
+    data, indices, updates = np.zeros(3), np.array([[1], [1]]), np.array([5.0, 7.0])
+    none = _check(("", "ScatterND", 18), [data, indices, updates])
+    assert runner.classify(none, engines.Outcome("ok", np.array([0.0, 5.0, 0.0])))[0] == "agree"  # first wins
+    assert runner.classify(none, engines.Outcome("ok", np.array([0.0, 7.0, 0.0])))[0] == "agree"  # last wins
+    assert runner.classify(none, engines.Outcome("ok", np.array([0.0, 6.0, 0.0])))[0] == "wrong_output"
+    add = _check(("", "ScatterND", 18), [data, indices, updates], {"reduction": "add"})
+    assert runner.classify(add, engines.Outcome("ok", np.array([0.0, 5.0, 0.0])))[0] == "wrong_output"
+    elements = _check(("", "ScatterElements", 18), [np.zeros((2, 2)), np.array([[1, 0], [1, 0]]),
+                                                    np.array([[1.0, 2.0], [3.0, 4.0]])])
+    assert runner.classify(elements, engines.Outcome("ok", np.array([[0.0, 2.0], [1.0, 0.0]])))[0] == "agree"
