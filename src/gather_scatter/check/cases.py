@@ -17,41 +17,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .. import errors
+from .._versions import LOW_PRECISION_TYPES, ONNX_TYPES
 
-# ONNX type name -> NumPy dtype, written out here rather than taken from the library.
-DTYPES: dict[str, np.dtype] = {
-    "float": np.dtype(np.float32),
-    "double": np.dtype(np.float64),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "int8": np.dtype(np.int8),
-    "int16": np.dtype(np.int16),
-    "int32": np.dtype(np.int32),
-    "int64": np.dtype(np.int64),
-    "uint8": np.dtype(np.uint8),
-    "uint16": np.dtype(np.uint16),
-    "uint32": np.dtype(np.uint32),
-    "uint64": np.dtype(np.uint64),
-    "bool": np.dtype(np.bool_),
-    "string": np.dtype(object),
-    "complex64": np.dtype(np.complex64),
-    "complex128": np.dtype(np.complex128),
-    # TensorScatter-24's low-precision types
-    "float8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "float8e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "float8e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
-    "int4": np.dtype(ml_dtypes.int4),
-    "uint4": np.dtype(ml_dtypes.uint4),
-    "float4e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
-}
-CLASSIC = tuple(list(DTYPES)[:16])  # the 16 types of every op but TensorScatter
-LOW_PRECISION = tuple(list(DTYPES)[16:])
+# ONNX type name -> NumPy dtype (strings: object), in the version table's order.
+DTYPES: dict[str, np.dtype] = dict(ONNX_TYPES)
+CLASSIC = tuple(t for t in DTYPES if t not in LOW_PRECISION_TYPES)  # the 16 of every op but TensorScatter
+LOW_PRECISION = tuple(t for t in DTYPES if t in LOW_PRECISION_TYPES)
 FLOATS = ("float", "double", "float16", "bfloat16")
 COMPLEX = ("complex64", "complex128")
 INDEX_DTYPES = {"int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
