@@ -13,6 +13,7 @@ request with one :class:`Outcome`:
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import multiprocessing
@@ -161,6 +162,8 @@ def _serve(conn, engine: str, threads: int | None, log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(fd, 2)
     run = _RUNNERS[engine]
+    importlib.import_module(ENGINES[engine][0])  # the engine's import is not the first case's time
+    conn.send("ready")
     while True:
         try:
             model, feeds, out_hint = conn.recv()
@@ -180,8 +183,12 @@ def _serve(conn, engine: str, threads: int | None, log: str) -> None:
             conn.send(("ok", None, f"output not transferable: {exc}"))
 
 
+_STARTUP_S = 300  # a worker's start: Python, NumPy and the engine imported, before any case
+
+
 class Worker:
-    """One engine in a child process; restarted after a crash or a timeout."""
+    """One engine in a child process; restarted after a crash or a timeout. The per-case
+    ``timeout`` starts once the worker is up, so an engine's slow import is no hang."""
 
     def __init__(self, engine: str, threads: int | None = None, timeout: float = 30.0) -> None:
         require(engine)
@@ -201,6 +208,13 @@ class Worker:
         self._process.start()
         child.close()
         self._conn = parent
+        try:
+            ready = parent.poll(_STARTUP_S) and parent.recv() == "ready"
+        except EOFError:  # the engine's import killed the worker
+            ready = False
+        if not ready:
+            self._stop()
+            raise RuntimeError(f"the {self.engine} worker did not start (within {_STARTUP_S} s){self._last_words()}")
 
     def _stop(self) -> None:
         if self._process is not None:
