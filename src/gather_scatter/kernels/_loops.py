@@ -128,21 +128,27 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
 
 
 @jit
-def write_rows(dst, past, values, dst_starts, src_starts, runs, row_len, copy, lo, hi):
-    """TensorScatter, cache rows ``[lo, hi)`` of ``row_len`` elements each. Row r's update is
-    run ``2r`` (from the write position) and run ``2r + 1`` (from the row's start, where a
-    circular write wraps): ``dst[dst_starts[k]:+runs[k]] = values[src_starts[k]:+runs[k]]``.
-    With ``copy``, the rest of the row comes from ``past`` first: only what the update does
-    not overwrite is copied, row by row, so each row is read and written once."""
-    n = u64(row_len)
+def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, lo, hi):
+    """TensorScatter, cache rows ``[lo, hi)`` (a row: one batch entry and one index of the dims
+    between batch and the sequence axis; ``capacity * inner`` elements). Row r of batch b takes
+    the update's row r at position ``starts[b]``: ``first = min(length, capacity - start)``
+    positions there, the rest (a circular write that wraps) from position 0. With ``copy``, the
+    rest of the row comes from ``past``: only what the update leaves, row by row, so each row is
+    read and written once."""
+    n = u64(inner)
     for r in range(lo, hi):
-        row = u64(r) * n
-        if copy:  # past outside the runs: [end of the wrapped run, write position), [end of run, row end)
-            for a, b in ((row + u64(runs[2 * r + 1]), u64(dst_starts[2 * r])),
-                         (u64(dst_starts[2 * r]) + u64(runs[2 * r]), row + n)):
+        start = starts[r // heads]
+        first = min(length, capacity - start)
+        row = u64(r) * u64(capacity) * n
+        at = u64(r) * u64(length) * n  # the update's row r
+        if copy:  # past outside the update: [end of the wrapped part, start), [start + first, capacity)
+            for a, b in ((row + u64(length - first) * n, row + u64(start) * n),
+                         (row + u64(start + first) * n, row + u64(capacity) * n)):
                 for i in range(a, b):
                     dst[i] = past[i]
-        for k in range(2 * r, 2 * r + 2):
-            d, s = u64(dst_starts[k]), u64(src_starts[k])
-            for i in range(u64(runs[k])):
-                dst[d + i] = values[s + i]
+        d = row + u64(start) * n
+        for i in range(u64(first) * n):
+            dst[d + i] = values[at + i]
+        at += u64(first) * n
+        for i in range(u64(length - first) * n):
+            dst[row + i] = values[at + i]

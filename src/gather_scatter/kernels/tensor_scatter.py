@@ -77,22 +77,6 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
     return output if out is None else out
 
 
-def _runs(shape: tuple[int, ...], length: int, start: np.ndarray, ax: int) -> tuple:
-    """Each cache row's update as two contiguous runs, flat element offsets: the cache from
-    ``start`` (``first`` positions, up to the end of the row), then from 0 (the rest, when a
-    circular write wraps). Rows are (batch, the dims between batch and the axis)."""
-    batch, capacity = shape[0], shape[ax]
-    heads, inner = _shapes.size(shape[1:ax]), _shapes.size(shape[ax + 1 :])
-    first = np.minimum(length, capacity - start)
-    cache_at = np.stack([start, np.zeros_like(start)], axis=-1)[:, None, :]  # (batch, 1, 2)
-    update_at = np.stack([np.zeros_like(first), first], axis=-1)[:, None, :]
-    row = np.arange(batch * heads, dtype=np.int64).reshape(batch, heads, 1)
-    dst = ((row * capacity + cache_at) * inner).reshape(-1)
-    src = ((row * length + update_at) * inner).reshape(-1)
-    runs = np.broadcast_to(np.stack([first, length - first], axis=-1)[:, None, :] * inner, (batch, heads, 2))
-    return dst, src, runs.reshape(-1), batch * heads, capacity * inner
-
-
 def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray,
                          ax: int, mode: Mode) -> bool:
     """Copy ``past`` (None: in place) around the update and write ``update``, each thread a
@@ -102,13 +86,13 @@ def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np
             or output.dtype.hasobject or (past is not None and not past.flags.c_contiguous) or not output.size):
         return False
     start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
-    dst, src, runs, rows, row_len = _runs(output.shape, update.shape[ax], start, ax)
+    heads, inner = _shapes.size(output.shape[1:ax]), _shapes.size(output.shape[ax + 1 :])
     target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
     source = bits(past) if past is not None else target
     write_rows = loops.write_rows
+    args = (target, source, values, start, heads, output.shape[ax], update.shape[ax], inner, past is not None)
     work = (output.nbytes if past is not None else 0) + 2 * values.nbytes
-    _parallel.run(lambda lo, hi: write_rows(target, source, values, dst, src, runs, row_len, past is not None, lo, hi),
-                  _parallel.ranges(rows, work))
+    _parallel.run(lambda lo, hi: write_rows(*args, lo, hi), _parallel.ranges(output.shape[0] * heads, work))
     return True
 
 
