@@ -43,9 +43,12 @@ def test_out_receives_the_result(name, call, expected):
          "read-only"),
         (lambda e: np.lib.stride_tricks.as_strided(np.empty(e.shape[-1:], e.dtype), e.shape, (0, e.itemsize),
                                                    writeable=True), gs.InvalidAttributeError, "broadcast view"),
+        # np.broadcast_to is read-only too; "read-only" alone would send the caller to flip the flag.
+        (lambda e: np.broadcast_to(np.empty(e.shape[-1:], e.dtype), e.shape), gs.InvalidAttributeError,
+         "broadcast view"),
         (lambda e: np.ma.masked_array(np.empty_like(e)), gs.DTypeError, "masked array"),
     ],
-    ids=["list", "dtype", "shape", "readonly", "broadcast", "masked"],
+    ids=["list", "dtype", "shape", "readonly", "broadcast", "broadcast_to", "masked"],
 )
 def test_bad_out_is_refused_before_any_write(name, call, expected, bad, error, pattern):
     out = bad(expected)

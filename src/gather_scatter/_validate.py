@@ -196,12 +196,14 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
     if out.shape != tuple(shape):
         raise ShapeError(f"{spec.name}: out has shape {out.shape} but the result has shape {tuple(shape)}",
                          value=out.shape, **facts)
-    if not out.flags.writeable:
-        raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
     if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
         raise InvalidAttributeError(
             f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
             "it cannot hold a result; pass an array of its own", **facts)
+    # After the broadcast check: np.broadcast_to views are read-only too, and "read-only" would
+    # send the caller to flip a flag rather than pass an array of its own.
+    if not out.flags.writeable:
+        raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
     for name, array in inputs.items():
         if _overlaps(out, array):
             raise InvalidAttributeError(
