@@ -174,7 +174,7 @@ def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = No
     ShapeError
         Ranks that differ, rank 0, or ``I_d > D_d`` off the axis.
     InvalidAttributeError
-        ``axis`` out of range; ``out`` read-only or overlapping an input.
+        ``axis`` out of range; ``out`` read-only, broadcast or overlapping an input.
     DTypeError
         A data or index type GatherElements-13 does not allow; ``out`` not an ndarray of the
         result's dtype.

@@ -151,7 +151,8 @@ def tensor_scatter(
         Ranks that differ or below 2, dims that differ off the axis, ``sequence_length >
         max_sequence_length``, ``write_indices`` not of shape (batch,).
     InvalidAttributeError
-        ``axis`` out of range or 0, an unknown ``mode``; ``out`` read-only or overlapping an input.
+        ``axis`` out of range or 0, an unknown ``mode``; ``out`` read-only, broadcast or overlapping an
+        input.
     DTypeError
         A type TensorScatter-24 does not allow, update's type differing from the cache's,
         ``write_indices`` not int64; ``out`` not an ndarray of the result's dtype.
