@@ -209,10 +209,13 @@ def scatter(data, indices, updates, axis: int = 0) -> np.ndarray:
 
 
 def tensor_scatter(past_cache, update, write_indices=None, axis: int = -2, mode: str = "linear") -> np.ndarray:
-    """TensorScatter-24, the text's pseudocode, with the README's checks (axis never 0,
-    update equal to the cache off the axis, sequence_length <= max_sequence_length,
-    write indices >= 0, and in linear mode write_indices[b] + sequence_length <= max)."""
+    """TensorScatter-24, the text's pseudocode, with the README's checks (mode 'linear' or
+    'circular', axis never 0, update equal to the cache off the axis, sequence_length <=
+    max_sequence_length, write_indices int64 of shape (batch,), each >= 0, and in linear mode
+    write_indices[b] + sequence_length <= max)."""
     past, update = np.asarray(past_cache), np.asarray(update)
+    if mode not in ("linear", "circular"):
+        raise ValueError(f"TensorScatter: unknown mode {mode!r}")
     r = past.ndim
     if r < 2 or update.ndim != r:
         raise ValueError("TensorScatter: past_cache and update must have the same rank >= 2")
@@ -228,6 +231,8 @@ def tensor_scatter(past_cache, update, write_indices=None, axis: int = -2, mode:
     if write_indices is None:
         write_indices = np.zeros(batch, dtype=np.int64)
     write_indices = np.asarray(write_indices)
+    if write_indices.dtype != np.int64:
+        raise TypeError("TensorScatter: write_indices must be tensor(int64)")
     if write_indices.shape != (batch,):
         raise ValueError("TensorScatter: write_indices must have shape (batch,)")
     for b in range(batch):
