@@ -1,15 +1,19 @@
 """Every example printed in the specification texts, at every version whose text prints it.
 
 Sources (the operator texts in the project's shared/spec folder): ``Gather-1-11-13.rst.txt``, ``GatherND-11-12-13.rst.txt``,
-``ScatterND-11-13-16.rst.txt`` and ``com.microsoft-GatherND-1.md.txt``. The examples are
+``ScatterND-11-13-16.rst.txt``, ``com.microsoft-GatherND-1.md.txt``, ``GatherElements-11-13.md.txt``,
+``ScatterElements-11-13-16-18.md.txt`` and ``Scatter-9-11.md.txt`` (``TensorScatter-24.md.txt`` prints
+pseudocode only: it is tests/oracle.py's ``tensor_scatter``). The examples are
 transcribed below as data; each expected output is the one the text prints, except where
 ``spec/README.md`` lists an erratum (noted on the row). Examples whose text computes the
 expected output with ``np.take`` from random data (``gather_0``, ``gather_1``,
 ``gather_2d_indices``) keep that definition.
 
-Each (example, version) pair runs through ``run_node`` at ``opset = since_version``; each
+Each (example, version) pair runs through ``run_node`` at ``opset = since_version`` (Scatter-9
+also at opset 10, the other opset where it is in effect) and through the loop oracle; each
 example also runs once through the public kernel (the newest version), with the attributes
-its newest printing gives.
+its newest printing gives. The ScatterElements/Scatter texts print their output rows without
+the commas between them (``[2.0, 1.1, 0.0]`` newline ``[1.0, ...]``): a typographic slip only.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import oracle
 from gather_scatter import (
     InvalidAttributeError,
     UnsupportedOpError,
@@ -274,8 +279,9 @@ SCATTER_ND_EXAMPLES = [
 # -- GatherElements (GatherElements-11-13.md.txt), ScatterElements (ScatterElements-11-13-16-18.md.txt),
 #    Scatter (Scatter-9-11.md.txt) ---------------------------------------------------------------
 
-_GE_OUTPUT_ERRATUM = ("both versions print the output inside one more pair of brackets (shape (1, 2, 2)); "
-                      "the text's own rule gives indices' shape, (2, 2)")
+_GE_OUTPUT_ERRATUM = ("GatherElements-11 prints the output inside one more pair of brackets (shape (1, 2, 2)); "
+                      "the text's own rule ('Tensor of the same shape as indices') gives (2, 2), which is "
+                      "what GatherElements-13 prints")
 GATHER_ELEMENTS_EXAMPLES = [
     Example("gather_elements_0", "GatherElements", {11: {"axis": 1}, 13: {"axis": 1}},
             (np.array([[1, 2], [3, 4]], dtype=f32), np.array([[0, 0], [1, 0]], dtype=i64)),
@@ -300,6 +306,8 @@ SCATTER_ELEMENTS_EXAMPLES = [
 EXAMPLES = (GATHER_EXAMPLES + GATHER_ND_EXAMPLES + MS_GATHER_ND_EXAMPLES + SCATTER_ND_EXAMPLES
             + GATHER_ELEMENTS_EXAMPLES + SCATTER_ELEMENTS_EXAMPLES)
 PAIRS = [(ex, version) for ex in EXAMPLES for version in ex.printed_at]
+ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": oracle.scatter_nd,
+          "GatherElements": oracle.gather_elements, "ScatterElements": oracle.scatter_elements, "Scatter": oracle.scatter}
 KERNELS = {"Gather": gather, "GatherND": gather_nd, "ScatterND": scatter_nd, "GatherElements": gather_elements,
            "ScatterElements": scatter_elements, "Scatter": scatter_elements}
 
@@ -366,3 +374,22 @@ def test_scatter_example_is_refused_where_scatter_no_longer_exists():
     for opset in (11, 13, 18):
         with pytest.raises(UnsupportedOpError, match="use ScatterElements, which replaces it"):
             run_node("Scatter", list(_SE_1), opset=opset)
+
+
+@pytest.mark.parametrize(
+    ("example", "version"),
+    PAIRS,
+    ids=[f"{ex.domain + '.' if ex.domain else ''}{ex.op}-{v}-{ex.name}" for ex, v in PAIRS],
+)
+def test_loop_oracle_gives_the_printed_output(example: Example, version: int):
+    # The oracle (tests/oracle.py) is written from the same texts: on every printed example it
+    # must give what is printed (with the same errata), or it is the oracle that is wrong.
+    oracle.assert_same(ORACLE[example.op](*example.inputs, **example.printed_at[version]), example.expected)
+
+
+@pytest.mark.parametrize("example", [ex for ex in SCATTER_ELEMENTS_EXAMPLES if ex.op == "Scatter"],
+                         ids=lambda ex: ex.name)
+def test_scatter_9_examples_at_opset_10(example: Example):
+    # Scatter-9 is the version in effect at opsets 9 and 10 (Scatter-9-11.md.txt; README).
+    out = run_node("Scatter", list(example.inputs), example.printed_at[9], opset=10)
+    _assert_exact(out, example.expected)
