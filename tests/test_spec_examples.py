@@ -307,7 +307,8 @@ EXAMPLES = (GATHER_EXAMPLES + GATHER_ND_EXAMPLES + MS_GATHER_ND_EXAMPLES + SCATT
             + GATHER_ELEMENTS_EXAMPLES + SCATTER_ELEMENTS_EXAMPLES)
 PAIRS = [(ex, version) for ex in EXAMPLES for version in ex.printed_at]
 ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": oracle.scatter_nd,
-          "GatherElements": oracle.gather_elements, "ScatterElements": oracle.scatter_elements, "Scatter": oracle.scatter}
+          "GatherElements": oracle.gather_elements, "ScatterElements": oracle.scatter_elements,
+          "Scatter": oracle.scatter}
 KERNELS = {"Gather": gather, "GatherND": gather_nd, "ScatterND": scatter_nd, "GatherElements": gather_elements,
            "ScatterElements": scatter_elements, "Scatter": scatter_elements}
 
