@@ -321,6 +321,58 @@ def test_sampling_reaches_what_it_should():
                     "smaller", "duplicate", "linear", "circular", "write", "no write", "wraps"}
 
 
+def _layouts(a: np.ndarray):
+    """The same values in other memory layouts: Fortran order, a strided view, negative strides."""
+    yield "fortran", np.asfortranarray(a)
+    if a.ndim and a.shape[-1]:
+        yield "strided", np.repeat(a, 2, axis=-1)[..., ::2]
+    yield "reversed", np.flip(np.flip(a).copy())
+
+
+@pytest.mark.parametrize("v", VERSIONS, ids=lambda v: v.name)
+def test_any_memory_layout_gives_the_same_bits(v: Version):
+    """Each input in turn as a non-contiguous view (the kernels pick paths by layout)."""
+    rng = _rng("layout", v.name)
+    for k in range(2 * len(v.types)):
+        type_name = v.types[k % len(v.types)]
+        reductions = reductions_for(v, type_name)
+        case = sample(v, type_name, INDEX_DTYPES[k % 2], reductions[k % len(reductions)], rng,
+                      ("linear", "circular")[k % 2])
+        expected = _expected(case)
+        for which, array in enumerate(case.inputs):
+            for layout, view in _layouts(array):
+                inputs = [view if j == which else x for j, x in enumerate(case.inputs)]
+                what = f"input {which} {layout}: {case.describe()}"
+                oracle.assert_same(_quiet(PUBLIC[v.op], *inputs, **case.attrs), expected, what)
+                oracle.assert_same(_quiet(gs.run_node, v.op, inputs, case.attrs, opset=v.since), expected, what)
+
+
+def test_extreme_index_values():
+    """int32/int64 minimum and maximum as indices are out of bounds (no wrap-around makes them
+    valid), reported with their exact value; huge circular write indices wrap as the text's
+    Python arithmetic does (no int64 overflow of write_indices[b] + sequence_idx)."""
+    data = np.arange(12, dtype=np.float64).reshape(3, 4)
+    for dtype in INDEX_DTYPES:
+        for value in (np.iinfo(dtype).min, np.iinfo(dtype).max):
+            indices = np.array([[0, 1], [value, 2]], dtype=dtype)
+            for call in (lambda: gs.gather_elements(data, indices, axis=1),
+                         lambda: gs.scatter_elements(data, indices, np.ones((2, 2)), axis=1, reduction="add"),
+                         lambda: gs.run_node("Scatter", [data, indices, np.ones((2, 2))], {"axis": 1}, opset=9)):
+                with pytest.raises(gs.IndexOutOfBoundsError) as info:
+                    call()
+                assert info.value.position == (1, 0) and info.value.value == int(value), str(info.value)
+    past = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
+    update = -np.ones((2, 3, 3), dtype=np.float32)
+    top = np.iinfo(np.int64).max
+    for write in ([top, top - 1], [top - 2, 7], [2**62, 0]):
+        write = np.array(write, dtype=np.int64)
+        expected = oracle.tensor_scatter(past, update, write, axis=1, mode="circular")
+        oracle.assert_same(gs.tensor_scatter(past, update, write, axis=1, mode="circular"), expected, str(write))
+        with pytest.raises(gs.IndexOutOfBoundsError) as info:  # in linear mode: no room at all
+            gs.tensor_scatter(past, update, write, axis=1)
+        assert info.value.position == (0,) and info.value.value == int(write[0])
+
+
 DUPLICATE_GRID = [(t, r) for t in ("float16", "bfloat16", "bool", "string", "int8", "uint64", "float")
                   for r in ("none", "add", "mul", "max", "min") if (t, r) != ("string", "mul")]  # refused: INVALID
 
