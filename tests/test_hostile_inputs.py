@@ -186,6 +186,9 @@ CASES = [
          (ShapeError, r"update.shape\[1\] = 5 but past_cache.shape\[1\] = 4 \(sequence_length must be <= max_sequence_length")),
     Case("tensor_scatter-axis-0", lambda: tensor_scatter(np.zeros((1, 4, 1)), np.ones((1, 4, 1)), axis=0),
          (InvalidAttributeError, r"TensorScatter-24: axis = 0 is the batch axis 0")),
+    Case("tensor_scatter-rank-mismatch", lambda: tensor_scatter(np.zeros((1, 2, 3)), np.zeros((1, 2))),
+         (ShapeError, r"^TensorScatter-24: update must have the rank of past_cache \(3\), got shape \(1, 2\) "
+                      r"\(past_cache shape \(1, 2, 3\)\)$")),
     Case("tensor_scatter-rank-1", lambda: tensor_scatter(np.zeros(4), np.ones(1), axis=-1),
          (ShapeError, r"TensorScatter-24: past_cache must have rank >= 2")),
     Case("tensor_scatter-4TB-copy", lambda: tensor_scatter(TB, np.zeros((10**6, 1), np.float32), axis=1),

@@ -188,11 +188,11 @@ def scatter_nd_shape(spec: OpVersion, data: Shape, indices: Shape, updates: Shap
     return data[:k] + _fill(data[k:], updates[lead:])
 
 
-def _same_rank(spec: OpVersion, data: Shape, other: Shape, name: str) -> None:
+def _same_rank(spec: OpVersion, data: Shape, other: Shape, name: str, data_name: str = "data") -> None:
     if data is not None and other is not None and len(data) != len(other):
         raise ShapeError(
-            f"{spec.name}: {name} must have the rank of data ({len(data)}), got shape {fmt_shape(other)} "
-            f"(data shape {fmt_shape(data)})",
+            f"{spec.name}: {name} must have the rank of {data_name} ({len(data)}), got shape {fmt_shape(other)} "
+            f"({data_name} shape {fmt_shape(data)})",
             op=spec.op_type, since_version=spec.since_version, input=name, value=len(other),
         )
 
@@ -263,7 +263,7 @@ def tensor_scatter_shape(
     update = as_shape(spec, "update", update)
     _need_rank(spec, "past_cache", past, 2)
     _need_rank(spec, "update", update, 2)
-    _same_rank(spec, past, update, "update")
+    _same_rank(spec, past, update, "update", "past_cache")
     known = past if past is not None else update
     ax = None
     if known is None:
