@@ -10,6 +10,8 @@ field set and its message starting with the node's name.
 (If, Loop, Scan), but onnx.reference builds a model-local function's evaluator without
 ``new_ops``; :class:`Evaluator` passes them everywhere, functions included, and reads models
 that import the default domain as ``'ai.onnx'``.
+The operators are specified at https://onnx.ai/onnx/operators/ (com.microsoft GatherND at
+https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md).
 
 >>> import onnx.helper as oh
 >>> from onnx.reference import ReferenceEvaluator
@@ -93,35 +95,59 @@ class _Node(OpRun):
 
 
 class Gather(_Node):
-    """ai.onnx Gather (1, 11, 13)."""
+    """ai.onnx Gather (1, 11, 13).
+
+    https://onnx.ai/onnx/operators/onnx__Gather.html
+    """
 
 
 class GatherND(_Node):
-    """ai.onnx GatherND (11, 12, 13)."""
+    """ai.onnx GatherND (11, 12, 13).
+
+    https://onnx.ai/onnx/operators/onnx__GatherND.html
+    """
 
 
 class ScatterND(_Node):
-    """ai.onnx ScatterND (11, 13, 16, 18)."""
+    """ai.onnx ScatterND (11, 13, 16, 18).
+
+    https://onnx.ai/onnx/operators/onnx__ScatterND.html
+    """
 
 
 class GatherElements(_Node):
-    """ai.onnx GatherElements (11, 13)."""
+    """ai.onnx GatherElements (11, 13).
+
+    https://onnx.ai/onnx/operators/onnx__GatherElements.html
+    """
 
 
 class ScatterElements(_Node):
-    """ai.onnx ScatterElements (11, 13, 16, 18)."""
+    """ai.onnx ScatterElements (11, 13, 16, 18).
+
+    https://onnx.ai/onnx/operators/onnx__ScatterElements.html
+    """
 
 
 class Scatter(_Node):
-    """ai.onnx Scatter (9; a model at opset 11 or later is refused, naming ScatterElements)."""
+    """ai.onnx Scatter (9; a model at opset 11 or later is refused, naming ScatterElements).
+
+    https://onnx.ai/onnx/operators/onnx__Scatter.html
+    """
 
 
 class TensorScatter(_Node):
-    """ai.onnx TensorScatter (24; ``write_indices`` optional)."""
+    """ai.onnx TensorScatter (24; ``write_indices`` optional).
+
+    https://onnx.ai/onnx/operators/onnx__TensorScatter.html
+    """
 
 
 class MicrosoftGatherND(_Node):
-    """com.microsoft GatherND (1)."""
+    """com.microsoft GatherND (1).
+
+    https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md#com.microsoft.GatherND
+    """
 
     op_domain = "com.microsoft"
 
