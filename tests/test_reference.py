@@ -291,6 +291,42 @@ def test_our_kernels_run_in_functions_and_subgraphs(wrap):
     assert (info.value.node, info.value.position, info.value.value) == ("pick", (0, 1), 3)
 
 
+@pytest.mark.parametrize("wrap", ["plain", "function", "if", "loop"])
+def test_a_type_error_in_a_body_keeps_its_class_and_fields(wrap):
+    # Every enclosing If, Loop or function call re-raises a TypeError (DTypeError is one) as
+    # a plain TypeError "Issues with types ..."; ours must come back whole.
+    model = _gather_nd_model(wrap)
+    model.graph.input[1].type.tensor_type.elem_type = onnx.TensorProto.INT32
+    with pytest.raises(DTypeError) as info:
+        run_model(model, {"data": _X23, "indices": np.array([[1, -1]], np.int32)})
+    assert str(info.value) == ("node 'pick' (GatherND): GatherND-13: indices has type tensor(int32), which this "
+                               "version does not allow (allowed: tensor(int64))")
+    assert (info.value.node, info.value.op, info.value.since_version, info.value.input) == (
+        "pick", "GatherND", 13, "indices")
+
+
+def test_evaluator_reads_a_path_and_lets_the_caller_replace_an_operator(tmp_path, monkeypatch):
+    from onnx.reference.op_run import OpRun
+
+    from gather_scatter.reference import Evaluator
+
+    model = _gather_nd_model("function", opset_domain="ai.onnx")
+    onnx.save_model(model, tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+    feeds_ = {"data": _X23, "indices": np.array([[1, 3]])}
+    with pytest.raises(IndexOutOfBoundsError, match=r"^node 'pick' \(GatherND\)"):
+        Evaluator(pathlib.Path("model.onnx")).run(None, feeds_)
+
+    class GatherND(OpRun):  # the caller's own, in the function too
+        op_domain = ""
+
+        def _run(self, data, indices, batch_dims=0):
+            return (np.full(1, -7.0, np.float32),)
+
+    (got,) = Evaluator(model, new_ops=[GatherND]).run(None, feeds_)
+    np.testing.assert_array_equal(got, [-7.0])
+
+
 @pytest.mark.parametrize("wrap", ["plain", "function", "if"])
 def test_default_domain_imported_as_ai_onnx(wrap):
     model = _gather_nd_model(wrap, opset_domain="ai.onnx")

@@ -7,9 +7,18 @@ An error raised by a node is re-raised as the same class with the same fields, i
 field set and its message starting with the node's name.
 
 ``ReferenceEvaluator(model, new_ops=NEW_OPS)`` uses them in the main graph and in subgraphs
-(If, Loop, Scan), but onnx.reference builds a model-local function's evaluator without
-``new_ops``; :class:`Evaluator` passes them everywhere, functions included, and reads models
-that import the default domain as ``'ai.onnx'``.
+(If, Loop, Scan: their evaluators get the parent's ``new_ops``), but not everywhere, and
+no argument of ``ReferenceEvaluator`` can change that (onnx 1.23):
+
+- it builds a model-local function's evaluator as ``self.__class__(function)``, without
+  ``new_ops``, so a node inside a function runs onnx.reference's own operator;
+- every enclosing node (If, Loop, Scan, a function call) re-raises a TypeError from its
+  body as a plain TypeError, so a DTypeError raised in a body loses its class;
+- it refuses a model that imports the default domain as ``'ai.onnx'``.
+
+:class:`Evaluator` (which :func:`run_model` uses) fixes all three: it is the class that
+onnx.reference instantiates for functions and subgraphs, so it passes our operators to
+each, gives our error back from the wrapping TypeError, and reads ``'ai.onnx'`` as ``''``.
 The operators are specified at https://onnx.ai/onnx/operators/ (com.microsoft GatherND at
 https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md).
 
@@ -27,6 +36,7 @@ gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import Any, Mapping
 
 import numpy as np
@@ -89,9 +99,10 @@ class _Node(OpRun):
             return super().run(*args, **kwargs)
         except TypeError as exc:
             # OpRun.run rewraps every TypeError from _run, DTypeError included: give ours back.
-            if isinstance(exc.__cause__, GatherScatterError):
-                raise exc.__cause__ from None
-            raise
+            ours = _our_error(exc)
+            if ours is None:
+                raise
+            raise ours from None
 
 
 class Gather(_Node):
@@ -189,16 +200,87 @@ def _default_domain(proto: Any) -> Any:
     return proto
 
 
+# The operators of the Evaluator being built, for the evaluators of its model-local
+# functions, which onnx.reference builds inside its __init__ without new_ops.
+_ENCLOSING_OPS: ContextVar[tuple[type[OpRun], ...]] = ContextVar("_ENCLOSING_OPS", default=())
+
+
 class Evaluator(ReferenceEvaluator):
     """``onnx.reference.ReferenceEvaluator`` with this library's kernels for every operator of
-    the family, everywhere: the main graph, subgraphs and model-local functions (whose
-    evaluators onnx.reference creates as ``self.__class__(function)``, without ``new_ops``).
-    Models may import the default domain as ``'ai.onnx'``."""
+    the family, everywhere: the main graph, subgraphs (If, Loop, Scan) and model-local
+    functions, nested to any depth.
+
+    onnx.reference builds the evaluator of each function and subgraph as
+    ``self.__class__(...)``, so each is an Evaluator too: a function's (built without
+    ``new_ops``) still gets ours and the caller's, and each one's :meth:`run` gives back our
+    error that an enclosing If, Loop, Scan or function call has wrapped in a plain TypeError.
+
+    Parameters
+    ----------
+    proto : onnx.ModelProto, onnx.FunctionProto, onnx.GraphProto, str, path-like or bytes
+        As for ``ReferenceEvaluator``; a path is read with ``onnx.load`` (external data
+        beside the file). A model or function may import the default domain as
+        ``'ai.onnx'``: it is read as ``''`` on a copy, the caller's proto is not modified.
+    *args, **kwargs
+        Passed on to ``ReferenceEvaluator``.
+    new_ops : sequence of OpRun subclasses, optional
+        More operators, used in functions and subgraphs too; one keyed as one of ours (same
+        ``op_domain`` and class name) replaces ours.
+
+    Raises
+    ------
+    GatherScatterError
+        From a node of the family, when the model is loaded (an attribute or opset its
+        version lacks) or run, as described for :func:`run_model`.
+
+    Examples
+    --------
+    >>> import numpy as np, onnx.helper as oh
+    >>> pick = oh.make_node("GatherND", ["x", "i"], ["y"], name="pick")
+    >>> function = oh.make_function("local", "Pick", ["x", "i"], ["y"], [pick], [oh.make_opsetid("", 13)])
+    >>> call = oh.make_node("Pick", ["x", "i"], ["y"], domain="local")
+    >>> graph = oh.make_graph([call], "g", [], [])
+    >>> opsets = [oh.make_opsetid("ai.onnx", 13), oh.make_opsetid("local", 1)]
+    >>> model = oh.make_model(graph, opset_imports=opsets, functions=[function])
+    >>> Evaluator(model).run(None, {"x": np.arange(4.0), "i": np.array([[4]])})
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.IndexOutOfBoundsError: node 'pick' (GatherND): GatherND-13: indices[0, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
+    """
 
     def __init__(self, proto: Any, *args: Any, new_ops: Any = None, **kwargs: Any) -> None:
+        if isinstance(proto, (str, os.PathLike)):
+            proto = onnx.load(os.fspath(proto))
+        elif isinstance(proto, bytes):
+            proto = onnx.load_model_from_string(proto)
         if isinstance(proto, (onnx.ModelProto, onnx.FunctionProto)):
             proto = _default_domain(proto)
-        super().__init__(proto, *args, new_ops=[*NEW_OPS, *(new_ops or ())], **kwargs)
+        if new_ops is None:  # none from the caller, or a function's evaluator: the enclosing ones
+            new_ops = _ENCLOSING_OPS.get()
+        # The evaluator keeps the first class given for each key: the caller's win.
+        ops = (*new_ops, *NEW_OPS)
+        token = _ENCLOSING_OPS.set(ops)
+        try:
+            super().__init__(proto, *args, new_ops=ops, **kwargs)
+        finally:
+            _ENCLOSING_OPS.reset(token)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().run(*args, **kwargs)
+        except TypeError as exc:
+            ours = _our_error(exc)
+            if ours is None:
+                raise
+            raise ours from None
+
+
+def _our_error(exc: BaseException | None) -> GatherScatterError | None:
+    """Our error inside ``exc``, a chain of the TypeErrors that onnx.reference's ``OpRun.run``
+    wraps around any TypeError (DTypeError included) from a node, one per enclosing node."""
+    while isinstance(exc, TypeError) and not isinstance(exc, GatherScatterError):
+        exc = exc.__cause__
+    return exc if isinstance(exc, GatherScatterError) else None
 
 
 def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
