@@ -354,13 +354,15 @@ def test_big_endian_inputs_are_accepted_in_any_byte_order():
 @pytest.mark.parametrize("strings", [np.array(["ab", "c", "def"]), np.array([b"ab", b"c", b"def"]),
                                      np.array(["ab", "c", "def"], dtype=object)], ids=["U", "S", "object"])
 def test_string_outputs_are_object_arrays_of_str_whatever_was_fed(strings):
-    node = oh.make_node("Gather", ["data", "indices"], ["y"])
-    graph = oh.make_graph([node], "g", [_VI("data", onnx.TensorProto.STRING, [3]),
-                                        _VI("indices", onnx.TensorProto.INT64, [2])],
-                          [_VI("y", onnx.TensorProto.STRING, None)])
+    nodes = [oh.make_node("Gather", ["data", "indices"], ["y"]), oh.make_node("Identity", ["data"], ["same"])]
+    graph = oh.make_graph(nodes, "g", [_VI("data", onnx.TensorProto.STRING, [3]),
+                                       _VI("indices", onnx.TensorProto.INT64, [2])],
+                          [_VI("y", onnx.TensorProto.STRING, None), _VI("same", onnx.TensorProto.STRING, None)])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
-    got = run_model(model, {"data": strings, "indices": np.array([2, 0])})["y"]
-    assert got.dtype == object and got.tolist() == ["def", "ab"]
+    got = run_model(model, {"data": strings, "indices": np.array([2, 0])})
+    for name, want in [("y", ["def", "ab"]), ("same", ["ab", "c", "def"])]:  # ours, and onnx.reference's
+        assert got[name].dtype == object and list(got[name]) == want
+        assert {type(s) for s in got[name]} == {str}
 
 
 def test_run_model_reads_external_data_beside_the_file_from_any_cwd(tmp_path, monkeypatch):
@@ -403,12 +405,12 @@ def test_family_nodes_in_a_model():
         run_model(one_node("Scatter", [data, idx, upd], {"axis": 1}, opset=11), feeds([data, idx, upd]))
 
 
-@pytest.mark.parametrize("write", [None, np.array([3, 0])])
-def test_tensor_scatter_with_and_without_write_indices(write):
+@pytest.mark.parametrize("write, empty", [(None, True), (None, False), (np.array([3, 0]), False)],
+                         ids=["empty-name", "left-out", "given"])
+def test_tensor_scatter_with_and_without_write_indices(write, empty):
     cache, update = np.zeros((2, 4, 1), np.float32), np.ones((2, 2, 1), np.float32)
-    names = ["past", "update"] + (["write"] if write is not None else [])
-    node = oh.make_node("TensorScatter", names if write is not None else [*names, ""], ["y"], name="kv",
-                        mode="circular", axis=1)
+    names = ["past", "update"] + (["write"] if write is not None else [""] if empty else [])
+    node = oh.make_node("TensorScatter", names, ["y"], name="kv", mode="circular", axis=1)
     inputs = [_VI("past", 1, [2, 4, 1]), _VI("update", 1, [2, 2, 1])] + ([_VI("write", 7, [2])] if write is not None else [])
     graph = oh.make_graph([node], "g", inputs, [_VI("y", 1, None)])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)], ir_version=11)
