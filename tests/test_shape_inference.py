@@ -203,3 +203,40 @@ def test_family_nodes_get_our_rule():
     assert shapes["c"] == (("B", 8, "M", 64), TensorProto.FLOAT16)
     assert [line.split(" ")[2] for line in node_shapes(infer_model_shapes(model))] == [
         "(GatherElements-13):", "(ScatterElements-18):", "(TensorScatter-24):"]
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (["data", ""], "Gather-13: takes 2 inputs (data, indices), got 1"),
+    (["", "idx"], "Gather-13: input 0 (data) is required, but the node leaves it out (an empty input name)"),
+], ids=["trailing", "leading"])
+def test_a_required_input_left_out_is_an_error_naming_the_node(inputs, message):
+    # An empty name read as an input of unknown shape: 'y' came out with an unknown rank, no error.
+    model = _model([oh.make_node("Gather", inputs, ["y"], name="pick")],
+                   [_vi("data", TensorProto.FLOAT, [4, 3]), _vi("idx", TensorProto.INT64, [2])], ms=False)
+    with pytest.raises(ShapeError) as info:
+        infer_model_shapes(model)
+    assert str(info.value) == f"node 'pick' (Gather): {message}"
+    assert (info.value.node, info.value.op, info.value.since_version) == ("pick", "Gather", 13)
+
+
+def test_scatternd_with_indices_left_out_names_the_input():
+    # Used to give data's shape (4, 3) as if indices were merely of unknown shape.
+    model = _model([oh.make_node("ScatterND", ["data", "", "upd"], ["y"], name="put")],
+                   [_vi("data", TensorProto.FLOAT, [4, 3]), _vi("upd", TensorProto.FLOAT, [2, 3])], ms=False)
+    with pytest.raises(ShapeError) as info:
+        infer_model_shapes(model)
+    assert (info.value.input, info.value.position, info.value.node) == ("indices", (1,), "put")
+
+
+def test_tensor_scatter_write_indices_left_out_is_absent_not_unknown():
+    # write_indices named '' (or not named at all): the two inputs are checked, the output is past_cache's.
+    for inputs in (["cache", "step", ""], ["cache", "step"]):
+        model = _model([oh.make_node("TensorScatter", inputs, ["c"], name="ts", mode="circular")],
+                       [_vi("cache", TensorProto.FLOAT, [2, 8, 16]), _vi("step", TensorProto.FLOAT, [2, 3, 16])],
+                       opset=24, ms=False)
+        assert _shapes(infer_model_shapes(model))["c"] == ((2, 8, 16), TensorProto.FLOAT)
+        bad = _model([oh.make_node("TensorScatter", inputs, ["c"], name="ts")],
+                     [_vi("cache", TensorProto.FLOAT, [2, 8, 16]), _vi("step", TensorProto.FLOAT, [2, 9, 16])],
+                     opset=24, ms=False)
+        with pytest.raises(ShapeError, match=r"^node 'ts' \(TensorScatter\): TensorScatter-24: update.shape\[1\] = 9"):
+            infer_model_shapes(bad)

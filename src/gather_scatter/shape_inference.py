@@ -1,5 +1,6 @@
-"""Model-level shape inference: our rules for Gather/GatherND/ScatterND nodes (com.microsoft
-GatherND included, which onnx does not know), onnx's inference for every other node.
+"""Model-level shape inference: our rules for the family's nodes (Gather, GatherND, ScatterND,
+GatherElements, ScatterElements, Scatter and TensorScatter of ai.onnx, and com.microsoft
+GatherND, which onnx does not know), onnx's inference for every other node.
 
 >>> import onnx.helper as oh
 >>> from onnx import TensorProto
@@ -92,9 +93,22 @@ def _opset(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
 def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, onnx.TypeProto]):
     """(shape, elem_type) of the node's output, or the node's error naming it."""
     domain = normalize_domain(node.domain)
-    inputs = [types.get(name) for name in node.input]
+    names = list(node.input)
+    while names and not names[-1]:  # an empty name leaves an optional input out: pass fewer shapes
+        names.pop()
+    inputs = [types.get(name) for name in names]
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     try:
+        spec = resolve(node.op_type, _opset(node, opsets), domain)
+        declared = _OPS[spec.op_type].inputs
+        position = names.index("") if "" in names else len(declared)
+        if position < len(declared):  # only trailing inputs may be left out
+            input = declared[position]
+            raise ShapeError(
+                f"{spec.name}: input {position} ({input}) is required, but the node leaves it out "
+                "(an empty input name)",
+                op=spec.op_type, since_version=spec.since_version, input=input, position=(position,), value="",
+            )
         shape, _ = infer_shape(
             node.op_type, [_shape(t) for t in inputs], [_dtype(t) for t in inputs], attrs,
             opset=_opset(node, opsets), domain=domain,
@@ -156,7 +170,11 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
     ShapeError, InvalidAttributeError, DTypeError, UnsupportedOpError, OutputTooLargeError
         As :func:`~gather_scatter.infer_shape` raises them, the message starting with the
         node: ``node 'pick' (GatherND): GatherND-13: ...``; also ShapeError for an output
-        the model declares with a shape that contradicts the rule.
+        the model declares with a shape that contradicts the rule, or a required input the
+        node leaves out (an empty name before the last input; trailing empty names leave
+        optional inputs out, as TensorScatter's ``write_indices``).
+    onnx.shape_inference.InferenceError
+        As onnx's whole-model pass raises it for the other nodes.
     OSError, google.protobuf.message.DecodeError
         As raised by ``onnx.load`` for a path that cannot be read.
     """
@@ -200,14 +218,33 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
 
 
 def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
-    """One line per Gather/GatherND/ScatterND node of an inferred model: node, version,
-    output name, shape and dtype (``?`` where unknown)."""
+    """One line per family node of an inferred model (the nodes that get our rule in
+    :func:`infer_model_shapes`): node, version, output name, shape and dtype.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        A model as :func:`infer_model_shapes` returns it.
+
+    Yields
+    ------
+    str
+        ``node 'pick' (com.microsoft.GatherND-1): y ('Q', 4) float32``: symbols quoted,
+        ``?`` for an unknown dim or dtype, ``(unknown rank)`` for an unknown rank.
+
+    Raises
+    ------
+    UnsupportedOpError
+        A node whose domain the model imports no opset for (naming the node), or whose
+        operator version the opset does not resolve to (:func:`infer_model_shapes` names
+        the node for that one).
+    """
     graph, opsets = model.graph, _opsets(model)
     types = _known_types(graph)
     for node in graph.node:
         if _ours(node):
             name = node.output[0]
-            spec = resolve(node.op_type, opsets[normalize_domain(node.domain)], node.domain)
+            spec = resolve(node.op_type, _opset(node, opsets), node.domain)
             dtype = _dtype(types.get(name))
             yield f"{node_label(node.name)} ({spec.name}): {name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}"
 
