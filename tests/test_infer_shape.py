@@ -204,10 +204,14 @@ def test_error_names_the_shapes():
     assert (e.value.op, e.value.since_version, e.value.input, e.value.value) == ("GatherND", 13, "indices", 4)
 
 
-@pytest.mark.parametrize("shape", ["NT", b"NT", 5, 2.0], ids=repr)
+@pytest.mark.parametrize("shape", ["NT", b"NT", bytearray(b"NT"), 5, 2.0, np.int64(3), np.array(5), {4, 3}, {4: 0, 3: 0},
+                                   iter([4, 3]), np.zeros((2, 2), np.int64)],
+                         ids=["str", "bytes", "bytearray", "int", "float", "np-int", "0-d-array", "set", "dict", "iterator",
+                              "2-d-array"])
 @pytest.mark.parametrize("position", [0, 1])
 def test_a_shape_that_is_not_a_sequence_is_a_shape_error(shape, position):
-    # "NT" used to be read as the two dims ('N', 'T'), and 5 raised a bare TypeError.
+    # "NT" used to be read as the two dims ('N', 'T'), 5 and a 0-d array raised a bare TypeError, and
+    # {4, 3} was read in the set's order, (3, 4).
     shapes = [[4, 3], [2]]
     shapes[position] = shape
     with pytest.raises(ShapeError) as info:
@@ -216,3 +220,9 @@ def test_a_shape_that_is_not_a_sequence_is_a_shape_error(shape, position):
     assert str(info.value) == (f"Gather-13: {name} shape must be a sequence of dims (or None for an unknown rank), "
                                f"got {shape!r}")
     assert (info.value.input, info.value.value) == (name, shape)
+
+
+@pytest.mark.parametrize("shape", [[4, 3], (4, 3), range(4, 2, -1), np.array([4, 3]), [np.int32(4), np.uint64(3)]],
+                         ids=["list", "tuple", "range", "1-d-array", "numpy-ints"])
+def test_ordered_sequences_of_dims_are_shapes(shape):
+    assert infer_shape("Gather", [shape, ["K"]], [np.float32, np.int64], opset=13) == (("K", 3), np.dtype(np.float32))

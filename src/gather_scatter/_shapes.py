@@ -36,26 +36,39 @@ def _known(d: Dim) -> bool:
 
 
 def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
-    """Validate a user-given shape: each dim an int >= 0, a symbol, or None."""
+    """Validate a user-given shape: an ordered sequence (list, tuple, 1-d array) of dims,
+    each an int >= 0, a symbol, or None; or None for an unknown rank.
+
+    Raises
+    ------
+    ShapeError
+        ``shape`` is not such a sequence (a str, bytes, a number, a 0-d array, a set, a
+        mapping, an iterator), or one of its dims is invalid (``position`` names it).
+    """
     if shape is None:
         return None
     if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
         return shape  # an ndarray's shape: the kernels' every call
-    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
-        # "NT" is not the shape ('N', 'T'), nor 5 the shape (5,): refuse rather than guess.
+    from collections.abc import Sequence as _Sequence
+
+    ordered = isinstance(shape, np.ndarray) and shape.ndim == 1
+    if not ordered and (isinstance(shape, (str, bytes, bytearray)) or not isinstance(shape, _Sequence)):
+        # "NT" is not the shape ('N', 'T'), nor 5 the shape (5,), nor {4, 3} the shape (3, 4)
+        # (a set's order is not the caller's): refuse rather than guess.
         raise ShapeError(
             f"{spec.name}: {input} shape must be a sequence of dims (or None for an unknown rank), got {shape!r}",
             op=spec.op_type, since_version=spec.since_version, input=input, value=shape,
         )
+    given = tuple(shape)
     dims = []
-    for i, d in enumerate(shape):
+    for i, d in enumerate(given):
         if d is None or isinstance(d, str):
             dims.append(d)
-        elif hasattr(d, "__index__") and not isinstance(d, bool) and int(d) >= 0:
+        elif hasattr(d, "__index__") and not isinstance(d, (bool, np.bool_)) and int(d) >= 0:
             dims.append(int(d))
         else:
             raise ShapeError(
-                f"{spec.name}: {input} shape {tuple(shape)} has an invalid dimension {d!r} at {i} "
+                f"{spec.name}: {input} shape {given} has an invalid dimension {d!r} at {i} "
                 "(dimensions are ints >= 0, symbol names, or None)",
                 op=spec.op_type, since_version=spec.since_version, input=input, position=(i,), value=d,
             )
