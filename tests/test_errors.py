@@ -425,3 +425,4 @@ def test_every_error_class_survives_in_node_pickling_and_copying(cls, how):
     assert type(got) is cls and got is not err
     assert str(got) == message == got.message and got.args == (message,)
     assert {k: getattr(got, k) for k in _FIELDS} == _FIELDS and got.node == node
+    assert str(err) == "the message" and err.node is None  # the original is left as it was

@@ -57,7 +57,22 @@ class GatherScatterError(Exception):
 
     def in_node(self, name: str, op_type: str) -> "GatherScatterError":
         """The same error (class and fields) with ``node`` set and the node named first in
-        its message, for an error raised while evaluating that node of a model."""
+        its message, for an error raised while evaluating that node of a model.
+
+        Parameters
+        ----------
+        name : str
+            The node's name (``''`` for an unnamed node).
+        op_type : str
+            The node's operator type, shown after the name.
+
+        Returns
+        -------
+        GatherScatterError
+            A new error of this error's class, ``node 'read' (Gather): <message>``; this one
+            is not modified. Raises nothing itself, for every class here (MemoryError's
+            subclass included).
+        """
         message = f"{node_label(name)} ({op_type}): {self.message}"
         return _rebuild(type(self), message, {**self.__dict__, "message": message, "node": name})
 
