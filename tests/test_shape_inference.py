@@ -240,3 +240,22 @@ def test_tensor_scatter_write_indices_left_out_is_absent_not_unknown():
                      opset=24, ms=False)
         with pytest.raises(ShapeError, match=r"^node 'ts' \(TensorScatter\): TensorScatter-24: update.shape\[1\] = 9"):
             infer_model_shapes(bad)
+
+
+def test_every_operator_of_the_dispatch_table_gets_our_rule():
+    # A new entry of _OPS must not silently fall back to onnx's inference (or none, for com.microsoft).
+    from gather_scatter._dispatch import _OPS
+    from gather_scatter.shape_inference import _ours
+
+    assert sorted(op for op in _OPS if _ours(oh.make_node(op, ["a"], ["b"]))) == sorted(_OPS)
+    assert [op for op in _OPS if _ours(oh.make_node(op, ["a"], ["b"], domain=MS))] == ["GatherND"]
+    assert not _ours(oh.make_node("Gather", ["a"], ["b"], domain="x.y"))
+
+
+def test_scatter_9_gets_our_rule():
+    model = _model([oh.make_node("Scatter", ["data", "idx", "upd"], ["y"], name="put", axis=1)],
+                   [_vi("data", TensorProto.FLOAT, ["N", 6]), _vi("idx", TensorProto.INT64, [2, 3]),
+                    _vi("upd", TensorProto.FLOAT, [2, 3])], opset=9, ms=False)
+    out = infer_model_shapes(model)
+    assert _shapes(out)["y"] == (("N", 6), TensorProto.FLOAT)
+    assert list(node_shapes(out)) == ["node 'put' (Scatter-9): y ('N', 6) float32"]
