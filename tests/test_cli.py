@@ -190,3 +190,21 @@ def test_inputs_given_a_npy_file_says_it_is_not_an_archive(tmp_path, capsys):
     np.save(tmp_path / "one.npy", np.zeros(3))
     assert main(["run", str(SPARSE), "--inputs", str(tmp_path / "one.npy")]) == 2
     assert_one_paragraph_error(capsys.readouterr().err, "cannot read inputs file", "not an .npz archive")
+
+
+@pytest.mark.parametrize("output_name", ["file", "allow_pickle", "kwds"])
+def test_output_named_like_a_savez_parameter_is_saved(tmp_path, output_name, capsys):
+    # np.savez(path, **outputs) took an output named 'file' as its own argument (a TypeError traceback)
+    # and one named 'allow_pickle' as its flag (an empty archive, "saved" all the same).
+    node = oh.make_node("Gather", ["d", "i"], [output_name], name="pick")
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("d", 1, [3, 2]), oh.make_tensor_value_info("i", 7, [2])],
+                          [oh.make_tensor_value_info(output_name, 1, None)])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    d = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.savez(tmp_path / "in.npz", d=d, i=np.array([2, 0]))
+    assert main(["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in.npz"),
+                 "--output", str(tmp_path / "out")]) == 0
+    assert f"outputs saved to {tmp_path / 'out.npz'}\n" in capsys.readouterr().out
+    with np.load(tmp_path / "out.npz") as saved:
+        assert saved.files == [output_name]
+        np.testing.assert_array_equal(saved[output_name], d[[2, 0]])

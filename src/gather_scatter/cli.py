@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+import zipfile
 from contextlib import ExitStack
 from importlib import resources
 from typing import Any, Callable, Sequence
@@ -71,6 +72,15 @@ def _load_array(name: str, path: str) -> np.ndarray:
     return loaded
 
 
+def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
+    # What np.savez(path, **arrays) writes, without its own parameters taking outputs by name
+    # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped).
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=True)
+
+
 def _load_model(path: str | os.PathLike):
     import onnx
 
@@ -118,11 +128,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  {name:<{width}}  {str(value.dtype):<8} {str(value.shape):<12} {_preview(value)}")
     print(f"wall time: {elapsed * 1e3:.1f} ms")
     if args.output:
-        # np.savez appends .npz to a name without it: say the path it really writes.
+        # As np.savez, .npz is appended to a name without it: say the path really written.
         path = args.output if str(args.output).endswith(".npz") else f"{args.output}.npz"
         try:
-            np.savez(path, **outputs)
-        except OSError as exc:
+            _save_arrays(path, outputs)
+        except (OSError, ValueError) as exc:
             raise _UserError(f"cannot write {path!r}: {exc}") from None
         print(f"outputs saved to {path}")
     return 0
