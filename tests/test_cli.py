@@ -189,7 +189,8 @@ def test_input_given_an_npz_archive_says_it_is_not_a_npy_file(tmp_path, sparse_i
 def test_inputs_given_a_npy_file_says_it_is_not_an_archive(tmp_path, capsys):
     np.save(tmp_path / "one.npy", np.zeros(3))
     assert main(["run", str(SPARSE), "--inputs", str(tmp_path / "one.npy")]) == 2
-    assert_one_paragraph_error(capsys.readouterr().err, "cannot read inputs file", "not an .npz archive")
+    assert_one_paragraph_error(capsys.readouterr().err, f"cannot read inputs file '{tmp_path / 'one.npy'}': it is a "
+                               ".npy file (one array of shape (3,)), not an .npz archive", "--input NAME=FILE.npy")
 
 
 @pytest.mark.parametrize("output_name", ["file", "allow_pickle", "kwds"])

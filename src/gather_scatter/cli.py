@@ -46,8 +46,11 @@ def _named_input(spec: str) -> tuple[str, str]:
 def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     try:
         archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise ValueError("not an .npz archive")
+        if not isinstance(archive, np.lib.npyio.NpzFile):  # np.load reads one .npy array too
+            raise ValueError(
+                f"it is a .npy file (one array of shape {archive.shape}), not an .npz archive of inputs by "
+                "name; pass one array with --input NAME=FILE.npy, or save the inputs with numpy.savez"
+            )
         with archive:
             return dict(archive)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix
