@@ -259,3 +259,32 @@ def test_scatter_9_gets_our_rule():
     out = infer_model_shapes(model)
     assert _shapes(out)["y"] == (("N", 6), TensorProto.FLOAT)
     assert list(node_shapes(out)) == ["node 'put' (Scatter-9): y ('N', 6) float32"]
+
+
+def test_declared_output_type_that_contradicts_the_data_type():
+    # The data's type used to overwrite the declared one silently (onnx's pass keeps either).
+    node = oh.make_node("Gather", ["data", "idx"], ["y"], name="take")
+    model = _model([node], [_vi("data", TensorProto.FLOAT, [4, 5]), _vi("idx", TensorProto.INT64, [2])],
+                   [_vi("y", TensorProto.INT64, [2, 5])], ms=False)
+    with pytest.raises(DTypeError) as e:
+        infer_model_shapes(model)
+    assert str(e.value) == ("node 'take' (Gather): output 'y' is declared with type tensor(int64), but its data "
+                            "input 'data' has type tensor(float)")
+    assert (e.value.node, e.value.input, e.value.value) == ("take", "y", TensorProto.INT64)
+
+
+@pytest.mark.parametrize("where", ["data", "idx", "y"])
+def test_an_element_type_onnx_does_not_define_names_the_node(where, tmp_path, capsys):
+    # elem_type 99 was a KeyError traceback out of onnx.helper (exit 1 from gather-scatter shapes).
+    elem = {"data": TensorProto.FLOAT, "idx": TensorProto.INT64, "y": 0}
+    elem[where] = 99
+    node = oh.make_node("Gather", ["data", "idx"], ["y"], name="take")
+    model = _model([node], [_vi("data", elem["data"], [4, 5]), _vi("idx", elem["idx"], [2])],
+                   [_vi("y", elem["y"], None)], ms=False)
+    with pytest.raises(DTypeError) as e:
+        infer_model_shapes(model)
+    assert str(e.value) == f"node 'take' (Gather): {where!r} has elem_type 99, which is not an ONNX tensor type"
+    assert (e.value.node, e.value.input, e.value.value) == ("take", where, 99)
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["shapes", str(tmp_path / "m.onnx")]) == 2
+    assert capsys.readouterr().err == f"gather-scatter shapes: error: {e.value}\n"

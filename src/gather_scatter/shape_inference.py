@@ -28,7 +28,7 @@ from onnx import helper
 from ._dispatch import _OPS, infer_shape
 from ._shapes import Shape, fmt_shape
 from ._versions import LATEST_OPSET, normalize_domain, resolve
-from .errors import GatherScatterError, ShapeError, UnsupportedOpError, node_label
+from .errors import DTypeError, GatherScatterError, ShapeError, UnsupportedOpError, node_label
 
 __all__ = ["infer_model_shapes", "node_shapes"]
 
@@ -59,9 +59,36 @@ def _shape(t: onnx.TypeProto | None) -> Shape:
     return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in dims)
 
 
-def _dtype(t: onnx.TypeProto | None) -> Any:
+def _dtype(t: onnx.TypeProto | None, name: str = "") -> Any:
+    """The NumPy dtype of value ``name``'s tensor type; None where unknown."""
     elem = t.tensor_type.elem_type if t is not None else 0
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem)) if elem else None
+    if not elem:
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    except KeyError:  # a number TensorProto.DataType does not define
+        raise DTypeError(f"{name!r} has elem_type {elem}, which is not an ONNX tensor type",
+                         input=name, value=elem) from None
+
+
+def _type_name(elem: int) -> str:
+    return f"tensor({onnx.TensorProto.DataType.Name(elem).lower()})"
+
+
+def _merge_elem(node: onnx.NodeProto, output: str, ours: int, declared: onnx.TypeProto | None) -> int:
+    """Our element type (the data's), or the declared one where ours is unknown."""
+    try:
+        _dtype(declared, output)
+    except DTypeError as exc:
+        raise exc.in_node(node.name, node.op_type) from None
+    theirs = declared.tensor_type.elem_type if declared is not None else 0
+    if ours and theirs and ours != theirs:
+        raise DTypeError(
+            f"output {output!r} is declared with type {_type_name(theirs)}, but its data input "
+            f"{node.input[0]!r} has type {_type_name(ours)}",
+            op=node.op_type, input=output, value=theirs,
+        ).in_node(node.name, node.op_type)
+    return ours or theirs
 
 
 def _merge(node: onnx.NodeProto, output: str, ours: Shape, declared: Shape) -> Shape:
@@ -110,7 +137,7 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
                 op=spec.op_type, since_version=spec.since_version, input=input, position=(position,), value="",
             )
         shape, _ = infer_shape(
-            node.op_type, [_shape(t) for t in inputs], [_dtype(t) for t in inputs], attrs,
+            node.op_type, [_shape(t) for t in inputs], [_dtype(t, name) for t, name in zip(inputs, names)], attrs,
             opset=_opset(node, opsets), domain=domain,
         )
     except GatherScatterError as exc:
@@ -172,7 +199,9 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
         node: ``node 'pick' (GatherND): GatherND-13: ...``; also ShapeError for an output
         the model declares with a shape that contradicts the rule, or a required input the
         node leaves out (an empty name before the last input; trailing empty names leave
-        optional inputs out, as TensorScatter's ``write_indices``).
+        optional inputs out, as TensorScatter's ``write_indices``); DTypeError for an output
+        declared with another element type than its data input's, or an ``elem_type`` that
+        ``onnx.TensorProto.DataType`` does not define.
     onnx.shape_inference.InferenceError
         As onnx's whole-model pass raises it for the other nodes.
     OSError, google.protobuf.message.DecodeError
@@ -196,7 +225,7 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
             name = node.output[0]
             shape, elem = _infer_node(node, opsets, types)
             shape = _merge(node, name, shape, _shape(declared.get(name)))
-            elem = elem or (declared[name].tensor_type.elem_type if name in declared else 0)
+            elem = _merge_elem(node, name, elem, declared.get(name))
             if shape is None and not elem:
                 continue
             found = {name: helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None).type}
