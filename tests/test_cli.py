@@ -209,3 +209,11 @@ def test_output_named_like_a_savez_parameter_is_saved(tmp_path, output_name, cap
     with np.load(tmp_path / "out.npz") as saved:
         assert saved.files == [output_name]
         np.testing.assert_array_equal(saved[output_name], d[[2, 0]])
+
+
+def test_shapes_reads_no_external_data(tmp_path, capsys):
+    # Only shapes are read: 'shapes' used to load every weight, and refuse a model whose .data file
+    # was not copied with it ("cannot read model ... should be stored in ...data").
+    shutil.copy(DATA / "gather_elements.onnx", tmp_path / "model.onnx")
+    assert main(["shapes", str(tmp_path / "model.onnx")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "node 'node_gather' (GatherElements-13): bias ('batch', 2, 128, 128) float32"

@@ -84,11 +84,11 @@ def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
                 np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=True)
 
 
-def _load_model(path: str | os.PathLike):
+def _load_model(path: str | os.PathLike, *, external_data: bool = True):
     import onnx
 
     try:
-        return onnx.load(os.fspath(path))
+        return onnx.load(os.fspath(path), load_external_data=external_data)
     except Exception as exc:  # noqa: BLE001 - missing file, not a protobuf, bad external data
         raise _UserError(f"cannot read model {os.fspath(path)!r}: {type(exc).__name__}: {exc}") from None
 
@@ -165,7 +165,7 @@ def _shapes(args: argparse.Namespace) -> int:
     from .errors import GatherScatterError
     from .shape_inference import infer_model_shapes, node_shapes
 
-    model = _load_model(args.model)
+    model = _load_model(args.model, external_data=False)  # only shapes are read, not weights
     try:
         lines = list(node_shapes(infer_model_shapes(model)))
     except (GatherScatterError, onnx.shape_inference.InferenceError) as exc:
