@@ -165,3 +165,25 @@ def test_many_caller_threads_while_the_pool_grows():
         result = subprocess.run([sys.executable, "-c", _STRESS], capture_output=True, text=True, timeout=120)
         assert (result.returncode, result.stdout.strip()) == (0, "ok"), result.stderr[-2000:]
 
+
+def _python(code: str) -> str:
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
+def test_a_chunk_that_splits_again_runs_its_parts_on_its_own_thread():
+    # A nested run used to queue behind its own pool thread and wait for it forever.
+    code = """if True:
+        import threading, gather_scatter as gs
+        from gather_scatter import _parallel
+        gs.set_num_threads(2)
+        def outer(lo, hi):
+            inner = _parallel.run(lambda a, b: (a, b, threading.current_thread().name), [(lo, 5), (5, hi)])
+            return [part[:2] for part in inner], len({part[2] for part in inner})
+        print(_parallel.run(outer, [(0, 10), (1, 11)]))
+    """
+    # The outer first chunk runs on the caller, which still splits on the pool (2 threads);
+    # the second runs on the pool, and its parts all on that one thread.
+    assert _python(code) == "[([(0, 5), (5, 10)], 2), ([(1, 5), (5, 11)], 1)]"
+

@@ -4,6 +4,15 @@ NumPy releases the GIL inside ``take``, ``put``, copies and ufunc loops on non-o
 dtypes, so a few threads each moving a disjoint output range run in parallel. Each chunk's
 result is independent of how many chunks there are, so results are bitwise the same for
 any thread count.
+
+Any number of threads may call the kernels at once, and change the thread count meanwhile.
+Growing the pool replaces it and never shuts the old one down, so no call loses the pool it
+is submitting to; the old pool's threads exit once no call holds it. A chunk already on the
+pool runs any nested split itself, so the pool never waits on the pool.
+
+The thread count follows the one rule of ``_settings``: :func:`set_num_threads` raises
+ValueError for anything but an integer >= 1, and a ``GATHER_SCATTER_NUM_THREADS`` value it
+would refuse is ignored with a RuntimeWarning at import.
 """
 
 from __future__ import annotations
@@ -36,6 +45,11 @@ _lock = threading.Lock()
 _num_threads = from_env(ENV_VAR, 1, "the cores this process may use") or _available_cores()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_on_pool = threading.local()  # .worker is True on the pool's own threads
+
+
+def _mark_worker() -> None:
+    _on_pool.worker = True
 
 
 def get_num_threads() -> int:
@@ -78,7 +92,8 @@ def _executor(workers: int) -> ThreadPoolExecutor:
     global _pool, _pool_size
     with _lock:
         if _pool is None or _pool_size < workers:
-            _pool, _pool_size = ThreadPoolExecutor(workers, thread_name_prefix="gather_scatter"), workers
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="gather_scatter", initializer=_mark_worker)
+            _pool_size = workers
         return _pool
 
 
@@ -94,10 +109,12 @@ def ranges(n: int, work_bytes: int, parts: int | None = None) -> list[tuple[int,
 def run(fn: Callable[[int, int], T], chunks: Sequence[tuple[int, int]]) -> list[T]:
     """``[fn(lo, hi) for lo, hi in chunks]``, the first on this thread, the rest on the pool.
 
-    Every chunk runs to its end even if another raises, so no write is left in flight;
-    then the exception of the earliest chunk is raised.
+    A chunk that has started runs to its end even if another raises, so no write is left in
+    flight; then the exception of the earliest chunk is raised. On a pool thread (a chunk
+    that splits again) the chunks run on that thread, in order, so a pool thread never waits
+    on the pool and nested calls cannot deadlock it.
     """
-    if len(chunks) <= 1:
+    if len(chunks) <= 1 or getattr(_on_pool, "worker", False):
         return [fn(lo, hi) for lo, hi in chunks]
     pool = _executor(len(chunks) - 1)  # one pool for the whole call, whatever other threads do
     futures = [pool.submit(fn, lo, hi) for lo, hi in chunks[1:]]
