@@ -6,6 +6,7 @@ duplicate destinations, where any reordering of a reduction would show in the lo
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -187,3 +188,28 @@ def test_a_chunk_that_splits_again_runs_its_parts_on_its_own_thread():
     # the second runs on the pool, and its parts all on that one thread.
     assert _python(code) == "[([(0, 5), (5, 10)], 2), ([(1, 5), (5, 11)], 1)]"
 
+
+_FORK = """if True:
+    import os, threading, time, numpy as np, gather_scatter as gs
+    from gather_scatter import _buffers
+    gs.set_num_threads(2)
+    data = np.arange(4 << 20, dtype=np.float32).reshape(-1, 1024)
+    idx = np.arange(data.shape[0])[::-1].copy()
+    assert np.array_equal(gs.gather(data, idx), np.take(data, idx, axis=0))  # the pool has a thread now
+    time.sleep(0.1)  # and it is idle
+    HOLD
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if np.array_equal(gs.gather(data, idx), np.take(data, idx, axis=0)) else 3)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+@pytest.mark.parametrize("hold", ["pass", "held = threading.Event(); "
+                                 "threading.Thread(target=lambda: (_buffers._lock.acquire(), held.set())).start(); held.wait()"],
+                         ids=["pool", "buffer_lock_held_by_another_thread"])
+def test_a_forked_child_gathers_with_threads(hold):
+    # The child used to inherit the parent's pool object without its threads and hang on it;
+    # and a lock another thread held at the fork stayed held in the child forever.
+    assert _python(_FORK.replace("HOLD", hold)) == "0"

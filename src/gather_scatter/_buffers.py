@@ -6,11 +6,17 @@ machine those faults can cost as much as the gather itself (100 MB: ~9 ms of fau
 does not depend on the caller: an output's ``base`` is a :class:`_Block`, every view of the
 output keeps that block alive, and the block goes back to the cache only from its ``__del__``,
 when no array can reach its memory any more.
+
+The cache is shared by all threads under one lock; a forked child gets a fresh lock, so a
+thread of the parent that held it at the fork cannot leave it held in the child. The cache
+size follows the one rule of ``_settings``: :func:`set_buffer_cache_size` takes any integer
+>= 0 and raises ValueError for anything else.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import OrderedDict
 
@@ -27,6 +33,15 @@ _lock = threading.Lock()
 _free: "OrderedDict[int, list[np.ndarray]]" = OrderedDict()  # size -> raw blocks, oldest first
 _free_bytes = 0
 _limit = 512 << 20
+
+
+def _new_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 class _Block:

@@ -8,7 +8,8 @@ any thread count.
 Any number of threads may call the kernels at once, and change the thread count meanwhile.
 Growing the pool replaces it and never shuts the old one down, so no call loses the pool it
 is submitting to; the old pool's threads exit once no call holds it. A chunk already on the
-pool runs any nested split itself, so the pool never waits on the pool.
+pool runs any nested split itself, so the pool never waits on the pool. A forked child starts
+with no pool (the parent's threads do not exist there) and builds its own on first use.
 
 The thread count follows the one rule of ``_settings``: :func:`set_num_threads` raises
 ValueError for anything but an integer >= 1, and a ``GATHER_SCATTER_NUM_THREADS`` value it
@@ -50,6 +51,16 @@ _on_pool = threading.local()  # .worker is True on the pool's own threads
 
 def _mark_worker() -> None:
     _on_pool.worker = True
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool has no threads here and its lock may be held."""
+    global _lock, _pool, _pool_size
+    _lock, _pool, _pool_size = threading.Lock(), None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def get_num_threads() -> int:
