@@ -217,3 +217,36 @@ def test_shapes_reads_no_external_data(tmp_path, capsys):
     shutil.copy(DATA / "gather_elements.onnx", tmp_path / "model.onnx")
     assert main(["shapes", str(tmp_path / "model.onnx")]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "node 'node_gather' (GatherElements-13): bias ('batch', 2, 128, 128) float32"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--op", "Foo"], "argument --op: unknown operator or version 'Foo'; choose from Gather, Gather-1, Gather-11, "),
+    (["--op", "GatherND-99"], "argument --op: unknown operator or version 'GatherND-99'; "),
+    (["--opset", "99"], "argument --opset: 99 is not in [1, 28]"),
+    (["--opset", "0"], "argument --opset: 0 is not in [1, 28]"),
+    (["--cases", "-1"], "argument --cases: -1 is not >= 1"),
+    (["--seed", "-1"], "argument --seed: -1 is not >= 0"),
+    (["--threads", "0"], "argument --threads: 0 is not >= 1"),
+    (["--timeout", "0"], "argument --timeout: 0.0 is not > 0"),
+    (["--timeout", "nan"], "argument --timeout: nan is not > 0"),
+], ids=["unknown-op", "unknown-version", "opset-too-new", "opset-0", "negative-cases", "negative-seed", "no-threads", "no-time", "nan-time"])
+def test_check_refuses_arguments_that_select_nothing_or_cannot_run(args, message, capsys):
+    # --op Foo and --cases -1 ran 0 cases and said "no findings" (exit 0); --opset 99 was a
+    # ValueError traceback from onnx.helper (--seed -1 one from numpy); --timeout 0 counted every case as hung.
+    with pytest.raises(SystemExit) as info:
+        main(["check", "--engine", "reference", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"gather-scatter check: error: {message}" in err
+
+
+@pytest.mark.parametrize("option", ["--out", "--json"])
+def test_check_refuses_an_unwritable_destination_before_running(tmp_path, option, capsys):
+    # --out under a file was a NotADirectoryError traceback, after the whole run.
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "sub"
+    assert main(["check", "--engine", "reference", "--op", "Gather-13", "--cases", "1", option, str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"gather-scatter check: error: cannot write {option} {str(target)!r}: "
+                            f"{str(tmp_path / 'file')!r} is not a directory\n")

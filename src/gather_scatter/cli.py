@@ -9,6 +9,7 @@ exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -186,10 +187,62 @@ def _add_shapes(subparsers: Any) -> None:
     parser.set_defaults(func=_shapes)
 
 
+def _int_in(low: int, high: float = math.inf) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            bounds = f"in [{low}, {high}]" if high < math.inf else f">= {low}"
+            raise argparse.ArgumentTypeError(f"{value} is not {bounds}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:  # nan too
+        raise argparse.ArgumentTypeError(f"{value} is not > 0")
+    return value
+
+
+def _op_or_version(text: str) -> str:
+    from ._versions import REGISTRY
+
+    known = sorted({v.op_type for v in REGISTRY.values()} | {v.name for v in REGISTRY.values()})
+    if text not in known:
+        raise argparse.ArgumentTypeError(f"unknown operator or version {text!r}; choose from {', '.join(known)}")
+    return text
+
+
+def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
+    """Refuse, before a long run, a destination it could not write at its end (a file in the
+    way of a folder, or the reverse); permissions are left to the write itself."""
+    target = existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if existing != target and not is_dir and existing != os.path.dirname(target):
+        problem = f"its folder {os.path.dirname(target)!r} does not exist"
+    elif not os.path.isdir(existing) and (existing != target or is_dir):
+        problem = f"{existing!r} is not a directory"
+    elif existing == target and not is_dir and os.path.isdir(existing):
+        problem = "it is a directory"
+    else:
+        return
+    raise _UserError(f"cannot write {option} {path!r}: {problem}")
+
+
 def _check(args: argparse.Namespace) -> int:
     from .check import run_check
     from .check.engines import EngineMissing
 
+    _check_destination("--out", args.out, is_dir=True)
+    if args.json:
+        _check_destination("--json", args.json, is_dir=False)
     try:
         result = run_check(
             args.engine, ops=args.op or None, opsets=args.opset or None, cases=args.cases, seed=args.seed,
@@ -198,10 +251,15 @@ def _check(args: argparse.Namespace) -> int:
         )
     except EngineMissing as exc:
         raise _UserError(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None:  # not a file of ours: not the user's to fix
+            raise
+        raise _UserError(f"{exc.strerror}: {exc.filename!r}") from None
     return 1 if result["findings"] else 0
 
 
 def _add_check(subparsers: Any) -> None:
+    from ._versions import LATEST_OPSET
     from .check.engines import ENGINES
 
     parser = subparsers.add_parser(
@@ -213,14 +271,14 @@ def _add_check(subparsers: Any) -> None:
         "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is not installed).",
     )
     parser.add_argument("--engine", required=True, choices=sorted(ENGINES), help="the engine to check")
-    parser.add_argument("--op", action="append", default=[], metavar="OP",
+    parser.add_argument("--op", action="append", default=[], type=_op_or_version, metavar="OP",
                         help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)")
-    parser.add_argument("--opset", action="append", default=[], type=int, metavar="N",
+    parser.add_argument("--opset", action="append", default=[], type=_int_in(1, LATEST_OPSET[""]), metavar="N",
                         help="run each version at opset N where it is in effect (repeatable; default: its own)")
-    parser.add_argument("--cases", type=int, default=20, metavar="N", help="cases per operator version (default 20)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the generated cases (default 0)")
-    parser.add_argument("--threads", type=int, default=None, metavar="T", help="the engine's intra-op threads")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--cases", type=_int_in(1), default=20, metavar="N", help="cases per operator version (default 20)")
+    parser.add_argument("--seed", type=_int_in(0), default=0, metavar="S", help="seed of the generated cases (default 0)")
+    parser.add_argument("--threads", type=_int_in(1), default=None, metavar="T", help="the engine's intra-op threads")
+    parser.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
                         help="seconds per case before the engine counts as hung (default 30)")
     parser.add_argument("--out", default="check-findings", metavar="DIR",
                         help="where finding-NNNN.onnx/.npz go (default check-findings)")
