@@ -1,9 +1,13 @@
 """The memory limit that kernels check an output's byte count against before allocating it.
 
 The limit is, first that wins: :func:`set_memory_limit`, the ``GATHER_SCATTER_MEMORY_LIMIT``
-environment variable (bytes, an int >= 0; any other value is ignored with a RuntimeWarning),
-or the memory available now (``MemAvailable`` of
+environment variable (bytes, an int >= 0), or the memory available now (``MemAvailable`` of
 ``/proc/meminfo``, else ``sysconf`` free pages, else no limit below the int64 range).
+
+Both follow the one rule of ``_settings``: :func:`set_memory_limit` raises ValueError for
+anything but an integer >= 0 (or None), and a value of the variable it would refuse is
+ignored with one RuntimeWarning per value, never an error from a kernel. The variable is
+read at each call, so a change to ``os.environ`` applies from the next call on.
 """
 
 from __future__ import annotations
