@@ -250,3 +250,33 @@ def test_check_refuses_an_unwritable_destination_before_running(tmp_path, option
     assert captured.out == ""
     assert captured.err == (f"gather-scatter check: error: cannot write {option} {str(target)!r}: "
                             f"{str(tmp_path / 'file')!r} is not a directory\n")
+
+
+def _sequence_model(tmp_path, shapes):
+    """Output 's': SequenceConstruct of inputs a, b (float, of ``shapes``); output 'n': Neg(a)."""
+    nodes = [oh.make_node("SequenceConstruct", ["a", "b"], ["s"]), oh.make_node("Neg", ["a"], ["n"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info(x, 1, shape) for x, shape in zip("ab", shapes)],
+                          [oh.make_tensor_sequence_value_info("s", 1, None), oh.make_tensor_value_info("n", 1, None)])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), tmp_path / "seq.onnx")
+    np.savez(tmp_path / "in.npz", **{x: np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+                                     for x, shape in zip("ab", shapes)})
+    return [str(tmp_path / "seq.onnx"), "--inputs", str(tmp_path / "in.npz")]
+
+
+@pytest.mark.parametrize("shapes", [[[2], [3]], [[2], [2]]], ids=["ragged", "same-shape"])
+def test_a_sequence_output_is_printed_as_a_sequence(tmp_path, shapes, capsys):
+    # A ragged sequence was a ValueError traceback out of np.asarray; one of equal shapes was
+    # printed as one stacked array.
+    assert main(["run", *_sequence_model(tmp_path, shapes)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["s", "sequence", "[2]", "[float32", f"({shapes[0][0]},),", "float32", f"({shapes[1][0]},)]"]
+    assert out[2].split()[:3] == ["n", "float32", f"({shapes[0][0]},)"]
+
+
+def test_a_sequence_output_is_not_saved_to_npz(tmp_path, capsys):
+    args = _sequence_model(tmp_path, [[2], [3]])
+    assert main(["run", *args, "--output", str(tmp_path / "out.npz")]) == 2
+    assert capsys.readouterr().err == (
+        f"gather-scatter run: error: cannot write {str(tmp_path / 'out.npz')!r}: output 's' is a sequence of "
+        "2 tensors, and an .npz file holds tensors only\n")
+    assert not (tmp_path / "out.npz").exists()

@@ -79,6 +79,10 @@ def _load_array(name: str, path: str) -> np.ndarray:
 def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
     # What np.savez(path, **arrays) writes, without its own parameters taking outputs by name
     # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped).
+    for name, value in arrays.items():
+        if isinstance(value, (list, tuple)):  # np.asarray would stack it, or fail on a ragged one
+            raise ValueError(f"output {name!r} is a sequence of {len(value)} tensors, and an .npz file holds "
+                             "tensors only")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, value in arrays.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
@@ -98,6 +102,16 @@ def _preview(array: np.ndarray) -> str:
     flat = np.asarray(array).ravel()
     with np.printoptions(threshold=6, edgeitems=3, precision=4, linewidth=10**6):
         return np.array2string(flat, separator=" ")
+
+
+def _describe(value: Any) -> tuple[str, str, str]:
+    """dtype, shape and preview columns of one output; an ONNX sequence (a list) as its length
+    and the dtype and shape of its first tensors."""
+    if isinstance(value, (list, tuple)):
+        items = [f"{np.asarray(v).dtype} {np.asarray(v).shape}" for v in value[:3]] + ["..."] * (len(value) > 3)
+        return "sequence", f"[{len(value)}]", f"[{', '.join(items)}]"
+    value = np.asarray(value)
+    return str(value.dtype), str(value.shape), _preview(value)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -128,8 +142,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"model: {shown}")
     width = max(map(len, outputs), default=0)
     for name, value in outputs.items():
-        value = np.asarray(value)
-        print(f"  {name:<{width}}  {str(value.dtype):<8} {str(value.shape):<12} {_preview(value)}")
+        dtype, shape, preview = _describe(value)
+        print(f"  {name:<{width}}  {dtype:<8} {shape:<12} {preview}")
     print(f"wall time: {elapsed * 1e3:.1f} ms")
     if args.output:
         # As np.savez, .npz is appended to a name without it: say the path really written.
