@@ -288,3 +288,20 @@ def test_an_element_type_onnx_does_not_define_names_the_node(where, tmp_path, ca
     onnx.save(model, tmp_path / "m.onnx")
     assert main(["shapes", str(tmp_path / "m.onnx")]) == 2
     assert capsys.readouterr().err == f"gather-scatter shapes: error: {e.value}\n"
+
+
+def test_node_shapes_names_the_node_for_every_error_and_a_node_without_output():
+    # An opset that does not resolve raised without the node, a node without outputs an IndexError,
+    # and an elem_type onnx does not define a KeyError.
+    take = oh.make_node("Gather", ["data", "idx"], ["y"], name="take")
+    inputs = [_vi("data", TensorProto.FLOAT, [4, 5]), _vi("idx", TensorProto.INT64, [2])]
+    model = _model([take, oh.make_node("Gather", ["data", "idx"], [], name="nothing")], inputs, ms=False)
+    assert list(node_shapes(model)) == ["node 'take' (Gather-13): y (unknown rank) ?",
+                                      "node 'nothing' (Gather-13): no output"]
+    model = _model([take], inputs, [_vi("y", 99, None)], ms=False)
+    with pytest.raises(DTypeError, match=r"^node 'take' \(Gather\): 'y' has elem_type 99, which is not an ONNX tensor type$"):
+        list(node_shapes(model))
+    model = _model([take], inputs, opset=0, ms=False)
+    with pytest.raises(UnsupportedOpError) as e:
+        list(node_shapes(model))
+    assert str(e.value).startswith("node 'take' (Gather): ") and e.value.node == "take"

@@ -259,21 +259,30 @@ def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
     ------
     str
         ``node 'pick' (com.microsoft.GatherND-1): y ('Q', 4) float32``: symbols quoted,
-        ``?`` for an unknown dim or dtype, ``(unknown rank)`` for an unknown rank.
+        ``?`` for an unknown dim or dtype, ``(unknown rank)`` for an unknown rank;
+        ``node 'n' (Gather-13): no output`` for a node without one.
 
     Raises
     ------
     UnsupportedOpError
-        A node whose domain the model imports no opset for (naming the node), or whose
-        operator version the opset does not resolve to (:func:`infer_model_shapes` names
-        the node for that one).
+        A node whose domain the model imports no opset for, or whose operator version the
+        opset does not resolve to; the message starts with the node, as in
+        :func:`infer_model_shapes`.
+    DTypeError
+        An output's ``elem_type`` that ``onnx.TensorProto.DataType`` does not define
+        (naming the node).
     """
     graph, opsets = model.graph, _opsets(model)
     types = _known_types(graph)
     for node in graph.node:
-        if _ours(node):
-            name = node.output[0]
+        if not _ours(node):
+            continue
+        name = node.output[0] if node.output else ""
+        try:
             spec = resolve(node.op_type, _opset(node, opsets), node.domain)
-            dtype = _dtype(types.get(name))
-            yield f"{node_label(node.name)} ({spec.name}): {name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}"
+            dtype = _dtype(types.get(name), name)
+        except GatherScatterError as exc:
+            raise exc.in_node(node.name, node.op_type) from None
+        found = f"{name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}" if name else "no output"
+        yield f"{node_label(node.name)} ({spec.name}): {found}"
 
