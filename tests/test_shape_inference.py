@@ -304,4 +304,8 @@ def test_node_shapes_names_the_node_for_every_error_and_a_node_without_output():
     model = _model([take], inputs, opset=0, ms=False)
     with pytest.raises(UnsupportedOpError) as e:
         list(node_shapes(model))
-    assert str(e.value).startswith("node 'take' (Gather): ") and e.value.node == "take"
+    assert str(e.value).startswith("node 'take' (Gather): Gather: ") and e.value.node == "take"
+    model = _model([oh.make_node("GatherND", ["data", "idx"], ["y"], name="ms", domain=MS)], inputs, ms=False)
+    with pytest.raises(UnsupportedOpError) as e:
+        list(node_shapes(model))
+    assert str(e.value) == "node 'ms' (GatherND): the model imports no opset for domain 'com.microsoft'"

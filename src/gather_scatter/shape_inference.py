@@ -113,7 +113,7 @@ def _opset(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
     if domain not in opsets:
         raise UnsupportedOpError(
             f"the model imports no opset for domain {domain or 'ai.onnx'!r}", op=node.op_type, input="domain"
-        ).in_node(node.name, node.op_type)
+        )
     return opsets[domain]
 
 
@@ -212,7 +212,10 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
     opsets = _opsets(model)
     for node in model.graph.node:  # onnx's own error for this would not name the node
         if _ours(node):
-            _opset(node, opsets)
+            try:
+                _opset(node, opsets)
+            except UnsupportedOpError as exc:
+                raise exc.in_node(node.name, node.op_type) from None
     declared = _known_types(model.graph)
     out = onnx.shape_inference.infer_shapes(model)  # returns a new model
     graph = out.graph
