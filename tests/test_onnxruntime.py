@@ -1,9 +1,11 @@
 """Differential tests against onnxruntime (CPU), bit for bit.
 
 One-node models for every version in the REGISTRY at its own opset (ai.onnx, and
-com.microsoft GatherND-1, an ORT contrib op), random valid inputs compared with
-``run_node``, and random invalid inputs that ORT must reject while we raise the matching
-GatherScatterError subclass.
+com.microsoft GatherND-1, an ORT contrib op; Scatter-9 also at opset 10, and refused by both
+at 11), random valid inputs compared with ``run_node``, and random invalid inputs (from
+``check.cases.invalid_cases`` and ``strategies.more_invalid_cases``) that ORT must reject
+while we raise the matching GatherScatterError subclass, for every data type of the version.
+The pytest summary reports the cases compared per op and the cases each row skipped.
 
 Known divergences are data: ``DIVERGENCES`` rows of (op, condition, reason, example). A
 random case that meets a row's condition is skipped *and counted*; each row's example runs
@@ -14,6 +16,7 @@ Sessions use ``intra_op_num_threads=1``: ORT's ScatterND reductions race on more
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 import zlib
@@ -55,7 +58,7 @@ COUNTS: Counter = Counter()
 # ----------------------------------------------------------------------------- running ORT
 
 
-def _model(spec, case: Case) -> bytes:
+def _model(spec, case: Case, opset: int | None = None) -> bytes:
     types = [TENSOR_TYPES[S.onnx_name(a.dtype)] for a in case.inputs]
     names = NAMES[: len(case.inputs)]
     node = helper.make_node(spec.op_type, list(names), ["out"], domain=spec.domain, **case.attrs)
@@ -64,26 +67,27 @@ def _model(spec, case: Case) -> bytes:
         [helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types)],
         [helper.make_tensor_value_info("out", types[0], None)],
     )
+    opset = opset or spec.since_version
     if spec.domain:
-        opsets = [helper.make_opsetid("", 13), helper.make_opsetid(spec.domain, spec.since_version)]
+        opsets = [helper.make_opsetid("", 13), helper.make_opsetid(spec.domain, opset)]
     else:
-        opsets = [helper.make_opsetid("", spec.since_version)]
+        opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 8 if spec.since_version < 21 else 11  # the oldest IR that has the opset
+    model.ir_version = 8 if opset < 21 else 11  # the oldest IR that has the opset
     return model.SerializeToString()
 
 
 _SESSIONS: dict = {}
 
 
-def _session(spec, case: Case, threads: int = 1):
-    key = (spec.name, tuple(a.dtype.str for a in case.inputs), tuple(sorted(case.attrs.items())), threads)
+def _session(spec, case: Case, threads: int = 1, opset: int | None = None):
+    key = (spec.name, tuple(a.dtype.str for a in case.inputs), tuple(sorted(case.attrs.items())), threads, opset)
     if key not in _SESSIONS:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 4
-        _SESSIONS[key] = ort.InferenceSession(_model(spec, case), options, providers=["CPUExecutionProvider"])
+        _SESSIONS[key] = ort.InferenceSession(_model(spec, case, opset), options, providers=["CPUExecutionProvider"])
     return _SESSIONS[key]
 
 
@@ -94,9 +98,10 @@ def _ort_value(array: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy(array)
 
 
-def run_ort(spec, case: Case, threads: int = 1, out_shape=None) -> np.ndarray:
-    """ORT's output for ``case``; any ORT failure (load or run) propagates."""
-    session = _session(spec, case, threads)
+def run_ort(spec, case: Case, threads: int = 1, out_shape=None, opset: int | None = None) -> np.ndarray:
+    """ORT's output for ``case`` (a model at ``opset``, by default the version's own); any ORT
+    failure (load or run) propagates."""
+    session = _session(spec, case, threads, opset)
     if S.onnx_name(case.inputs[0].dtype) != "bfloat16":
         return session.run(None, dict(zip(NAMES, case.inputs)))[0]
     feeds = {name: _ort_value(array) for name, array in zip(NAMES, case.inputs)}
@@ -112,23 +117,24 @@ def run_ort(spec, case: Case, threads: int = 1, out_shape=None) -> np.ndarray:
     return buffer.view(S.DTYPES["bfloat16"])
 
 
-def run_ours(spec, case: Case) -> np.ndarray:
+def run_ours(spec, case: Case, opset: int | None = None) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf * 0 and the like: NaN is the answer
-        return gs.run_node(spec.op_type, case.inputs, case.attrs, opset=spec.since_version, domain=spec.domain)
+        return gs.run_node(spec.op_type, case.inputs, case.attrs, opset=opset or spec.since_version,
+                           domain=spec.domain)
 
 
-def assert_ort_agrees(spec, case: Case, threads: int = 1) -> None:
+def assert_ort_agrees(spec, case: Case, threads: int = 1, opset: int | None = None) -> None:
     """Same bits out; or, where we raise a GatherScatterError, ORT refuses the input too."""
     try:
-        ours = run_ours(spec, case)
+        ours = run_ours(spec, case, opset)
     except gs.GatherScatterError as error:
         try:
-            run_ort(spec, case, threads)
+            run_ort(spec, case, threads, opset=opset)
         except Exception:
             return
         pytest.fail(f"ORT accepted what we reject ({type(error).__name__}: {error}): {case.describe()}")
-    theirs = run_ort(spec, case, threads, ours.shape)
+    theirs = run_ort(spec, case, threads, ours.shape, opset)
     oracle.assert_same(np.asarray(theirs), ours, f"ORT vs ours, {spec.name} {case.describe()}")
 
 
@@ -223,11 +229,19 @@ DIVERGENCES = (
                                                        np.array([1], np.int64)], {"axis": 0}), 1),
     ),
     Divergence(
-        "scatterelements-float16-bfloat16-reduction", "ScatterElements",
-        lambda spec, case, threads: _type(case) in ("float16", "bfloat16") and _reduction(case) != "none",
-        "ORT CPU ScatterElements refuses float16/bfloat16 with any reduction ('CPU execution provider: ... "
-        "data type is not supported'); we round after every update, as the spec's loop does",
+        "scatterelements-float16-add-mul", "ScatterElements",
+        lambda spec, case, threads: _type(case) == "float16" and _reduction(case) in ("add", "mul"),
+        "ORT CPU ScatterElements refuses float16 add/mul ('MLFloat16 data type is not supported with "
+        "ScatterElements opset 16 when reduction is 'add''); we round after every update, as the spec's "
+        "loop does. (ORT's float16 max/min run and agree with us)",
         lambda: _elements_example("ScatterElements", "float16", "add", [1.0, 2.0], [0.5, 0.25, 0.125]),
+    ),
+    Divergence(
+        "scatterelements-bfloat16-reduction", "ScatterElements",
+        lambda spec, case, threads: _type(case) == "bfloat16" and _reduction(case) != "none",
+        "ORT CPU ScatterElements refuses bfloat16 with any reduction ('BFloat16 data type is not supported "
+        "with ScatterElements opset 16/18'); we round after every update, as the spec's loop does",
+        lambda: _elements_example("ScatterElements", "bfloat16", "max", [1.0, 2.0], [0.5, 0.25, 3.0]),
     ),
     Divergence(
         "scatterelements-bool-string-max-min", "ScatterElements",
@@ -294,6 +308,23 @@ DIVERGENCES = (
         lambda: _scatter_example("float", "max", [np.nan, 2.0], [1.0, 5.0, 3.0]),
     ),
     Divergence(
+        "scatter-unknown-reduction-as-none", "*",
+        lambda spec, case, threads: _reduction(case) not in ("none", "add", "mul", "max", "min"),
+        "ORT CPU ScatterND and ScatterElements (16, 18) run a reduction string the spec does not define "
+        "('sum', 'MAX', '') as 'none' (later updates overwrite); we raise InvalidAttributeError listing "
+        "the accepted values",
+        lambda: (_spec("ScatterElements", 18),
+                 Case("ScatterElements", [np.array([0.0, 1.0], np.float32), np.array([1, 1], np.int64),
+                                          np.array([2.0, 3.0], np.float32)], {"reduction": "sum"}), 1),
+    ),
+    Divergence(
+        "scatter-max-min-before-18", "*",
+        lambda spec, case, threads: _reduction(case) in ("max", "min") and _reduction(case) not in spec.reductions,
+        "ORT CPU ScatterND-16 and ScatterElements-16 apply reduction 'max'/'min', which those versions do not "
+        "define (added in 18); we raise InvalidAttributeError",
+        lambda: _scatter_example("float", "max", [1.0, 2.0], [0.5, 7.0, 3.0], version=16),
+    ),
+    Divergence(
         "gathernd-batch-dims-not-checked", "GatherND", _batch_dims_differ_but_divide,
         "ORT GatherND with batch_dims > 0 does not check that data and indices have the same batch "
         "dims: it only requires prod(indices.shape[:-1]) to be divisible by the data batch size, and "
@@ -337,6 +368,11 @@ def test_divergence_examples_are_real_disagreements_not_test_bugs():
     """Each row's example passes our own oracle, so a failing xfail above is ORT's doing."""
     for row in DIVERGENCES:
         spec, case, _ = row.example()
+        if "reduction" in case.attrs and _reduction(case) not in spec.reductions:
+            # Not defined by the version (the oracle knows no versions): we must refuse the attribute.
+            with pytest.raises(gs.InvalidAttributeError):
+                run_ours(spec, case)
+            continue
         reference = ORACLE[case.op]
         try:
             expected = reference(*case.inputs, **case.attrs)
@@ -354,38 +390,65 @@ ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": or
 
 # ----------------------------------------------------------------------------- valid inputs
 
+# Each version at its own opset; Scatter-9 also at opset 10, the last that has it.
+RUNS = [(spec, None) for spec in VERSIONS] + [(_spec("Scatter", 9), 10)]
+# The family gets more: GatherElements/ScatterElements/Scatter draw empty indices often, and
+# TensorScatter has no index-type or reduction axis to multiply its cases.
+PER_COMBINATION = {"GatherElements": 8, "ScatterElements": 8, "Scatter": 8, "TensorScatter": 16}
+
+
+def _run_id(run) -> str:
+    spec, opset = run
+    return spec.name if opset is None else f"{spec.name}@opset{opset}"
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _report_counts(request):
     yield
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    line = (f"onnxruntime {ort.__version__}: {COUNTS['valid']} valid cases compared, "
-            f"{COUNTS['invalid']} invalid cases compared, {COUNTS['divergent']} divergent cases skipped "
-            f"({', '.join(f'{k[4:]}: {v}' for k, v in sorted(COUNTS.items()) if k.startswith('row:'))})")
+    total = Counter()
+    for (what, _), n in COUNTS.items():
+        total[what] += n
+    ops = sorted({op for what, op in COUNTS if what != "row"})
+    lines = [
+        f"onnxruntime {ort.__version__}: {total['valid']} valid cases compared, {total['invalid']} invalid cases "
+        f"compared, {total['skipped']} divergent cases skipped",
+        "  per op: " + ", ".join(f"{op} {COUNTS['valid', op]} valid + {COUNTS['invalid', op]} invalid "
+                                 f"({COUNTS['skipped', op]} skipped)" for op in ops),
+        "  per divergence row: " + ", ".join(f"{name}: {n}" for (what, name), n in sorted(COUNTS.items())
+                                              if what == "row"),
+    ]
     capture = request.config.pluginmanager.getplugin("capturemanager")
     if reporter is None or capture is None:
-        print(line)
+        print("\n".join(lines))
         return
     with capture.global_and_fixture_disabled():
         reporter.write_line("")
-        reporter.write_line(line)
+        for line in lines:
+            reporter.write_line(line)
 
 
-@pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
-def test_valid_inputs_match_onnxruntime(spec):
-    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
-    compared = skipped = 0
-    for case in S.valid_cases(spec, rng, CASES_PER_COMBINATION):
-        row = divergence_for(spec, case)
-        if row is not None:
-            skipped += 1
-            COUNTS[f"row:{row.name}"] += 1
+def _skip(spec, case, row) -> bool:
+    """Count ``case`` as skipped if it meets ``row``."""
+    if row is None:
+        return False
+    COUNTS["skipped", spec.op_type] += 1
+    COUNTS["row", row.name] += 1
+    return True
+
+
+@pytest.mark.parametrize("run", RUNS, ids=_run_id)
+def test_valid_inputs_match_onnxruntime(run):
+    spec, opset = run
+    rng = np.random.default_rng(zlib.crc32(_run_id(run).encode()))
+    compared = 0
+    for case in S.valid_cases(spec, rng, PER_COMBINATION.get(spec.op_type, CASES_PER_COMBINATION)):
+        if _skip(spec, case, divergence_for(spec, case)):
             continue
-        assert_ort_agrees(spec, case)
+        assert_ort_agrees(spec, case, opset=opset)
         compared += 1
-    COUNTS["valid"] += compared
-    COUNTS["divergent"] += skipped
-    assert compared >= 30, (compared, skipped)
+    COUNTS["valid", spec.op_type] += compared
+    assert compared >= 30, compared
 
 
 # ----------------------------------------------------------------------------- invalid inputs
@@ -395,38 +458,63 @@ def _rng_for(*key):
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
-def _ort_supported_types(spec):
-    return [t for t in sorted(spec.data_types) if t not in S.COMPLEX and t not in S.LOW_PRECISION and
-            not (spec.op_type == "TensorScatter" and t == "string")]
-
-
-@pytest.mark.parametrize("spec", VERSIONS, ids=lambda v: v.name)
-def test_invalid_inputs_rejected_by_both(spec):
-    rng = _rng_for("invalid", spec.name)
-    compared = skipped = 0
+@pytest.mark.parametrize("run", RUNS, ids=_run_id)
+def test_invalid_inputs_rejected_by_both(run):
+    """Every data type and index type of the version: we raise the expected class (also where
+    ORT cannot run the type at all); ORT must refuse every case no divergence row covers."""
+    spec, opset = run
+    rng = _rng_for("invalid", _run_id(run))
+    compared = 0
     kinds = set()
-    for type_name in _ort_supported_types(spec):
+    for type_name in sorted(spec.data_types):
         for index_dtype in sorted(spec.index_types):
-            for kind, case, error in S.invalid_cases(spec, rng, type_name, index_dtype):
+            cases = itertools.chain(S.invalid_cases(spec, rng, type_name, index_dtype),
+                                    S.more_invalid_cases(spec, rng, type_name, index_dtype))
+            for kind, case, error in cases:
                 with pytest.raises(error) as ours:
-                    run_ours(spec, case)
+                    run_ours(spec, case, opset)
                 assert ours.value.op == spec.op_type and ours.value.since_version == spec.since_version
-                row = divergence_for(spec, case)
-                if row is not None:
-                    skipped += 1
-                    COUNTS[f"row:{row.name}"] += 1
+                if _skip(spec, case, divergence_for(spec, case)):
                     continue
                 try:  # at load or at run: ORT must refuse it somewhere
-                    run_ort(spec, case)
+                    run_ort(spec, case, opset=opset)
                 except Exception:
                     pass
                 else:
                     pytest.fail(f"ORT accepted {kind}: {case.describe()}")
                 compared += 1
                 kinds.add(kind)
-    COUNTS["invalid"] += compared
-    COUNTS["divergent"] += skipped
+    COUNTS["invalid", spec.op_type] += compared
     assert compared >= 20 and len(kinds) >= 2, (compared, kinds)
+
+
+def test_scatter_is_refused_from_opset_11_by_both():
+    """Scatter-9 runs at opsets 9 and 10; at 11 it is gone: ORT refuses the model, we raise."""
+    spec = _spec("Scatter", 9)
+    case = Case("Scatter", [np.zeros((2, 3), np.float32), np.array([[1, 0, -1]], np.int64),
+                            np.ones((1, 3), np.float32)], {"axis": 1})
+    for opset in (9, 10):
+        assert_ort_agrees(spec, case, opset=opset)
+    with pytest.raises(gs.UnsupportedOpError):
+        run_ours(spec, case, opset=11)
+    with pytest.raises(Exception, match="INVALID_GRAPH"):
+        run_ort(spec, case, opset=11)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements_duplicates_agree_on_two_threads(reduction):
+    """Unlike ScatterND (its race row), ORT's ScatterElements gives our bits on 2 threads with
+    64 updates to every destination, for every reduction: measured, so no row."""
+    spec = _spec("ScatterElements", 18)
+    rng = np.random.default_rng(64)
+    n, width = 64, 20000
+    data = rng.integers(-3, 4, size=(4, width)).astype(np.int64)
+    indices = rng.choice([-4, -3, 0, 1], size=(n, width)).astype(np.int64)  # rows 0 and 1 only
+    updates = rng.choice([-1, 1, 2] if reduction == "mul" else [-3, -2, 0, 1, 5], size=(n, width)).astype(np.int64)
+    case = Case("ScatterElements", [data, indices, updates], {"axis": 0, "reduction": reduction})
+    assert divergence_for(spec, case, threads=2) is None
+    for _ in range(5):
+        assert_ort_agrees(spec, case, threads=2)
 
 
 def test_race_example_agrees_on_one_thread():
