@@ -1,6 +1,7 @@
 """Our infer_shape against ``onnx.shape_inference.infer_shapes(strict_mode=True)`` on one-node
 models, over generated shapes (static, symbolic, unknown dims, unknown ranks), attributes and
-types for every ai.onnx version at its own opset.
+types for every ai.onnx version at its own opset (Scatter-9 at 10 too; at 11, where onnx still
+infers from a deprecated schema, we refuse it: a row).
 
 Where onnx infers a dim (a value or its own symbol), ours must be the same; where onnx raises,
 we raise. Where onnx's inference is weaker (it accepts what the spec forbids), the case must
@@ -20,12 +21,21 @@ import onnx.helper as oh
 import pytest
 from onnx import TensorProto as TP
 
-from gather_scatter import DTypeError, GatherScatterError, InvalidAttributeError, ShapeError, infer_shape
+from gather_scatter import (DTypeError, GatherScatterError, InvalidAttributeError, ShapeError, UnsupportedOpError,
+                            infer_shape)
 from gather_scatter._versions import REGISTRY
 
-VERSIONS = sorted((v.op_type, v.since_version) for (d, _, _), v in REGISTRY.items() if d == "")
+# Each ai.onnx version at its own opset; Scatter-9 also at 10, the last opset that has it.
+VERSIONS = sorted([(v.op_type, v.since_version) for (d, _, _), v in REGISTRY.items() if d == ""] + [("Scatter", 10)])
 NP = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.BFLOAT16: ml_dtypes.bfloat16, TP.STRING: object,
-      TP.INT64: np.int64, TP.INT32: np.int32, TP.INT16: np.int16}
+      TP.INT64: np.int64, TP.INT32: np.int32, TP.INT16: np.int16,
+      # TensorScatter-24's float8 and 4-bit types
+      TP.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn, TP.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
+      TP.FLOAT8E5M2: ml_dtypes.float8_e5m2, TP.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz,
+      TP.FLOAT8E8M0: ml_dtypes.float8_e8m0fnu, TP.INT4: ml_dtypes.int4, TP.UINT4: ml_dtypes.uint4,
+      TP.FLOAT4E2M1: ml_dtypes.float4_e2m1fn}
+LOW_PRECISION = [t for t in NP if t not in (TP.FLOAT, TP.FLOAT16, TP.BFLOAT16, TP.STRING, TP.INT64, TP.INT32,
+                                            TP.INT16)]
 # Our input order is the node's: TensorScatter's (past_cache, update, write_indices) too.
 CASES_PER_VERSION = 300
 
@@ -105,6 +115,11 @@ DIVERGENCES = [
                "onnx's TensorScatter inference copies past_cache's shape and checks neither update, nor "
                "write_indices, nor the axis",
                Case("TensorScatter", 24, [[2, 8, 4, 16], [2, 8, 5, 16], [2]], [TP.FLOAT, TP.FLOAT, TP.INT64], {})),
+    Divergence("scatter-deprecated-at-11", UnsupportedOpError, r"^Scatter: opset \d+ of domain ai.onnx has no Scatter",
+               "onnx keeps a deprecated Scatter-11 schema whose inference still copies data's shape; Scatter "
+               "exists at opsets 9-10 only (onnx.checker: 'Op registered for Scatter is deprecated in "
+               "domain_version of 11')",
+               Case("Scatter", 11, [[2, 3], [1, 3], [1, 3]], [TP.FLOAT, TP.INT64, TP.FLOAT], {"axis": 1})),
     Divergence("attributes-unchecked", InvalidAttributeError, r"(has no attribute|reduction = .* is not accepted)",
                "onnx's inference ignores attributes a version lacks and reduction values it does not accept "
                "(onnx.checker reports them)",
@@ -206,6 +221,8 @@ def _tensor_scatter(rng, since) -> Case:
     if rng.random() < 0.7:
         shapes.append([past[0] if past and rng.random() < 0.85 else rng.choice(DIMS)])
     elems = _types(rng, 3)
+    if rng.random() < 0.3:
+        elems[0] = rng.choice(LOW_PRECISION)
     elems = [elems[0], elems[0] if rng.random() < 0.93 else TP.FLOAT16] + ([elems[1]] if len(shapes) == 3 else [])
     attrs = {} if rng.random() < 0.3 else {"axis": axis}
     if rng.random() < 0.5:
