@@ -112,7 +112,13 @@ def check_bounds(spec: OpVersion, indices: np.ndarray, sizes: Any, axes: Any) ->
     sizes = np.asarray(sizes, dtype=np.int64)
     bad = (indices < -sizes) | (indices >= sizes)
     position = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), indices.shape))
-    value = int(indices[position])
+    out_of_bounds(spec, position, int(indices[position]), sizes, axes)
+
+
+def out_of_bounds(spec: OpVersion, position: tuple[int, ...], value: int, sizes: Any, axes: Any) -> None:
+    """Raise the one IndexOutOfBoundsError for ``indices[position] = value`` (``sizes``/``axes``
+    as in :func:`check_bounds`); every backend that finds a bad index reports it here."""
+    sizes = np.asarray(sizes, dtype=np.int64)
     size = int(sizes[position[-1]] if sizes.ndim else sizes)
     axis = int(np.asarray(axes)[position[-1]] if sizes.ndim else axes)
     where = f"indices[{', '.join(map(str, position))}]" if position else "indices (a scalar)"
@@ -186,16 +192,7 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
     if not isinstance(out, np.ndarray):
         raise DTypeError(f"{spec.name}: out must be a numpy.ndarray, got {type(out).__name__}", **facts)
     _refuse_masked(spec, "out", out)
-    if out.dtype != dtype:
-        why = ""
-        if dtype == object and out.dtype.kind in "US":
-            why = (" (string results are object arrays of str: a fixed-width string array would truncate "
-                   "them; pass an object array, e.g. out.astype(object))")
-        raise DTypeError(f"{spec.name}: out has dtype {out.dtype} but the result has dtype {np.dtype(dtype)}{why}",
-                         value=str(out.dtype), **facts)
-    if out.shape != tuple(shape):
-        raise ShapeError(f"{spec.name}: out has shape {out.shape} but the result has shape {tuple(shape)}",
-                         value=out.shape, **facts)
+    check_out_type(spec, out.dtype, out.shape, dtype, shape)
     if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
         raise InvalidAttributeError(
             f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
@@ -210,6 +207,22 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
                 f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
                 "(pass a separate array)", **facts)
     return out if type(out) is np.ndarray else out.view(np.ndarray)
+
+
+def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype: np.dtype, shape: tuple) -> None:
+    """DTypeError/ShapeError unless an ``out`` of ``out_dtype`` and ``out_shape`` can hold a
+    result of ``dtype`` and ``shape`` (the dtypes as NumPy's, whatever the array library)."""
+    facts = dict(op=spec.op_type, since_version=spec.since_version, input="out")
+    if out_dtype != dtype:
+        why = ""
+        if dtype == object and out_dtype.kind in "US":
+            why = (" (string results are object arrays of str: a fixed-width string array would truncate "
+                   "them; pass an object array, e.g. out.astype(object))")
+        raise DTypeError(f"{spec.name}: out has dtype {out_dtype} but the result has dtype {np.dtype(dtype)}{why}",
+                         value=str(out_dtype), **facts)
+    if tuple(out_shape) != tuple(shape):
+        raise ShapeError(f"{spec.name}: out has shape {tuple(out_shape)} but the result has shape {tuple(shape)}",
+                         value=tuple(out_shape), **facts)
 
 
 def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:

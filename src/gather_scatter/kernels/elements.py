@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
+from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
 from . import _compiled
@@ -46,6 +47,9 @@ def _window(array: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
 
 
 def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
+    backend = backend_for(spec, {"data": data, "indices": indices})
+    if backend is not None:
+        return backend.gather_elements(data, indices, axis, out)
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
@@ -76,6 +80,9 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
 
 
 def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> np.ndarray:
+    backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
+    if backend is not None:
+        return backend.scatter_elements(data, indices, updates, axis, reduction, out)
     in_place = out is not None and out is data
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)

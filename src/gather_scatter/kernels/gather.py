@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
+from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER, OpVersion
 from ._writes import strings_as_objects
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
+    backend = backend_for(spec, {"data": data, "indices": indices})
+    if backend is not None:
+        return backend.gather(data, indices, axis, out)
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_shape(spec, data.shape, indices.shape, axis)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _buffers, _shapes
+from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ND, OpVersion
 from ._offsets import TakeInto, nd_offsets, slices_shape
@@ -13,6 +14,9 @@ from ._writes import strings_as_objects
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
+    backend = backend_for(spec, {"data": data, "indices": indices})
+    if backend is not None:
+        return backend.gather_nd(data, indices, batch_dims, out)
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from .. import _shapes
+from ..backends import backend_for
 from .._validate import as_array, native_indices
 from .._versions import SCATTER_ND, OpVersion, Reduction
 from ._offsets import nd_offsets
@@ -17,6 +18,9 @@ from ._writes import (
 
 
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> np.ndarray:
+    backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
+    if backend is not None:
+        return backend.scatter_nd(data, indices, updates, reduction, out)
     in_place = out is not None and out is data
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)

@@ -16,12 +16,13 @@ import numpy as np
 
 from .. import _buffers, _parallel, _shapes
 from . import _compiled
+from ..backends import backend_for
 from .._validate import as_array, native_indices
 from .._versions import TENSOR_SCATTER, Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
 from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
 
-_NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
+NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
 
 
 def _check_write_indices(spec: OpVersion, write_indices: np.ndarray, length: int, capacity: int, mode: Mode, axis: int) -> None:
@@ -31,10 +32,14 @@ def _check_write_indices(spec: OpVersion, write_indices: np.ndarray, length: int
     bad = write_indices < 0
     if high is not None:
         bad |= write_indices > high
-    if not bad.any():
-        return
-    b = int(np.argmax(bad))
-    value = int(write_indices[b])
+    if bad.any():
+        b = int(np.argmax(bad))
+        write_index_error(spec, b, int(write_indices[b]), length, capacity, mode, axis)
+
+
+def write_index_error(spec: OpVersion, b: int, value: int, length: int, capacity: int, mode: Mode, axis: int) -> None:
+    """Raise the IndexOutOfBoundsError for ``write_indices[b] = value`` (the first bad batch)."""
+    high = capacity - length if mode is Mode.LINEAR else None
     if value < 0:
         why = "write indices must be >= 0 in either mode"
     else:
@@ -52,12 +57,15 @@ def _check_write_indices(spec: OpVersion, write_indices: np.ndarray, length: int
 
 def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
                        out=None) -> np.ndarray:
+    backend = backend_for(spec, {"past_cache": past_cache, "update": update, "write_indices": write_indices})
+    if backend is not None:
+        return backend.tensor_scatter(past_cache, update, write_indices, axis, mode, out)
     in_place = out is not None and out is past_cache
     past = as_array(spec, "past_cache", past_cache)
     update = as_array(spec, "update", update, past.dtype)
     absent = write_indices is None
     write = None if absent else as_array(spec, "write_indices", write_indices, np.int64)
-    _shapes.output_dtype(spec, past.dtype, None if absent else write.dtype, update.dtype, names=_NAMES)
+    _shapes.output_dtype(spec, past.dtype, None if absent else write.dtype, update.dtype, names=NAMES)
     _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _shapes.ABSENT if absent else write.shape, axis)
     mode = Mode.parse(spec, mode)
     ax = _shapes.normalize_axis(spec, axis, past.ndim)

@@ -1,0 +1,83 @@
+"""Array libraries besides NumPy: which library a call belongs to, and the backend that runs it.
+
+The rule (one for every operator): the first array input — ``data``, or ``past_cache`` for
+TensorScatter — decides the library and the device. The other inputs may be arrays of that
+library on that device, or NumPy arrays, lists and Python scalars (converted by NumPy's rules
+of :func:`gather_scatter._validate.as_array`, then moved to data's device); an array of any
+other library is refused with DTypeError. NumPy data keeps the NumPy kernels.
+
+``array-api-compat``'s ``array_namespace`` decides the library, as in SciPy and scikit-learn.
+Nothing here imports torch or JAX: a backend module is imported only when an input already is
+one of its arrays (so the library is already loaded).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from .._versions import OpVersion
+from ..errors import DTypeError
+
+__all__ = ["backend_for"]
+
+# What the NumPy kernels take: ndarrays and what np.asarray reads without a library of its own.
+_NUMPY_LIKE = (np.ndarray, np.generic, list, tuple, int, float, complex, bool, str, bytes)
+
+
+def _foreign(value: Any) -> bool:
+    """Whether ``value`` is an array of a library other than NumPy (never imports one)."""
+    if isinstance(value, _NUMPY_LIKE) or value is None:
+        return False
+    if hasattr(value, "__array_namespace__"):
+        return True
+    root = type(value).__module__.split(".", 1)[0]
+    return root in ("torch", "jax", "jaxlib", "cupy", "dask", "sparse") and root in sys.modules
+
+
+def library_name(value: Any) -> str:
+    """``value``'s type as the user knows it, e.g. ``torch.Tensor``, ``numpy.ndarray``."""
+    kind = type(value)
+    root = kind.__module__.split(".", 1)[0]
+    return f"{root}.{kind.__name__}" if root != "builtins" else kind.__name__
+
+
+def backend_for(spec: OpVersion, inputs: dict[str, Any]):
+    """The backend for a call whose inputs are ``inputs`` (name -> value, the deciding input
+    first), or None for the NumPy kernels.
+
+    Raises DTypeError when data is NumPy but another input is an array of another library.
+    """
+    items = iter(inputs.items())
+    first_name, first = next(items)
+    if not _foreign(first):
+        for name, value in items:
+            if _foreign(value):
+                raise DTypeError(
+                    f"{spec.name}: {name} is a {library_name(value)} but {first_name} is a {library_name(first)}; "
+                    f"{first_name} decides the library of the result, so pass {name} as a NumPy array (or "
+                    f"{first_name} as a {library_name(value)})",
+                    op=spec.op_type, since_version=spec.since_version, input=name, value=library_name(value),
+                )
+        return None
+    import array_api_compat
+
+    try:
+        xp = array_api_compat.array_namespace(first)
+    except TypeError as exc:
+        raise DTypeError(
+            f"{spec.name}: {first_name} is a {library_name(first)}, which is not an array library this package "
+            f"can run on ({exc})",
+            op=spec.op_type, since_version=spec.since_version, input=first_name, value=library_name(first),
+        ) from None
+    if array_api_compat.is_torch_namespace(xp):
+        from .torch import TorchBackend as backend
+    elif array_api_compat.is_jax_namespace(xp):
+        from .jax import JaxBackend as backend
+    elif array_api_compat.is_numpy_namespace(xp):
+        return None  # an ndarray-like NumPy wrapper: the NumPy kernels read it
+    else:
+        from .array_api import ArrayAPIBackend as backend
+    return backend(spec, xp, first, first_name)

@@ -1,0 +1,399 @@
+"""Any array-API library (CuPy, array-api-strict, ...): the operators in standard functions only.
+
+Each operator runs the same steps as its NumPy kernel — the rules of ``_shapes`` on the
+inputs' shapes and dtypes (read as NumPy dtypes), then the bounds check, then the bytes — so
+shapes, types and error messages are the NumPy path's. Bounds are checked on the device with
+one reduction and one host transfer of a bool (and, only when an index is bad, of its
+position and value).
+
+Moving bytes uses four primitives that the library backends (``torch.py``, ``jax.py``) replace
+with native ops: :meth:`take`, :meth:`take_along`, :meth:`scatter_rows` and :meth:`bounds`.
+The standard has no scatter, so :meth:`scatter_rows` here sorts the targets (stable, so each
+target's updates stay in row-major order) and applies them in rounds — round ``r`` takes
+every target's ``r``-th update — with ``where``: deterministic on any device and exact, in
+the spec's order, for every reduction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _shapes
+from .._validate import as_array, check_out_type, out_of_bounds
+from .._versions import Mode, OpVersion, Reduction
+from ..errors import DTypeError
+from . import library_name
+
+try:  # the low-precision types NumPy reads through ml_dtypes
+    import ml_dtypes
+except ImportError:  # pragma: no cover - a core dependency
+    ml_dtypes = None
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """A library's dtype as NumPy's (``torch.bfloat16`` -> ``ml_dtypes.bfloat16``, ...): the
+    rules in ``_shapes``/``_versions`` are written for NumPy dtypes."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    name = str(dtype).rsplit(".", 1)[-1]
+    try:
+        return np.dtype(name)
+    except TypeError:
+        if ml_dtypes is not None and hasattr(ml_dtypes, name):
+            return np.dtype(getattr(ml_dtypes, name))
+        raise
+
+
+class ArrayAPIBackend:
+    """The operators on arrays of one array-API namespace ``xp`` on ``first``'s device."""
+
+    #: whether ``out=`` can be written (immutable arrays: no)
+    writable = False
+
+    def __init__(self, spec: OpVersion, xp: Any, first: Any, first_name: str):
+        import array_api_compat
+
+        self.spec, self.xp, self.kind = spec, xp, type(first)
+        self.library = library_name(first)
+        self.device = array_api_compat.device(first)
+        self.first_name = first_name
+        self.host_dtypes: dict[str, np.dtype] = {}
+
+    # ---- inputs -------------------------------------------------------------------------
+
+    def dtype(self, name: str, array: Any) -> np.dtype:
+        """``array``'s dtype as NumPy's; for an input converted from NumPy, the dtype it had
+        there (JAX without x64 narrows int64 to int32, but the rules judge what was passed)."""
+        if name in self.host_dtypes:
+            return self.host_dtypes[name]
+        try:
+            return numpy_dtype(array.dtype)
+        except TypeError:
+            spec = self.spec
+            raise DTypeError(f"{spec.name}: {name} has dtype {array.dtype}, which has no ONNX type",
+                             op=spec.op_type, since_version=spec.since_version, input=name,
+                             value=str(array.dtype)) from None
+
+    def array(self, name: str, value: Any, dtype: Any = None) -> Any:
+        """``value`` as an array of this library on this device (see the rule in
+        :mod:`gather_scatter.backends`); ``dtype`` is the NumPy dtype a list must fit."""
+        spec = self.spec
+        if isinstance(value, self.kind):
+            if not self.same_device(value):
+                raise DTypeError(
+                    f"{spec.name}: {name} is on device {self._device_of(value)} but {self.first_name} is on "
+                    f"{self.device}; move it there first",
+                    op=spec.op_type, since_version=spec.since_version, input=name, value=str(self._device_of(value)),
+                )
+            return value
+        from . import _foreign
+
+        if _foreign(value):
+            raise DTypeError(
+                f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a {self.library}; pass "
+                f"arrays of one library (or NumPy arrays, which move to {self.first_name}'s device)",
+                op=spec.op_type, since_version=spec.since_version, input=name, value=library_name(value),
+            )
+        host = as_array(spec, name, value, dtype)
+        self.host_dtypes[name] = host.dtype
+        return self.from_numpy(host)
+
+    def same_device(self, array: Any) -> bool:
+        return self._device_of(array) == self.device
+
+    def _device_of(self, array: Any) -> Any:
+        import array_api_compat
+
+        return array_api_compat.device(array)
+
+    def from_numpy(self, host: np.ndarray) -> Any:
+        return self.xp.asarray(host, device=self.device)
+
+    def native_dtype(self, dtype: np.dtype) -> Any:
+        return getattr(self.xp, dtype.name)
+
+    def finish(self, result: Any, out: Any, inputs: dict) -> Any:
+        """``result``, or ``out`` (checked by :meth:`check_out`) with ``result`` written into it."""
+        return result if out is None else self.write_out(result, out, inputs)
+
+    # ---- primitives (native ops in the library backends) -------------------------------
+
+    def shape(self, array: Any) -> tuple[int, ...]:
+        return tuple(int(d) for d in array.shape)
+
+    def take(self, x: Any, idx: Any, axis: int) -> Any:
+        """``x`` at the checked, non-negative 1-D int64 ``idx`` along ``axis``."""
+        return self.xp.take(x, idx, axis=axis)
+
+    def take_along(self, x: Any, idx: Any, axis: int) -> Any:
+        """``x`` at ``idx`` (checked, non-negative, ``x``'s shape but on ``axis``) along ``axis``."""
+        return self.xp.take_along_axis(x, idx, axis=axis)
+
+    def bounds(self, indices: Any, sizes: Any, axes: Any) -> Any:
+        """``indices`` as int64 with negatives counted from the end, after checking every value
+        against its axis size (IndexOutOfBoundsError naming the first bad position).
+
+        ``sizes``/``axes``: one size for all (Gather, elements) or one per component of the last
+        dim (GatherND/ScatterND), as in ``_validate.check_bounds``.
+        """
+        xp = self.xp
+        idx = xp.astype(indices, xp.int64)
+        limit = xp.asarray(sizes, dtype=xp.int64, device=self.device) if isinstance(sizes, tuple) else int(sizes)
+        norm = xp.where(idx < 0, idx + limit, idx)
+        bad = (norm < 0) | (norm >= limit)
+        self.raise_first_bad(indices, bad, sizes, axes)
+        self.bad = bad
+        return norm
+
+    def guard(self, offsets: Any, beyond: int, per_tuple: bool = False) -> Any:
+        """``offsets`` computed from the last :meth:`bounds`, with those of bad indices moved to
+        ``beyond`` (past the end). Eager backends raised already: nothing to move. A tracing
+        backend (JAX under jit) overrides it, so a bad index is filled/dropped, never wrapped."""
+        return offsets
+
+    def raise_first_bad(self, indices: Any, bad: Any, sizes: Any, axes: Any, error: Any = None) -> None:
+        """IndexOutOfBoundsError at the first True of ``bad`` (row-major), if any: one
+        reduction on the device, one bool to the host; position and value only on failure.
+        ``error(position, value)`` raises it (default: ``_validate.out_of_bounds``)."""
+        xp = self.xp
+        if not math.prod(self.shape(bad)) or not bool(xp.any(bad)):
+            return
+        flat = xp.reshape(bad, (-1,))
+        first = int(xp.argmax(xp.astype(flat, xp.int8)))
+        position = tuple(int(i) for i in np.unravel_index(first, self.shape(indices)))
+        value = int(xp.reshape(indices, (-1,))[first])
+        if error is not None:
+            error(position, value)
+        out_of_bounds(self.spec, position, value, sizes, axes)
+
+    def scatter_rows(self, data: Any, targets: Any, updates: Any, reduction: Reduction, unique: bool = False) -> Any:
+        """A new ``(T, S)`` array: ``data`` with the rows ``updates[i]`` (``(N, S)``) written or
+        reduced into rows ``targets[i]`` (checked, non-negative), in order of ``i``.
+
+        Standard functions only: a stable sort groups each target's updates in row-major
+        order, ``searchsorted`` finds every target's run, and round ``r`` applies each
+        target's ``r``-th update with ``where`` (a target without one keeps its value).
+        """
+        xp = self.xp
+        n, t = self.shape(updates)[0], self.shape(data)[0]
+        if n == 0 or t == 0:
+            return xp.asarray(data, copy=True)
+        order = xp.argsort(targets, stable=True)
+        ordered = xp.take(targets, order)
+        values = xp.take(updates, order, axis=0)
+        rows = xp.arange(t, dtype=xp.int64, device=self.device)
+        lo = xp.searchsorted(ordered, rows, side="left")
+        hi = xp.searchsorted(ordered, rows, side="right")
+        if reduction is Reduction.NONE:  # the last update of each target wins
+            picked = xp.take(values, xp.clip(hi - 1, 0, n - 1), axis=0)
+            return xp.where(xp.reshape(hi > lo, (t, 1)), picked, data)
+        combine = self.combine(reduction, data.dtype)
+        result = data
+        for r in range(int(xp.max(hi - lo))):
+            at = lo + r
+            active = xp.reshape(at < hi, (t, 1))
+            picked = xp.take(values, xp.clip(at, 0, n - 1), axis=0)
+            result = xp.where(active, combine(result, picked), result)
+        return result
+
+    def combine(self, reduction: Reduction, dtype: Any):
+        """The spec's ``f(data, update)`` elementwise, as NumPy's ufunc computes it: max/min
+        keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule)."""
+        xp = self.xp
+        if dtype == xp.bool:
+            return {Reduction.ADD: xp.logical_or, Reduction.MAX: xp.logical_or,
+                    Reduction.MUL: xp.logical_and, Reduction.MIN: xp.logical_and}[reduction]
+        if reduction is Reduction.ADD:
+            return xp.add
+        if reduction is Reduction.MUL:
+            return xp.multiply
+        floating = xp.isdtype(dtype, "real floating")
+        before = xp.greater_equal if reduction is Reduction.MAX else xp.less_equal
+
+        def pick(a, b):
+            keep = before(a, b)
+            if floating:
+                keep = keep | xp.isnan(a)
+            return xp.where(keep, a, b)
+
+        return pick
+
+    # ---- the operators ------------------------------------------------------------------
+
+    def rows_of(self, norm: Any, dims: tuple[int, ...]) -> Any:
+        """Row-major offsets (int64, one per tuple) of checked index tuples ``norm`` (``(..., k)``)
+        into a block of shape ``dims``."""
+        xp = self.xp
+        strides = [math.prod(dims[j + 1 :]) for j in range(len(dims))]
+        weights = xp.asarray(strides, dtype=xp.int64, device=self.device)
+        return xp.reshape(xp.sum(norm * weights, axis=-1, dtype=xp.int64), (-1,))
+
+    def gather(self, data, indices, axis=0, out=None):
+        spec, xp = self.spec, self.xp
+        indices = self.array("indices", indices, np.int64)
+        shape, ishape = self.shape(data), self.shape(indices)
+        dtype = self.dtype("data", data)
+        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
+        out_shape = _shapes.gather_shape(spec, shape, ishape, axis)
+        ax = _shapes.normalize_axis(spec, axis, len(shape))
+        self.check_out(out, out_shape, dtype)
+        _shapes.check_output_bytes(spec, out_shape, dtype)
+        norm = self.guard(self.bounds(indices, shape[ax], ax), shape[ax])
+        result = self.take(data, xp.reshape(norm, (-1,)), ax)
+        return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
+
+    def gather_nd(self, data, indices, batch_dims=0, out=None):
+        spec, xp = self.spec, self.xp
+        indices = self.array("indices", indices, np.int64)
+        shape, ishape = self.shape(data), self.shape(indices)
+        dtype = self.dtype("data", data)
+        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
+        out_shape = _shapes.gather_nd_shape(spec, shape, ishape, batch_dims)
+        self.check_out(out, out_shape, dtype)
+        _shapes.check_output_bytes(spec, out_shape, dtype)
+        b, k = int(batch_dims), ishape[-1]
+        dims = shape[b : b + k]
+        norm = self.bounds(indices, dims, tuple(range(b, b + k)))
+        offsets = self.rows_of(norm, dims)
+        if b:  # each batch's block of data follows the previous one
+            n = math.prod(ishape[:-1])
+            batch = xp.arange(n, dtype=xp.int64, device=self.device) // (n // math.prod(shape[:b]))
+            offsets = offsets + batch * math.prod(dims)
+        offsets = self.guard(offsets, math.prod(shape[: b + k]), per_tuple=True)
+        source = xp.reshape(data, (math.prod(shape[: b + k]), math.prod(shape[b + k :])))
+        result = self.take(source, offsets, 0)
+        return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
+
+    def scatter_nd(self, data, indices, updates, reduction="none", out=None):
+        spec, xp = self.spec, self.xp
+        dtype = self.dtype("data", data)
+        indices = self.array("indices", indices, np.int64)
+        updates = self.array("updates", updates, dtype)
+        shape, ishape, ushape = self.shape(data), self.shape(indices), self.shape(updates)
+        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
+        _shapes.scatter_nd_shape(spec, shape, ishape, ushape)
+        reduction = Reduction.parse(spec, reduction)
+        _shapes.check_reduction_type(spec, reduction, dtype)
+        self.check_out(out, shape, dtype)
+        _shapes.check_output_bytes(spec, shape, dtype)
+        k = ishape[-1]
+        dims = shape[:k]
+        offsets = self.rows_of(self.bounds(indices, dims, tuple(range(k))), dims)
+        offsets = self.guard(offsets, math.prod(dims), per_tuple=True)
+        rows = (math.prod(dims), math.prod(shape[k:]))
+        values = xp.reshape(updates, (self.shape(offsets)[0], rows[1]))
+        result = self.scatter_rows(xp.reshape(data, rows), offsets, values, reduction)
+        return self.finish(xp.reshape(result, shape), out, {"indices": indices, "updates": updates})
+
+    def gather_elements(self, data, indices, axis=0, out=None):
+        spec, xp = self.spec, self.xp
+        indices = self.array("indices", indices, np.int64)
+        shape, ishape = self.shape(data), self.shape(indices)
+        dtype = self.dtype("data", data)
+        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
+        out_shape = _shapes.gather_elements_shape(spec, shape, ishape, axis)
+        ax = _shapes.normalize_axis(spec, axis, len(shape))
+        self.check_out(out, out_shape, dtype)
+        _shapes.check_output_bytes(spec, out_shape, dtype)
+        norm = self.guard(self.bounds(indices, shape[ax], ax), shape[ax])
+        window = data[tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(ishape))]
+        return self.finish(self.take_along(window, norm, ax), out, {"data": data, "indices": indices})
+
+    def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
+        spec, xp = self.spec, self.xp
+        dtype = self.dtype("data", data)
+        indices = self.array("indices", indices, np.int64)
+        updates = self.array("updates", updates, dtype)
+        shape, ishape, ushape = self.shape(data), self.shape(indices), self.shape(updates)
+        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
+        _shapes.scatter_elements_shape(spec, shape, ishape, ushape, axis)
+        ax = _shapes.normalize_axis(spec, axis, len(shape))
+        reduction = Reduction.parse(spec, reduction)
+        _shapes.check_reduction_type(spec, reduction, dtype)
+        self.check_out(out, shape, dtype)
+        _shapes.check_output_bytes(spec, shape, dtype)
+        norm = self.bounds(indices, shape[ax], ax)
+        # The flat element each update goes to: its own coordinates off the axis, norm on it.
+        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+        flat = norm * strides[ax]
+        for d, n in enumerate(ishape):
+            if d != ax and n > 1:
+                along = xp.arange(n, dtype=xp.int64, device=self.device) * strides[d]
+                flat = flat + xp.reshape(along, tuple(n if e == d else 1 for e in range(len(ishape))))
+        size = math.prod(shape)
+        flat = self.guard(flat, size)
+        result = self.scatter_rows(xp.reshape(data, (size, 1)), xp.reshape(flat, (-1,)),
+                                   xp.reshape(updates, (-1, 1)), reduction)
+        return self.finish(xp.reshape(result, shape), out, {"indices": indices, "updates": updates})
+
+    def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
+        from ..kernels.tensor_scatter import NAMES, write_index_error
+
+        spec, xp = self.spec, self.xp
+        dtype = self.dtype("past_cache", past_cache)
+        update = self.array("update", update, dtype)
+        absent = write_indices is None
+        write = None if absent else self.array("write_indices", write_indices, np.int64)
+        shape, ushape = self.shape(past_cache), self.shape(update)
+        _shapes.output_dtype(spec, dtype, None if absent else self.dtype("write_indices", write),
+                             self.dtype("update", update), names=NAMES)
+        _shapes.tensor_scatter_shape(spec, shape, ushape, _shapes.ABSENT if absent else self.shape(write), axis)
+        mode = Mode.parse(spec, mode)
+        ax = _shapes.normalize_axis(spec, axis, len(shape))
+        self.check_out(out, shape, dtype)
+        _shapes.check_output_bytes(spec, shape, dtype)
+        batch, capacity, length = shape[0], shape[ax], ushape[ax]
+        if absent:
+            write = xp.zeros(batch, dtype=xp.int64, device=self.device)
+        write = xp.astype(write, xp.int64)
+        bad = write < 0
+        if mode is Mode.LINEAR:
+            bad = bad | (write > capacity - length)
+        self.raise_first_bad(write, bad, None, None,
+                             lambda b, value: write_index_error(spec, b[0], value, length, capacity, mode, ax))
+        self.bad = xp.reshape(bad, (batch, 1, 1, 1))  # per batch, for guard()'s any over the last axis
+        return self.finish(self.write_rows(past_cache, update, write, ax), out, {"update": update})
+
+    def write_rows(self, past: Any, update: Any, write: Any, ax: int) -> Any:
+        """TensorScatter's copy: ``past`` with ``update`` at sequence positions
+        ``(write[b] + j) % capacity`` (distinct within a batch), as rows of the dims after ``ax``."""
+        xp = self.xp
+        shape, ushape = self.shape(past), self.shape(update)
+        batch, capacity, length = shape[0], shape[ax], ushape[ax]
+        heads, inner = math.prod(shape[1:ax]), math.prod(shape[ax + 1 :])
+        steps = xp.arange(length, dtype=xp.int64, device=self.device)
+        positions = (xp.reshape(write, (batch, 1, 1)) + xp.reshape(steps, (1, 1, length))) % max(capacity, 1)
+        base = xp.reshape(xp.arange(batch * heads, dtype=xp.int64, device=self.device), (batch, heads, 1)) * capacity
+        rows = self.guard(base + positions, batch * heads * capacity, per_tuple=True)
+        rows = xp.reshape(rows, (-1,))
+        result = self.scatter_rows(xp.reshape(past, (batch * heads * capacity, inner)), rows,
+                                   xp.reshape(update, (batch * heads * length, inner)), Reduction.NONE, unique=True)
+        return xp.reshape(result, shape)
+
+    def check_out(self, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """The ``out=`` checks that need no result: its library, type and shape."""
+        if out is None:
+            return
+        spec = self.spec
+        if not self.writable:
+            raise DTypeError(
+                f"{spec.name}: out= cannot be written for {self.library} (immutable arrays); use the returned array",
+                op=spec.op_type, since_version=spec.since_version, input="out", value=library_name(out),
+            )
+        if not isinstance(out, self.kind):
+            raise DTypeError(
+                f"{spec.name}: out must be a {self.library} like {self.first_name}, got {library_name(out)}",
+                op=spec.op_type, since_version=spec.since_version, input="out", value=library_name(out),
+            )
+        check_out_type(spec, self.dtype("out", out), self.shape(out), dtype, shape)
+        if not self.same_device(out):
+            raise DTypeError(
+                f"{spec.name}: out is on device {self._device_of(out)} but {self.first_name} is on {self.device}",
+                op=spec.op_type, since_version=spec.since_version, input="out", value=str(self._device_of(out)),
+            )
+
+    def write_out(self, result: Any, out: Any, inputs: dict) -> Any:  # pragma: no cover - writable backends
+        raise NotImplementedError

@@ -1,0 +1,119 @@
+"""PyTorch tensors: the operators in native, differentiable ATen ops, on the tensor's device.
+
+- Gathers: ``index_select`` (Gather, GatherND on flat offsets) and ``gather`` (GatherElements).
+- Scatters on the CPU: ``index_copy`` after keeping each target's last update (reduction
+  'none'), ``index_add`` and ``index_reduce`` ('prod', 'amax', 'amin', ``include_self``):
+  ATen applies them serially in index order, i.e. the spec's row-major order, so the result is
+  bitwise the NumPy kernel's (tested). float16/bfloat16 'add' runs on single elements,
+  where ATen rounds after every addition as NumPy does (on rows it sums in float32 first).
+- Scatters on other devices (CUDA, MPS): the standard rounds of
+  :meth:`ArrayAPIBackend.scatter_rows` in torch ops — deterministic and in row-major order,
+  unlike ``index_add``'s atomics.
+- Types torch cannot compute on (float8, uint16/32/64) are moved as raw bits of an integer
+  type of their size.
+- Autograd: every op above is differentiable, so gradients reach ``data`` and ``updates``.
+- ``out=``: a tensor of the result's shape and dtype on data's device, written with ``copy_``
+  after the whole result is computed (``out=data`` updates data in place).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._versions import Reduction
+from ..errors import InvalidAttributeError
+from .array_api import ArrayAPIBackend
+
+# torch dtypes that index_select/index_copy move but arithmetic does not cover: copied as bits.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_NATIVE_COPY = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+_REDUCE = {Reduction.MUL: "prod", Reduction.MAX: "amax", Reduction.MIN: "amin"}
+
+
+def _as_bits(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dtype in _NATIVE_COPY else x.view(_BITS[x.element_size()])
+
+
+class TorchBackend(ArrayAPIBackend):
+    writable = True
+
+    def _device_of(self, array: Any) -> Any:
+        return array.device
+
+    def from_numpy(self, host: np.ndarray) -> torch.Tensor:
+        host = np.ascontiguousarray(host)
+        if host.dtype.name in _NUMPY_NAMES:
+            return torch.from_numpy(host).to(self.device)
+        # ml_dtypes (bfloat16, float8...): their bits, viewed as torch's type of that name
+        bits = torch.from_numpy(host.view(np.uint8 if host.dtype.itemsize == 1 else f"i{host.dtype.itemsize}"))
+        native = getattr(torch, host.dtype.name, None)
+        return (bits if native is None else bits.view(native)).to(self.device)
+
+    def take(self, x, idx, axis):
+        return _restore(torch.index_select(_as_bits(x), axis, idx), x.dtype)
+
+    def take_along(self, x, idx, axis):
+        return _restore(torch.gather(_as_bits(x), axis, idx), x.dtype)
+
+    def scatter_rows(self, data, targets, updates, reduction, unique=False):
+        if data.device.type != "cpu":
+            return super().scatter_rows(data, targets, updates, reduction, unique)
+        if reduction is Reduction.NONE:
+            if not unique:
+                targets, updates = _last_wins(targets, updates, data.shape[0])
+            return _restore(_as_bits(data).index_copy(0, targets, _as_bits(updates)), data.dtype)
+        if data.dtype == torch.bool:  # or / and: max / min of 0 and 1
+            as_int = self.scatter_rows(data.to(torch.uint8), targets, updates.to(torch.uint8),
+                                       Reduction.MAX if reduction is Reduction.ADD else
+                                       Reduction.MIN if reduction is Reduction.MUL else reduction)
+            return as_int.to(torch.bool)
+        if reduction is Reduction.ADD:
+            width = data.shape[1]
+            if data.dtype in (torch.float16, torch.bfloat16) and width > 1:
+                # ATen sums rows of half types in float32; single elements round every step.
+                cells = (targets[:, None] * width + torch.arange(width, device=data.device)).reshape(-1)
+                return data.reshape(-1).index_add(0, cells, updates.reshape(-1)).reshape(data.shape)
+            return data.index_add(0, targets, updates)
+        with warnings.catch_warnings():  # "index_reduce() is in beta": our tests pin its results
+            warnings.simplefilter("ignore", UserWarning)
+            return data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
+
+    def write_out(self, result, out, inputs):
+        for name, tensor in inputs.items():
+            if isinstance(tensor, torch.Tensor) and out is not tensor and _overlap(out, tensor):
+                spec = self.spec
+                raise InvalidAttributeError(
+                    f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
+                    "(pass a separate array)",
+                    op=spec.op_type, since_version=spec.since_version, input="out")
+        _as_bits(out).copy_(_as_bits(result))
+        return out
+
+
+_NUMPY_NAMES = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+                "complex64", "complex128", "uint16", "uint32", "uint64"}
+
+
+def _restore(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x if x.dtype == dtype else x.view(dtype)
+
+
+def _last_wins(targets: torch.Tensor, updates: torch.Tensor, rows: int):
+    """Only each target's last update (in order), so that index_copy's order cannot matter."""
+    order = torch.arange(targets.shape[0], device=targets.device)
+    last = torch.full((rows,), -1, dtype=torch.int64, device=targets.device)
+    last.scatter_reduce_(0, targets, order, "amax")
+    keep = last[targets] == order
+    return targets[keep], updates[keep]
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device or not a.numel() or not b.numel():
+        return False
+    sa, sb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+    return sa == sb
