@@ -16,6 +16,7 @@ the spec's order, for every reduction.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover - a core dependency
     ml_dtypes = None
 
 
+@functools.lru_cache(maxsize=None)
 def numpy_dtype(dtype: Any) -> np.dtype:
     """A library's dtype as NumPy's (``torch.bfloat16`` -> ``ml_dtypes.bfloat16``, ...): the
     rules in ``_shapes``/``_versions`` are written for NumPy dtypes."""
@@ -99,7 +101,12 @@ class ArrayAPIBackend:
             )
         host = as_array(spec, name, value, dtype)
         self.host_dtypes[name] = host.dtype
-        return self.from_numpy(host)
+        try:
+            return self.from_numpy(host)
+        except (TypeError, ValueError, RuntimeError):
+            # A dtype the library cannot hold (strings, ...) is never one the op accepts for an input
+            # that is not data: the type rule, which runs next on host_dtypes, raises the NumPy error.
+            return host
 
     def same_device(self, array: Any) -> bool:
         return self._device_of(array) == self.device
@@ -137,16 +144,44 @@ class ArrayAPIBackend:
         against its axis size (IndexOutOfBoundsError naming the first bad position).
 
         ``sizes``/``axes``: one size for all (Gather, elements) or one per component of the last
-        dim (GatherND/ScatterND), as in ``_validate.check_bounds``.
+        dim (GatherND/ScatterND), as in ``_validate.check_bounds``. The check is the indices'
+        minimum and maximum (per component): one reduction on the device and those few values
+        to the host; only when they are out of range is the first bad position looked for.
+        Without negatives the indices are used as they are.
         """
         xp = self.xp
-        idx = xp.astype(indices, xp.int64)
-        limit = xp.asarray(sizes, dtype=xp.int64, device=self.device) if isinstance(sizes, tuple) else int(sizes)
+        idx = indices if indices.dtype == xp.int64 else xp.astype(indices, xp.int64)
+        self.bad = None
+        per_component = isinstance(sizes, tuple)
+        extremes = self.extremes(idx, sizes) if math.prod(self.shape(idx)) else None
+        if extremes is not None:
+            low, high = extremes
+            size = np.asarray(sizes)
+            if (low >= 0).all() and (high < size).all():
+                return idx
+            if (low >= -size).all() and (high < size).all():
+                limit = xp.asarray(sizes, dtype=xp.int64, device=self.device) if per_component else int(sizes)
+                return xp.where(idx < 0, idx + limit, idx)
+        limit = xp.asarray(sizes, dtype=xp.int64, device=self.device) if per_component else int(sizes)
         norm = xp.where(idx < 0, idx + limit, idx)
         bad = (norm < 0) | (norm >= limit)
         self.raise_first_bad(indices, bad, sizes, axes)
         self.bad = bad
         return norm
+
+    def extremes(self, idx: Any, sizes: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """The minimum and maximum of non-empty int64 ``idx`` (per component of its last dim if
+        ``sizes`` is a tuple, as in :meth:`bounds`), on the host; None where values cannot reach
+        the host (tracing)."""
+        xp = self.xp
+        per_component = isinstance(sizes, tuple)
+        flat = xp.reshape(idx, (-1, self.shape(idx)[-1])) if per_component else xp.reshape(idx, (-1,))
+        low, high = xp.min(flat, axis=0), xp.max(flat, axis=0)
+        if not per_component:
+            return np.asarray(int(low)), np.asarray(int(high))
+        # int() of 0-d arrays: the standard's one way to the host (CuPy refuses np.asarray)
+        return (np.array([int(low[j]) for j in range(self.shape(low)[0])]),
+                np.array([int(high[j]) for j in range(self.shape(high)[0])]))
 
     def guard(self, offsets: Any, beyond: int, per_tuple: bool = False) -> Any:
         """``offsets`` computed from the last :meth:`bounds`, with those of bad indices moved to
@@ -258,8 +293,8 @@ class ArrayAPIBackend:
         dims = shape[b : b + k]
         norm = self.bounds(indices, dims, tuple(range(b, b + k)))
         offsets = self.rows_of(norm, dims)
-        if b:  # each batch's block of data follows the previous one
-            n = math.prod(ishape[:-1])
+        n = math.prod(ishape[:-1])
+        if b and n:  # each batch's block of data follows the previous one
             batch = xp.arange(n, dtype=xp.int64, device=self.device) // (n // math.prod(shape[:b]))
             offsets = offsets + batch * math.prod(dims)
         offsets = self.guard(offsets, math.prod(shape[: b + k]), per_tuple=True)
@@ -316,18 +351,27 @@ class ArrayAPIBackend:
         self.check_out(out, shape, dtype)
         _shapes.check_output_bytes(spec, shape, dtype)
         norm = self.bounds(indices, shape[ax], ax)
+        result = self.scatter_along(data, norm, updates, ax, reduction)
+        return self.finish(result, out, {"indices": indices, "updates": updates})
+
+    def scatter_along(self, data: Any, norm: Any, updates: Any, axis: int, reduction: Reduction) -> Any:
+        """ScatterElements' bytes: ``data`` with ``updates[p]`` written or reduced into ``data``
+        at ``p`` with ``norm[p]`` (checked, non-negative) on ``axis``, in row-major order of ``p``.
+        Here: flat element offsets, then :meth:`scatter_rows` on rows of one element."""
+        xp = self.xp
+        shape, ishape = self.shape(data), self.shape(norm)
         # The flat element each update goes to: its own coordinates off the axis, norm on it.
         strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
-        flat = norm * strides[ax]
+        flat = norm * strides[axis]
         for d, n in enumerate(ishape):
-            if d != ax and n > 1:
+            if d != axis and n > 1:
                 along = xp.arange(n, dtype=xp.int64, device=self.device) * strides[d]
                 flat = flat + xp.reshape(along, tuple(n if e == d else 1 for e in range(len(ishape))))
         size = math.prod(shape)
         flat = self.guard(flat, size)
         result = self.scatter_rows(xp.reshape(data, (size, 1)), xp.reshape(flat, (-1,)),
                                    xp.reshape(updates, (-1, 1)), reduction)
-        return self.finish(xp.reshape(result, shape), out, {"indices": indices, "updates": updates})
+        return xp.reshape(result, shape)
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
         from ..kernels.tensor_scatter import NAMES, write_index_error

@@ -24,14 +24,24 @@ eagerly and under ``jax.jit``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._versions import Reduction
-from .array_api import ArrayAPIBackend
+from .._versions import REGISTRY, Reduction
+from .array_api import ArrayAPIBackend, numpy_dtype
+
+# The inputs after the first of each operator, and the NumPy dtype a list or NumPy array given
+# for them must fit ("data": the first input's).
+_INPUTS = {
+    "gather": ("indices",), "gather_nd": ("indices",), "gather_elements": ("indices",),
+    "scatter_nd": ("indices", "updates"), "scatter_elements": ("indices", "updates"),
+    "tensor_scatter": ("update", "write_indices"),
+}
+_NEEDS = {"indices": np.int64, "write_indices": np.int64, "updates": "data", "update": "data"}
 
 
 class JaxBackend(ArrayAPIBackend):
@@ -45,6 +55,58 @@ class JaxBackend(ArrayAPIBackend):
         self.kind = jax.Array
         self.library = "jax.Array"
         self.bad = None
+        self.any_bad = jnp.zeros((), bool) if self.traced else None
+        self.first = first
+
+    def gather(self, data, indices, axis=0, out=None):
+        return self.staged("gather", {"indices": indices}, {"axis": axis}, out)
+
+    def gather_nd(self, data, indices, batch_dims=0, out=None):
+        return self.staged("gather_nd", {"indices": indices}, {"batch_dims": batch_dims}, out)
+
+    def scatter_nd(self, data, indices, updates, reduction="none", out=None):
+        return self.staged("scatter_nd", {"indices": indices, "updates": updates}, {"reduction": reduction}, out)
+
+    def gather_elements(self, data, indices, axis=0, out=None):
+        return self.staged("gather_elements", {"indices": indices}, {"axis": axis}, out)
+
+    def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
+        return self.staged("scatter_elements", {"indices": indices, "updates": updates},
+                           {"axis": axis, "reduction": reduction}, out)
+
+    def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
+        return self.staged("tensor_scatter", {"update": update, "write_indices": write_indices},
+                           {"axis": axis, "mode": mode}, out)
+
+    def staged(self, op: str, inputs: dict, attrs: dict, out: Any) -> Any:
+        """Run ``op`` as one compiled XLA computation (one compilation per shape, one dispatch
+        per call, where op-by-op eager JAX compiles and dispatches a dozen small ones), then
+        raise the exact eager error if an index was bad. Under a trace, off the CPU (where the
+        eager scatters keep the deterministic rounds), with ``out=`` or with attributes that
+        cannot be static, it runs op by op."""
+        method = getattr(ArrayAPIBackend, op)
+        eager = functools.partial(method, self, self.first, **inputs, **attrs, out=out)
+        if (self.traced or out is not None or any(isinstance(v, jax.core.Tracer) for v in inputs.values())
+                or not all(d.platform == "cpu" for d in self.first.devices())):
+            return eager()
+        try:
+            statics = tuple(sorted((name, type(v).__name__, v) for name, v in attrs.items()))
+            hash(statics)
+        except TypeError:
+            return eager()
+        dtype = self.dtype(self.first_name, self.first)
+        arrays = {name: None if value is None else self.array(name, value, dtype if _NEEDS[name] == "data"
+                                                                 else _NEEDS[name])
+                  for name, value in inputs.items()}
+        if not all(v is None or isinstance(v, jax.Array) for v in arrays.values()):
+            return eager()  # a type JAX cannot hold: the type rule raises
+        spec = self.spec
+        result, any_bad = _staged(self.first, arrays, op=op, key=(spec.domain, spec.op_type, spec.since_version),
+                                  first_name=self.first_name, statics=statics,
+                                  host_dtypes=tuple(sorted((k, v.name) for k, v in self.host_dtypes.items())))
+        if bool(any_bad):
+            return eager()  # raises the IndexOutOfBoundsError naming the first bad position
+        return result
 
     def same_device(self, array: Any) -> bool:
         if self.traced or isinstance(array, jax.core.Tracer):
@@ -62,12 +124,16 @@ class JaxBackend(ArrayAPIBackend):
     def _tracing(self, *arrays: Any) -> bool:
         return self.traced or any(isinstance(a, jax.core.Tracer) for a in arrays)
 
+    def extremes(self, idx, sizes):
+        return None if self._tracing(idx) else super().extremes(idx, sizes)
+
     def raise_first_bad(self, indices, bad, sizes, axes, error=None):
         if not self._tracing(indices, bad):
             return super().raise_first_bad(indices, bad, sizes, axes, error)
         self.traced = True
         if not bad.size:
             return
+        self.any_bad = jnp.any(bad) if self.any_bad is None else self.any_bad | jnp.any(bad)
         from jax.experimental import checkify
 
         first = jnp.argmax(jnp.reshape(bad, (-1,)))
@@ -79,19 +145,19 @@ class JaxBackend(ArrayAPIBackend):
             args = (position[0], value)
         elif isinstance(sizes, tuple):
             sizes_, axes_ = jnp.asarray(sizes), jnp.asarray(axes)
+            size = sizes_[position[-1]]
             place = ", ".join("{}" for _ in position)
             message = (f"{spec.name}: indices[{place}] = {{}} is out of bounds for data axis {{}} of size {{}} "
-                       f"(valid range [-size, size - 1])")
-            args = (*position, value, axes_[position[-1]], sizes_[position[-1]])
+                       "(valid range [{}, {}])")
+            args = (*position, value, axes_[position[-1]], size, -size, size - 1)
         else:
             place = ", ".join("{}" for _ in position)
             message = (f"{spec.name}: indices[{place}] = {{}} is out of bounds for data axis {axes} of size {sizes} "
                        f"(valid range [{-sizes}, {sizes - 1}])")
             args = (*position, value)
-        try:
-            checkify.check(~jnp.any(bad), message, *args)
-        except ValueError:  # not under checkify.checkify: JAX's fill/drop convention (see guard)
-            pass
+        # A no-op unless the caller runs the function through checkify.checkify; without it a bad
+        # index reads as the fill value and its update is dropped (see guard), JAX's own convention.
+        checkify.debug_check(~jnp.any(bad), message, *args)
 
     def guard(self, offsets, beyond, per_tuple=False):
         if not self.traced or self.bad is None:
@@ -102,9 +168,11 @@ class JaxBackend(ArrayAPIBackend):
         return jnp.where(bad, beyond, offsets)
 
     def take(self, x, idx, axis):
+        x, idx = _readable(x, idx, axis)
         return jnp.take(x, idx, axis=axis, mode="fill" if self.traced else "clip")
 
     def take_along(self, x, idx, axis):
+        x, idx = _readable(x, idx, axis)
         return jnp.take_along_axis(x, idx, axis=axis, mode="fill" if self.traced else "clip")
 
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
@@ -112,6 +180,8 @@ class JaxBackend(ArrayAPIBackend):
         if not on_cpu and not self._tracing(data, targets, updates):
             return super().scatter_rows(data, targets, updates, reduction, unique)
         rows = data.shape[0]
+        if not rows or not targets.shape[0]:  # nothing to write (an empty axis: every index was bad)
+            return data
         if reduction is Reduction.NONE:
             if not unique:  # only each target's last update: .at[].set picks no winner itself
                 order = jnp.arange(targets.shape[0], dtype=targets.dtype)
@@ -119,8 +189,62 @@ class JaxBackend(ArrayAPIBackend):
                 winner = jnp.take(last, targets, mode="fill", fill_value=-1) == order
                 targets = jnp.where(winner, targets, rows)
             return data.at[targets].set(updates, mode="drop", unique_indices=unique)
+        if reduction is Reduction.MUL and data.dtype != jnp.bool_:
+            return _scatter_mul(data, targets, updates)
         at = data.at[targets]
         if data.dtype == jnp.bool_:  # or / and
             return (at.max if reduction in (Reduction.ADD, Reduction.MAX) else at.min)(updates, mode="drop")
         apply = {Reduction.ADD: at.add, Reduction.MUL: at.multiply, Reduction.MAX: at.max, Reduction.MIN: at.min}
         return apply[reduction](updates, mode="drop")
+
+
+def _readable(x, idx, axis):
+    """``x`` and ``idx`` as jnp's takes accept them: from an empty axis (every index bad, so
+    every read is the fill value) JAX refuses to take, so one dummy element is there to miss."""
+    if x.shape[axis] or not idx.size:
+        return x, idx
+    return jnp.zeros((*x.shape[:axis], 1, *x.shape[axis + 1 :]), x.dtype), jnp.ones_like(idx)
+
+
+@jax.custom_jvp
+def _scatter_mul(data, targets, updates):
+    """``data.at[targets].multiply(updates)`` (in index order, rounding every step), with a
+    derivative for duplicate targets too: JAX's own has one for unique indices only."""
+    return data.at[targets].multiply(updates, mode="drop")
+
+
+@_scatter_mul.defjvp
+def _scatter_mul_jvp(primals, tangents):
+    data, targets, updates = primals
+    d_data, _, d_updates = tangents
+    # Each update's coefficient: data[t] times the product of the other updates to t, from
+    # exclusive prefix and suffix products within each target's run (no division, so zeros work).
+    order = jnp.argsort(targets, stable=True)
+    ordered, values = targets[order], updates[order]
+    starts = jnp.concatenate([jnp.ones((1,), bool), ordered[1:] != ordered[:-1]])[:, None]
+    ends = jnp.concatenate([ordered[1:] != ordered[:-1], jnp.ones((1,), bool)])[:, None]
+
+    def segmented(a, b):
+        (a_start, a_value), (b_start, b_value) = a, b
+        return a_start | b_start, jnp.where(b_start, b_value, a_value * b_value)
+
+    starts, ends = jnp.broadcast_to(starts, values.shape), jnp.broadcast_to(ends, values.shape)
+    ones = jnp.ones_like(values)
+    _, before = jax.lax.associative_scan(segmented, (starts, values))
+    before = jnp.where(starts, ones, jnp.roll(before, 1, axis=0))
+    _, after = jax.lax.associative_scan(segmented, (ends, values), reverse=True)
+    after = jnp.where(ends, ones, jnp.roll(after, -1, axis=0))
+    coefficient = jnp.take(data, ordered, axis=0, mode="fill", fill_value=0) * before * after
+    products = jnp.ones_like(data).at[targets].multiply(updates, mode="drop")
+    d_out = d_data * products + jnp.zeros_like(data).at[ordered].add(coefficient * d_updates[order], mode="drop")
+    return _scatter_mul(data, targets, updates), d_out
+
+
+@functools.partial(jax.jit, static_argnames=("op", "key", "first_name", "statics", "host_dtypes"))
+def _staged(first, arrays, *, op, key, first_name, statics, host_dtypes):
+    """``op`` traced once per shape: the backend's own steps, with bad indices filled/dropped
+    (see JaxBackend.guard) and reported in the second output."""
+    backend = JaxBackend(REGISTRY[key], jnp, first, first_name)
+    backend.host_dtypes = {name: numpy_dtype(code) for name, code in host_dtypes}
+    result = getattr(ArrayAPIBackend, op)(backend, first, **arrays, **{name: v for name, _, v in statics})
+    return result, backend.any_bad

@@ -32,6 +32,7 @@ from .array_api import ArrayAPIBackend
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _NATIVE_COPY = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
                 torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+_UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
 _REDUCE = {Reduction.MUL: "prod", Reduction.MAX: "amax", Reduction.MIN: "amin"}
 
 
@@ -46,13 +47,26 @@ class TorchBackend(ArrayAPIBackend):
         return array.device
 
     def from_numpy(self, host: np.ndarray) -> torch.Tensor:
-        host = np.ascontiguousarray(host)
+        host = host if host.flags.c_contiguous else host.copy()  # ascontiguousarray makes 0-d 1-d
         if host.dtype.name in _NUMPY_NAMES:
             return torch.from_numpy(host).to(self.device)
         # ml_dtypes (bfloat16, float8...): their bits, viewed as torch's type of that name
         bits = torch.from_numpy(host.view(np.uint8 if host.dtype.itemsize == 1 else f"i{host.dtype.itemsize}"))
         native = getattr(torch, host.dtype.name, None)
         return (bits if native is None else bits.view(native)).to(self.device)
+
+    def extremes(self, idx, sizes):
+        # Whole-tensor min/max are ATen's fastest reductions (aminmax and per-dim ones are
+        # several times slower); per component only where the whole range does not settle it.
+        both = torch.stack([idx.min(), idx.max()]).cpu().numpy()  # one transfer
+        if not isinstance(sizes, tuple):
+            return both[0], both[1]
+        k = idx.shape[-1]
+        if both[0] >= 0 and both[1] < min(sizes):
+            return np.full(k, both[0]), np.full(k, both[1])
+        low, high = torch.aminmax(idx.reshape(-1, k), dim=0)
+        both = torch.stack([low, high]).cpu().numpy()
+        return both[0], both[1]
 
     def take(self, x, idx, axis):
         return _restore(torch.index_select(_as_bits(x), axis, idx), x.dtype)
@@ -61,7 +75,7 @@ class TorchBackend(ArrayAPIBackend):
         return _restore(torch.gather(_as_bits(x), axis, idx), x.dtype)
 
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
-        if data.device.type != "cpu":
+        if data.device.type != "cpu" or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
             return super().scatter_rows(data, targets, updates, reduction, unique)
         if reduction is Reduction.NONE:
             if not unique:
@@ -72,20 +86,44 @@ class TorchBackend(ArrayAPIBackend):
                                        Reduction.MAX if reduction is Reduction.ADD else
                                        Reduction.MIN if reduction is Reduction.MUL else reduction)
             return as_int.to(torch.bool)
+        if data.dtype in _UNSIGNED:  # torch computes on uint16/32/64 only in part: their signed twins
+            signed = _BITS[data.element_size()]
+            flip = 0 if reduction in (Reduction.ADD, Reduction.MUL) else torch.iinfo(signed).min
+            # add/mul wrap the same bits either way; XOR of the sign bit makes signed order unsigned order
+            result = self.scatter_rows(data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, reduction)
+            return (result ^ flip).view(data.dtype)
         if reduction is Reduction.ADD:
             width = data.shape[1]
-            if data.dtype in (torch.float16, torch.bfloat16) and width > 1:
-                # ATen sums rows of half types in float32; single elements round every step.
+            if data.dtype in (torch.float16, torch.bfloat16):
+                # ATen sums rows (even of one element) of half types in float32; a vector's
+                # elements round after every addition, as NumPy does.
                 cells = (targets[:, None] * width + torch.arange(width, device=data.device)).reshape(-1)
                 return data.reshape(-1).index_add(0, cells, updates.reshape(-1)).reshape(data.shape)
             return data.index_add(0, targets, updates)
         with warnings.catch_warnings():  # "index_reduce() is in beta": our tests pin its results
             warnings.simplefilter("ignore", UserWarning)
+            if data.shape[1] == 1:  # as a vector: ATen's half-type prod fails on (n, 1)
+                return data.reshape(-1).index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction],
+                                                     include_self=True).reshape(data.shape)
             return data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
+
+    def scatter_along(self, data, norm, updates, axis, reduction):
+        # ATen's CPU scatter loops over the axis in order for each other position, so every
+        # element's updates apply in the spec's row-major order (tested); 'none' keeps the
+        # flat last-wins path, whose gradient skips the overwritten updates (scatter's does not),
+        # and half types that path too: ATen's scatter reduces them in float32, rounding once.
+        if (data.device.type != "cpu" or reduction is Reduction.NONE or data.dtype in _UNSIGNED
+                or data.dtype in (torch.bool, torch.float16, torch.bfloat16)
+                or data.is_complex() and reduction is not Reduction.ADD):
+            return super().scatter_along(data, norm, updates, axis, reduction)
+        index = norm.contiguous()  # an expanded (stride-0) index takes ATen's sorting path: other order
+        if reduction is Reduction.ADD:
+            return data.scatter_add(axis, index, updates)
+        return data.scatter_reduce(axis, index, updates, _REDUCE[reduction], include_self=True)
 
     def write_out(self, result, out, inputs):
         for name, tensor in inputs.items():
-            if isinstance(tensor, torch.Tensor) and out is not tensor and _overlap(out, tensor):
+            if isinstance(tensor, torch.Tensor) and _overlap(out, tensor):
                 spec = self.spec
                 raise InvalidAttributeError(
                     f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "

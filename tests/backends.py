@@ -1,0 +1,90 @@
+"""The array libraries the backend tests run through, each a converter from NumPy and back.
+
+A library that is not installed is skipped with a reason (CI installs them all:
+``.ci/run`` installs torch's CPU wheel; the test extra has jax and array-api-strict).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+class Library:
+    def __init__(self, name: str):
+        self.name = name
+        if name == "torch":
+            self.mod = pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
+        elif name == "jax":
+            jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
+            jax.config.update("jax_enable_x64", True)  # int64 and float64 as NumPy has them
+            self.mod = jax
+        else:
+            self.mod = pytest.importorskip("array_api_strict", reason="array-api-strict not installed")
+
+    def supports(self, array: np.ndarray) -> bool:
+        dtype = np.asarray(array).dtype
+        if dtype.kind in "OUS":
+            return False
+        if self.name == "torch":
+            return dtype.name in _TORCH
+        if self.name == "strict":
+            return dtype.name in _STRICT
+        return True
+
+    def convert(self, array):
+        """``array`` (NumPy) as this library's array; None stays None."""
+        if array is None or not isinstance(array, (np.ndarray, np.generic)):
+            return array
+        array = np.asarray(array)
+        if self.name == "torch":
+            torch = self.mod
+            host = array if array.flags.c_contiguous else array.copy()
+            if host.dtype.name == "bfloat16" or host.dtype.name.startswith("float8"):
+                bits = torch.from_numpy(host.view(np.uint8 if host.itemsize == 1 else np.int16))
+                return bits.view(getattr(torch, host.dtype.name))
+            return torch.from_numpy(host.copy())
+        if self.name == "jax":
+            import jax.numpy as jnp
+
+            return jnp.asarray(array)
+        return self.mod.asarray(array)
+
+    def to_numpy(self, result, dtype: np.dtype) -> np.ndarray:
+        if self.name == "torch":
+            torch = self.mod
+            assert isinstance(result, torch.Tensor), type(result)
+            result = result.detach().cpu()
+            if dtype.name not in _NUMPY_FROM_TORCH:
+                return result.view(torch.uint8 if dtype.itemsize == 1 else torch.int16).numpy().view(dtype)
+            return result.numpy()
+        if self.name == "jax":
+            assert isinstance(result, self.mod.Array), type(result)
+            return np.asarray(result)
+        assert isinstance(result, self.mod._array_object.Array), type(result)
+        return np.asarray(result._array)
+
+
+_TORCH = {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16", "bfloat16",
+          "float32", "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+          "float8_e5m2fnuz"}
+_NUMPY_FROM_TORCH = _TORCH - {"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}
+_STRICT = {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float32", "float64",
+           "complex64", "complex128"}
+NAMES = ("torch", "jax", "strict")
+
+
+def same_bits(expected: np.ndarray, actual: np.ndarray) -> bool:
+    """Equal shape, dtype and bits; NaN matches NaN whatever its payload (README: NaN payloads
+    are the hardware's)."""
+    if expected.dtype != actual.dtype or expected.shape != actual.shape:
+        return False
+    expected, actual = np.array(expected, order="C").reshape(-1), np.array(actual, order="C").reshape(-1)
+    if expected.dtype.kind == "c":  # as (real, imag) pairs
+        part = np.float32 if expected.dtype.itemsize == 8 else np.float64
+        return same_bits(expected.view(part), actual.view(part))
+    width = f"u{expected.dtype.itemsize}"
+    same = expected.view(width) == actual.view(width)
+    if not same.all() and (expected.dtype.kind == "f" or expected.dtype.name.startswith(("bfloat16", "float8"))):
+        same |= np.isnan(expected.astype(np.float32)) & np.isnan(actual.astype(np.float32))
+    return bool(same.all())
