@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
+
 from gather_scatter._versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
@@ -35,3 +37,24 @@ def test_readme_version_table_matches_the_registry():
     assert set(rows) == set(REGISTRY)
     for key, version in REGISTRY.items():
         assert rows[key] == (attributes_cell(version), version.data_types, version.index_types), key
+
+
+def _block(marker: str) -> str:
+    """The README's Python code block that contains ``marker``."""
+    blocks = README.read_text().split("```python\n")[1:]
+    return next(b.split("```", 1)[0] for b in blocks if marker in b)
+
+
+def test_readme_torch_example_runs_as_it_says():
+    pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
+    scope: dict = {}
+    exec(_block("import torch"), scope)
+    assert scope["out"][:, 0].tolist() == [0.0, 2.0, 0.0, 1.0]
+    assert scope["updates"].grad.tolist() == [[1.0] * 3] * 3 and scope["data"].grad.tolist() == [[1.0] * 3] * 4
+
+
+def test_readme_jax_example_runs_as_it_says():
+    pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
+    scope: dict = {}
+    exec(_block("import jax"), scope)
+    assert scope["err"].get().startswith("Gather-13: indices[0] = 5 is out of bounds for data axis 0 of size 3")

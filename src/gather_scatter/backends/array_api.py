@@ -262,6 +262,8 @@ class ArrayAPIBackend:
         """Row-major offsets (int64, one per tuple) of checked index tuples ``norm`` (``(..., k)``)
         into a block of shape ``dims``."""
         xp = self.xp
+        if len(dims) == 1:  # the index is the row
+            return xp.reshape(norm, (-1,))
         strides = [math.prod(dims[j + 1 :]) for j in range(len(dims))]
         weights = xp.asarray(strides, dtype=xp.int64, device=self.device)
         return xp.reshape(xp.sum(norm * weights, axis=-1, dtype=xp.int64), (-1,))
