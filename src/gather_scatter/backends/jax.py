@@ -57,6 +57,7 @@ class JaxBackend(ArrayAPIBackend):
         self.bad = None
         self.any_bad = jnp.zeros((), bool) if self.traced else None
         self.first = first
+        self.staging = False  # traced by staged(): a bad index discards the result, so no guard
 
     def gather(self, data, indices, axis=0, out=None):
         return self.staged("gather", {"indices": indices}, {"axis": axis}, out)
@@ -160,7 +161,7 @@ class JaxBackend(ArrayAPIBackend):
         checkify.debug_check(~jnp.any(bad), message, *args)
 
     def guard(self, offsets, beyond, per_tuple=False):
-        if not self.traced or self.bad is None:
+        if not self.traced or self.bad is None or self.staging:
             return offsets
         bad = jnp.any(self.bad, axis=-1) if per_tuple else self.bad
         if bad.size == offsets.size:
@@ -169,11 +170,11 @@ class JaxBackend(ArrayAPIBackend):
 
     def take(self, x, idx, axis):
         x, idx = _readable(x, idx, axis)
-        return jnp.take(x, idx, axis=axis, mode="fill" if self.traced else "clip")
+        return jnp.take(x, idx, axis=axis, mode="fill" if self.traced and not self.staging else "clip")
 
     def take_along(self, x, idx, axis):
         x, idx = _readable(x, idx, axis)
-        return jnp.take_along_axis(x, idx, axis=axis, mode="fill" if self.traced else "clip")
+        return jnp.take_along_axis(x, idx, axis=axis, mode="fill" if self.traced and not self.staging else "clip")
 
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
         on_cpu = self.traced or all(d.platform == "cpu" for d in data.devices())
@@ -246,5 +247,6 @@ def _staged(first, arrays, *, op, key, first_name, statics, host_dtypes):
     (see JaxBackend.guard) and reported in the second output."""
     backend = JaxBackend(REGISTRY[key], jnp, first, first_name)
     backend.host_dtypes = {name: numpy_dtype(code) for name, code in host_dtypes}
+    backend.staging = True
     result = getattr(ArrayAPIBackend, op)(backend, first, **arrays, **{name: v for name, _, v in statics})
     return result, backend.any_bad

@@ -147,6 +147,8 @@ def _last_wins(targets: torch.Tensor, updates: torch.Tensor, rows: int):
     last = torch.full((rows,), -1, dtype=torch.int64, device=targets.device)
     last.scatter_reduce_(0, targets, order, "amax")
     keep = last[targets] == order
+    if bool(keep.all()):  # distinct targets (a KV-cache write): no copy of the updates
+        return targets, updates
     return targets[keep], updates[keep]
 
 
