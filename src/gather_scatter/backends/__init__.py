@@ -76,6 +76,8 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
         from .torch import TorchBackend as backend
     elif array_api_compat.is_jax_namespace(xp):
         from .jax import JaxBackend as backend
+    elif array_api_compat.is_dask_namespace(xp):
+        from .dask import DaskBackend as backend
     elif array_api_compat.is_numpy_namespace(xp):
         return None  # an ndarray-like NumPy wrapper: the NumPy kernels read it
     else:

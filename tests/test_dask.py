@@ -1,0 +1,238 @@
+"""dask arrays: the random cases of every version (but TensorScatter) with data split into
+irregular chunks (chunks of one, empty dims), NumPy and dask indices, bit for bit against the
+in-memory kernels; the same errors (at the call for NumPy indices, at compute for dask ones);
+laziness, blocks read once and only where touched, graph size with 1M indices, zarr ``out=``
+writing only the chunks that change, and a ``dask.distributed`` LocalCluster."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import threading
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="dask not installed (pip install 'gather_scatter[dask]')")
+
+from backends import same_bits  # noqa: E402
+from gather_scatter import (  # noqa: E402
+    DTypeError,
+    GatherScatterError,
+    IndexOutOfBoundsError,
+    gather,
+    gather_elements,
+    gather_nd,
+    run_node,
+    scatter_elements,
+    scatter_nd,
+    tensor_scatter,
+)
+from gather_scatter._versions import REGISTRY  # noqa: E402
+from gather_scatter.check.cases import invalid_cases, valid_cases  # noqa: E402
+
+SPECS = sorted((s for s in REGISTRY.values() if s.op_type != "TensorScatter"),
+               key=lambda s: (s.domain, s.op_type, s.since_version))
+
+
+def irregular_chunks(shape, rng):
+    """Random chunk sizes per axis, chunks of one included; an empty dim is one empty chunk."""
+    chunks = []
+    for n in shape:
+        sizes, left = [], n
+        while left > 0:
+            size = int(rng.choice([1, rng.integers(1, left + 1)]))
+            sizes.append(size)
+            left -= size
+        chunks.append(tuple(sizes) or (0,))
+    return tuple(chunks)
+
+
+def same(expected, actual):
+    """Bitwise for numbers; strings (object arrays of str) by value and type."""
+    if expected.dtype == object:
+        return (actual.dtype == object and expected.shape == actual.shape
+                and all(type(a) is str and a == e for a, e in zip(actual.reshape(-1), expected.reshape(-1))))
+    return same_bits(expected, actual)
+
+
+def _run(spec, inputs, attrs):
+    return run_node(spec.op_type, inputs, attrs, opset=spec.since_version, domain=spec.domain)
+
+
+def _dask_inputs(inputs, rng, dask_indices):
+    data = inputs[0]
+    converted = [da.from_array(data, chunks=irregular_chunks(data.shape, rng))]
+    for value in inputs[1:]:
+        if dask_indices and isinstance(value, np.ndarray):
+            value = da.from_array(value, chunks=irregular_chunks(value.shape, rng))
+        converted.append(value)
+    return converted
+
+
+@pytest.mark.parametrize("dask_indices", [False, True], ids=["numpy-indices", "dask-indices"])
+def test_valid_cases_are_bitwise_the_in_memory_results(dask_indices):
+    compared, failures = 0, []
+    for n, spec in enumerate(SPECS):
+        rng = np.random.default_rng(3000 + n)
+        for case in valid_cases(spec, rng, per_combination=2 if dask_indices else 3):
+            expected = _run(spec, case.inputs, case.attrs)
+            result = _run(spec, _dask_inputs(case.inputs, rng, dask_indices), case.attrs)
+            assert isinstance(result, da.Array), type(result)
+            compared += 1
+            if not same(expected, np.asarray(result.compute(scheduler="sync"))):
+                failures.append(f"{spec.name}: {case.describe()}")
+    assert not failures, f"{len(failures)} of {compared} differ, e.g. {failures[:3]}"
+    assert compared > 1000, compared
+
+
+def _error(call):
+    try:
+        call()
+    except GatherScatterError as exc:
+        return exc
+    return None
+
+
+def test_invalid_cases_raise_the_in_memory_error():
+    """NumPy indices: at the call, the same class and message; dask indices: the same class
+    and message at compute (shape and type errors still at the call)."""
+    compared, failures = 0, []
+    for n, spec in enumerate(SPECS):
+        rng = np.random.default_rng(4000 + n)
+        for type_name in [t for t in ("float", "int64", "bool", "string") if t in spec.data_types]:
+            for index_dtype in sorted(spec.index_types):
+                for kind, case, cls in invalid_cases(spec, rng, type_name, index_dtype):
+                    if not isinstance(case.inputs[0], np.ndarray) or case.inputs[0].ndim == 0:
+                        continue
+                    expected = _error(lambda: _run(spec, case.inputs, case.attrs))
+                    for dask_indices in (False, True):
+                        inputs = _dask_inputs(case.inputs, rng, dask_indices)
+                        actual = _error(lambda: _run(spec, inputs, case.attrs).compute(scheduler="sync"))
+                        compared += 1
+                        if type(actual) is not type(expected) or str(actual) != str(expected):
+                            failures.append(f"{spec.name} {kind} dask_indices={dask_indices}: {expected!r} vs {actual!r}")
+    assert not failures, f"{len(failures)} of {compared} differ: {failures[:4]}"
+    assert compared > 100, compared
+
+
+def test_numpy_index_out_of_bounds_raises_before_any_task():
+    data = da.from_array(np.arange(20.0).reshape(10, 2), chunks=(3, 1))
+    with pytest.raises(IndexOutOfBoundsError, match=r"Gather-13: indices\[2\] = 10 is out of bounds for data axis 0"):
+        gather(data, np.array([0, 9, 10]))
+    with pytest.raises(IndexOutOfBoundsError, match=r"ScatterND-18: indices\[1, 1\] = -3 is out of bounds"):
+        scatter_nd(data, np.array([[0, 0], [1, -3]]), np.ones(2))
+
+
+def test_other_libraries_and_tensor_scatter_are_refused():
+    data = da.zeros((2, 3, 4, 2), chunks=1)
+    with pytest.raises(DTypeError, match="TensorScatter-24: past_cache is a dask.array.Array"):
+        tensor_scatter(data, np.zeros((2, 3, 1, 2)))
+    with pytest.raises(DTypeError, match="Gather-13: indices is a dask.Array but data is a numpy.ndarray"):
+        gather(np.zeros(3), da.from_array(np.array([1])))
+
+
+class _Counting:
+    """An array-like that counts the blocks dask reads from it."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype, self.ndim = array, array.shape, array.dtype, array.ndim
+        self.reads: list = []
+        self.lock = threading.Lock()
+
+    def __getitem__(self, key):
+        with self.lock:
+            self.reads.append(tuple((k.start, k.stop) for k in key))
+        return self.array[key]
+
+
+def test_lazy_and_each_touched_block_read_once():
+    table = np.arange(40 * 6, dtype=np.float32).reshape(40, 6)
+    source = _Counting(table)
+    data = da.from_array(source, chunks=(10, 3), asarray=True, fancy=False)
+    source.reads.clear()  # dask's own look at an empty slice, for the array's meta
+    indices = np.array([35, 1, 36, 2, 39, 0, 1])  # blocks 0 and 3 along axis 0: 1 and 2 never read
+    result = gather(data, indices)
+    assert source.reads == []  # nothing computed until compute()
+    assert np.array_equal(result.compute(scheduler="sync"), table[indices])
+    assert sorted(source.reads) == sorted([((0, 10), (0, 3)), ((0, 10), (3, 6)), ((30, 40), (0, 3)),
+                                           ((30, 40), (3, 6))])
+    source.reads.clear()
+    updated = scatter_nd(data, np.array([[2], [2], [31]]), np.ones((3, 6), np.float32), reduction="add")
+    assert source.reads == []
+    expected = table.copy()
+    np.add.at(expected, [2, 2, 31], 1)
+    assert np.array_equal(updated.compute(scheduler="sync"), expected)
+    assert len(source.reads) == len(set(source.reads)) == 8  # every block once (untouched ones are copied out)
+
+
+def test_graph_grows_with_blocks_not_indices():
+    rng = np.random.default_rng(0)
+    data = da.zeros((100_000, 8), chunks=(10_000, 8), dtype=np.float32)
+    indices = rng.integers(0, 100_000, 1_000_000)
+    result = gather(data, indices)
+    layer = result.dask.layers[result.name]
+    # one task per touched block (10) and per output block of 10_000 rows (100)
+    assert len(layer) == 10 + 100, len(layer)
+    updated = scatter_nd(data, indices[:, None], np.ones((1_000_000, 8), np.float32), reduction="add")
+    assert len(updated.dask.layers[updated.name]) == 10
+    sparse = scatter_nd(data, np.array([[5], [7]]), np.ones((2, 8), np.float32))
+    assert len(sparse.dask.layers[sparse.name]) == 10  # 1 touched block, 9 of data's own
+
+
+def test_zarr_out_writes_only_the_changed_chunks(tmp_path: pathlib.Path):
+    zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+    table = np.arange(60 * 4, dtype=np.float32).reshape(60, 4)
+    z = zarr.open_array(str(tmp_path / "table.zarr"), mode="w", shape=table.shape, chunks=(10, 4), dtype="float32")
+    z[...] = table
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "table.zarr").rglob("*") if p.is_file()}
+    chunk_files = [p for p in files if p.parent.name == "c" or p.parent.parent.name == "c"]
+    assert len(chunk_files) == 6
+    for p in chunk_files:  # an old time, so a rewrite shows whatever the clock's resolution
+        os.utime(p, ns=(0, 0))
+    files = {p: p.stat().st_mtime_ns for p in chunk_files}
+    data = da.from_zarr(z)
+    indices = np.array([[12], [15], [12], [55]])
+    updates = np.full((4, 4), 2.0, np.float32)
+    assert scatter_nd(data, indices, updates, reduction="mul", out=z) is z
+    expected = table.copy()
+    np.multiply.at(expected, [12, 15, 12, 55], 2.0)
+    assert np.array_equal(z[...], expected)
+    changed = sorted(p.relative_to(tmp_path).as_posix() for p in chunk_files if p.stat().st_mtime_ns != files[p])
+    assert changed == ["table.zarr/c/1/0", "table.zarr/c/5/0"], changed
+    # another out: every chunk is written
+    other = zarr.open_array(str(tmp_path / "other.zarr"), mode="w", shape=table.shape, chunks=(10, 4), dtype="float32")
+    scatter_elements(data, np.array([[0, 1, 2, 3]]), np.zeros((1, 4), np.float32), axis=0, out=other)
+    expected[[0, 1, 2, 3], [0, 1, 2, 3]] = 0  # element (0, j) goes to row indices[0, j] = j
+    assert np.array_equal(other[...], expected)
+    # a gather into zarr
+    rows = zarr.open_array(str(tmp_path / "rows.zarr"), mode="w", shape=(3, 4), chunks=(2, 4), dtype="float32")
+    gather(da.from_zarr(z), np.array([55, 12, 0]), out=rows)
+    assert np.array_equal(rows[...], expected[[55, 12, 0]])
+
+
+def test_local_cluster_computes_the_same_results():
+    distributed = pytest.importorskip("distributed", reason="distributed not installed (pip install 'gather_scatter[dask]')")
+    rng = np.random.default_rng(8)
+    table = rng.standard_normal((50, 6))
+    data = da.from_array(table, chunks=((7, 1, 20, 22), (4, 2)))
+    indices = rng.integers(-50, 50, (200, 1))
+    updates = rng.standard_normal((200, 6))
+    element_indices = rng.integers(-6, 6, (50, 5))
+    element_updates = rng.standard_normal((50, 5))
+    cases = [
+        (gather(table, indices[:, 0]), gather(data, indices[:, 0])),
+        (gather_nd(table, indices), gather_nd(data, da.from_array(indices, chunks=(64, 1)))),
+        (gather_elements(table, element_indices, axis=1), gather_elements(data, element_indices, axis=1)),
+        (scatter_nd(table, indices, updates, reduction="add"), scatter_nd(data, indices, updates, reduction="add")),
+        (scatter_elements(table, element_indices, element_updates, axis=1, reduction="max"),
+         scatter_elements(data, element_indices, element_updates, axis=1, reduction="max")),
+    ]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        results = client.compute([lazy for _, lazy in cases], sync=True)
+        bad = gather(data, da.from_array(np.array([1, 70]), chunks=1))
+        with pytest.raises(IndexOutOfBoundsError, match=r"Gather-13: indices\[1\] = 70 is out of bounds"):
+            client.compute(bad, sync=True)
+    for (expected, _), actual in zip(cases, results):
+        assert same_bits(expected, np.asarray(actual))
