@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import pytest
 
 from gather_scatter._versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
@@ -58,3 +59,15 @@ def test_readme_jax_example_runs_as_it_says():
     scope: dict = {}
     exec(_block("import jax"), scope)
     assert scope["err"].get().startswith("Gather-13: indices[0] = 5 is out of bounds for data axis 0 of size 3")
+
+
+def test_readme_dask_example_runs_as_it_says(tmp_path, monkeypatch):
+    pytest.importorskip("dask.array", reason="dask not installed (pip install 'gather_scatter[dask]')")
+    pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(_block("import dask.array as da"), scope)
+    ids, table = scope["ids"], scope["table"]
+    assert scope["rows"].shape == (10_000, 64)
+    counts = np.bincount(ids, minlength=1_000_000).astype(np.float32)
+    assert np.array_equal(table[:, 0], counts) and np.array_equal(table[:, 63], counts)

@@ -359,6 +359,9 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction):
         sizes = tuple(int(len(items)) for _, items in groups)
         ordered = values[plan.order].rechunk((sizes,) + data.chunks[m:]) if n else values
         dependencies.append(ordered)
+    else:  # NumPy updates: one key holds them; each block's task takes its own rows (no copies up front)
+        shared = f"scatter-updates-{token}"
+        layer[shared] = values
     touched = set()
     for g, (lead, items) in enumerate(groups):
         local = plan.local[items]
@@ -367,7 +370,7 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction):
             if isinstance(values, da.Array):
                 piece = (ordered.name, g) + tail
             else:
-                piece = values[(items,) + tuple(_slice(data.chunks[m + j], i) for j, i in enumerate(tail))]
+                piece = (_rows, shared, items, tuple(_slice(data.chunks[m + j], i) for j, i in enumerate(tail)))
             layer[(name,) + key] = (_apply, (data.name,) + key, local, piece, reduction.value)
             touched.add(key)
     for key in np.ndindex(*data.numblocks):
@@ -375,6 +378,10 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction):
             layer[(name,) + key] = (data.name,) + key
     graph = HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
     return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta), touched
+
+
+def _rows(values: np.ndarray, items: np.ndarray, tail: tuple) -> np.ndarray:
+    return values[(items,) + tail]
 
 
 def _slice(chunks: tuple, i: int) -> slice:
