@@ -188,6 +188,9 @@ def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = No
 
     Notes
     -----
+    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
+    (computed there, returned as one of that library on data's device, with these errors:
+    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
     Implements ONNX GatherElements-13 (https://onnx.ai/onnx/operators/onnx__GatherElements.html).
     The spec's loop, for ``axis = 1`` of a 2-D tensor, ``output[i][j] = data[i][indices[i][j]]``;
     in general::
@@ -254,6 +257,9 @@ def scatter_elements(
 
     Notes
     -----
+    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
+    (computed there, returned as one of that library on data's device, with these errors:
+    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
     Implements ONNX ScatterElements-18 (https://onnx.ai/onnx/operators/onnx__ScatterElements.html),
     whose loop, for ``axis = 0`` of a 2-D tensor, is
     ``output[indices[i][j]][j] = f(output[indices[i][j]][j], updates[i][j])``; in general::

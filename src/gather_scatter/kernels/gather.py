@@ -104,6 +104,9 @@ def gather(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np
 
     Notes
     -----
+    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
+    (computed there, returned as one of that library on data's device, with these errors:
+    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
     Implements ONNX Gather-13 (https://onnx.ai/onnx/operators/onnx__Gather.html; bounds as in
     Gather-11 for every version).
     The reference is ``numpy.take(data, indices, axis)`` after the bounds check.

@@ -89,6 +89,9 @@ def gather_nd(data, indices, batch_dims: int = 0, *, out: np.ndarray | None = No
 
     Notes
     -----
+    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
+    (computed there, returned as one of that library on data's device, with these errors:
+    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
     Implements ONNX GatherND-13 (https://onnx.ai/onnx/operators/onnx__GatherND.html); the output
     rank is the summary's ``q + r - k - 1 - b``. The spec's reference loop::
 

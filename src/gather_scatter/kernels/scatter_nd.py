@@ -113,6 +113,9 @@ def scatter_nd(
 
     Notes
     -----
+    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
+    (computed there, returned as one of that library on data's device, with these errors:
+    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
     Implements ONNX ScatterND-16 and the max/min of ScatterND-18
     (https://onnx.ai/onnx/operators/onnx__ScatterND.html).
     In place (``out=data``) is safe whenever no other thread reads or writes ``data`` during

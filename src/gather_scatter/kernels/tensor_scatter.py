@@ -167,6 +167,9 @@ def tensor_scatter(
 
     Notes
     -----
+    Other array libraries: ``past_cache`` may be a PyTorch tensor, a JAX array or any array-API
+    array (computed there, returned as one of that library on its device, with these errors:
+    :mod:`gather_scatter.backends`); a dask array is refused.
     Implements ONNX TensorScatter-24 (https://onnx.ai/onnx/operators/onnx__TensorScatter.html),
     whose loop is::
 
