@@ -37,3 +37,12 @@ def assert_error(err: BaseException, cls: type, pattern: str, fields: Mapping[st
         assert actual == expected and type(actual) is type(expected), (
             f"field {name}: {actual!r} != {expected!r}"
         )
+
+
+def raised(call) -> GatherScatterError | None:
+    """The GatherScatterError ``call()`` raises, or None (other exceptions propagate)."""
+    try:
+        call()
+    except GatherScatterError as exc:
+        return exc
+    return None

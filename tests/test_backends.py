@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from backends import NAMES, Library, same_bits
-from error_check import assert_error
+from error_check import assert_error, raised
 from gather_scatter import DTypeError, GatherScatterError, ShapeError, run_node
 from gather_scatter import gather, gather_nd, scatter_elements, scatter_nd, tensor_scatter
 from gather_scatter._versions import REGISTRY
@@ -111,14 +111,6 @@ def test_standard_rounds_match_on_torch(monkeypatch):
             assert same_bits(expected, torch_lib.to_numpy(got, expected.dtype)), (reduction, dtype)
 
 
-def _error(call):
-    try:
-        call()
-    except GatherScatterError as exc:
-        return exc
-    return None
-
-
 def test_invalid_cases_raise_the_numpy_error(lib):
     compared, failures = 0, []
     for n, spec in enumerate(SPECS):
@@ -133,8 +125,8 @@ def test_invalid_cases_raise_the_numpy_error(lib):
                         arrays = [a for a in case.inputs if isinstance(a, np.ndarray)]
                         if not all(lib.supports(a) for a in arrays) or not isinstance(case.inputs[0], np.ndarray):
                             continue
-                        expected = _error(lambda: _run(spec, case.inputs, case.attrs))
-                        actual = _error(lambda: _run(spec, _converted(lib, case.inputs), case.attrs))
+                        expected = raised(lambda: _run(spec, case.inputs, case.attrs))
+                        actual = raised(lambda: _run(spec, _converted(lib, case.inputs), case.attrs))
                         compared += 1
                         if type(actual) is not type(expected) or str(actual) != str(expected):
                             failures.append(f"{spec.name} {kind}: numpy {expected!r} vs {actual!r}")

@@ -268,29 +268,49 @@ class ArrayAPIBackend:
         weights = xp.asarray(strides, dtype=xp.int64, device=self.device)
         return xp.reshape(xp.sum(norm * weights, axis=-1, dtype=xp.int64), (-1,))
 
-    def gather(self, data, indices, axis=0, out=None):
-        spec, xp = self.spec, self.xp
+    def gather_steps(self, data, indices, rule, attribute, out):
+        """What every gather does first: ``indices`` on the device, the type rule, the output
+        shape by ``rule`` (``_shapes.gather_shape``, ...), the ``out=`` and size checks.
+        Returns (indices, data's shape, indices' shape, the output shape)."""
+        spec = self.spec
         indices = self.array("indices", indices, np.int64)
         shape, ishape = self.shape(data), self.shape(indices)
         dtype = self.dtype("data", data)
         _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
-        out_shape = _shapes.gather_shape(spec, shape, ishape, axis)
-        ax = _shapes.normalize_axis(spec, axis, len(shape))
+        out_shape = rule(spec, shape, ishape, attribute)
         self.check_out(out, out_shape, dtype)
         _shapes.check_output_bytes(spec, out_shape, dtype)
+        return indices, shape, ishape, out_shape
+
+    def scatter_steps(self, data, indices, updates, rule, attributes, reduction, out):
+        """What every scatter does first: inputs on the device, the type and shape rules
+        (``rule(spec, shape, ishape, ushape, *attributes)``), the reduction, ``out=`` and size.
+        Returns (indices, updates, data's shape, indices' shape, the parsed reduction)."""
+        spec = self.spec
+        dtype = self.dtype("data", data)
+        indices = self.array("indices", indices, np.int64)
+        updates = self.array("updates", updates, dtype)
+        shape, ishape, ushape = self.shape(data), self.shape(indices), self.shape(updates)
+        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
+        rule(spec, shape, ishape, ushape, *attributes)
+        reduction = Reduction.parse(spec, reduction)
+        _shapes.check_reduction_type(spec, reduction, dtype)
+        self.check_out(out, shape, dtype)
+        _shapes.check_output_bytes(spec, shape, dtype)
+        return indices, updates, shape, ishape, reduction
+
+    def gather(self, data, indices, axis=0, out=None):
+        xp = self.xp
+        indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_shape, axis, out)
+        ax = _shapes.normalize_axis(self.spec, axis, len(shape))
         norm = self.guard(self.bounds(indices, shape[ax], ax), shape[ax])
         result = self.take(data, xp.reshape(norm, (-1,)), ax)
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
-        spec, xp = self.spec, self.xp
-        indices = self.array("indices", indices, np.int64)
-        shape, ishape = self.shape(data), self.shape(indices)
-        dtype = self.dtype("data", data)
-        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
-        out_shape = _shapes.gather_nd_shape(spec, shape, ishape, batch_dims)
-        self.check_out(out, out_shape, dtype)
-        _shapes.check_output_bytes(spec, out_shape, dtype)
+        xp = self.xp
+        indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_nd_shape, batch_dims,
+                                                              out)
         b, k = int(batch_dims), ishape[-1]
         dims = shape[b : b + k]
         norm = self.bounds(indices, dims, tuple(range(b, b + k)))
@@ -305,17 +325,9 @@ class ArrayAPIBackend:
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
 
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
-        spec, xp = self.spec, self.xp
-        dtype = self.dtype("data", data)
-        indices = self.array("indices", indices, np.int64)
-        updates = self.array("updates", updates, dtype)
-        shape, ishape, ushape = self.shape(data), self.shape(indices), self.shape(updates)
-        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
-        _shapes.scatter_nd_shape(spec, shape, ishape, ushape)
-        reduction = Reduction.parse(spec, reduction)
-        _shapes.check_reduction_type(spec, reduction, dtype)
-        self.check_out(out, shape, dtype)
-        _shapes.check_output_bytes(spec, shape, dtype)
+        xp = self.xp
+        indices, updates, shape, ishape, reduction = self.scatter_steps(
+            data, indices, updates, _shapes.scatter_nd_shape, (), reduction, out)
         k = ishape[-1]
         dims = shape[:k]
         offsets = self.rows_of(self.bounds(indices, dims, tuple(range(k))), dims)
@@ -326,32 +338,16 @@ class ArrayAPIBackend:
         return self.finish(xp.reshape(result, shape), out, {"indices": indices, "updates": updates})
 
     def gather_elements(self, data, indices, axis=0, out=None):
-        spec, xp = self.spec, self.xp
-        indices = self.array("indices", indices, np.int64)
-        shape, ishape = self.shape(data), self.shape(indices)
-        dtype = self.dtype("data", data)
-        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
-        out_shape = _shapes.gather_elements_shape(spec, shape, ishape, axis)
-        ax = _shapes.normalize_axis(spec, axis, len(shape))
-        self.check_out(out, out_shape, dtype)
-        _shapes.check_output_bytes(spec, out_shape, dtype)
+        indices, shape, ishape, _ = self.gather_steps(data, indices, _shapes.gather_elements_shape, axis, out)
+        ax = _shapes.normalize_axis(self.spec, axis, len(shape))
         norm = self.guard(self.bounds(indices, shape[ax], ax), shape[ax])
         window = data[tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(ishape))]
         return self.finish(self.take_along(window, norm, ax), out, {"data": data, "indices": indices})
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
-        spec, xp = self.spec, self.xp
-        dtype = self.dtype("data", data)
-        indices = self.array("indices", indices, np.int64)
-        updates = self.array("updates", updates, dtype)
-        shape, ishape, ushape = self.shape(data), self.shape(indices), self.shape(updates)
-        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
-        _shapes.scatter_elements_shape(spec, shape, ishape, ushape, axis)
-        ax = _shapes.normalize_axis(spec, axis, len(shape))
-        reduction = Reduction.parse(spec, reduction)
-        _shapes.check_reduction_type(spec, reduction, dtype)
-        self.check_out(out, shape, dtype)
-        _shapes.check_output_bytes(spec, shape, dtype)
+        indices, updates, shape, _, reduction = self.scatter_steps(
+            data, indices, updates, _shapes.scatter_elements_shape, (axis,), reduction, out)
+        ax = _shapes.normalize_axis(self.spec, axis, len(shape))
         norm = self.bounds(indices, shape[ax], ax)
         result = self.scatter_along(data, norm, updates, ax, reduction)
         return self.finish(result, out, {"indices": indices, "updates": updates})

@@ -117,7 +117,7 @@ class DaskBackend:
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         _shapes.output_dtype(spec, data.dtype, indices.dtype)
-        out_shape = _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)
+        _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)
         b, k = int(batch_dims), indices.shape[-1]
         norm = self.checked(indices, data.shape[b : b + k], tuple(range(b, b + k)))
         data = _strings_as_objects(data)
