@@ -20,6 +20,7 @@ from error_check import raised  # noqa: E402
 from gather_scatter import (  # noqa: E402
     DTypeError,
     IndexOutOfBoundsError,
+    ShapeError,
     gather,
     gather_elements,
     gather_nd,
@@ -126,6 +127,17 @@ def test_other_libraries_and_tensor_scatter_are_refused():
         tensor_scatter(data, np.zeros((2, 3, 1, 2)))
     with pytest.raises(DTypeError, match="Gather-13: indices is a dask.Array but data is a numpy.ndarray"):
         gather(np.zeros(3), da.from_array(np.array([1])))
+
+
+def test_unknown_chunk_sizes_are_refused():
+    values = da.from_array(np.arange(10.0), chunks=3)
+    masked = values[values > 4]  # chunk sizes unknown until computed
+    with pytest.raises(ShapeError, match=r"Gather-13: data has unknown chunk sizes \(shape \(nan,\)\); call "
+                                         r"data.compute_chunk_sizes\(\) first"):
+        gather(masked, np.array([0]))
+    with pytest.raises(ShapeError, match="ScatterND-18: indices has unknown chunk sizes"):
+        indices = da.from_array(np.array([[1], [2], [3]]), chunks=1)
+        scatter_nd(values, indices[indices[:, 0] > 1], np.ones(2))
 
 
 class _Counting:

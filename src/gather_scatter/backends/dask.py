@@ -48,12 +48,24 @@ class DaskBackend:
 
     def __init__(self, spec, xp, first, first_name):
         self.spec, self.first_name = spec, first_name
+        self.known(first_name, first)
+
+    def known(self, name: str, array: da.Array) -> None:
+        """ShapeError for a dask array whose chunk sizes are unknown (NaN, e.g. after boolean
+        masking): the plans place items by chunk bounds."""
+        if any(math.isnan(c) for chunks in array.chunks for c in chunks):
+            spec = self.spec
+            raise ShapeError(
+                f"{spec.name}: {name} has unknown chunk sizes (shape {array.shape}); call "
+                f"{name}.compute_chunk_sizes() first",
+                op=spec.op_type, since_version=spec.since_version, input=name, value=array.shape)
 
     # ---- inputs -------------------------------------------------------------------------
 
     def input(self, name: str, value: Any, dtype: Any) -> Any:
         """``value`` as a NumPy array (NumPy's rules of ``as_array``) or a dask array."""
         if isinstance(value, da.Array):
+            self.known(name, value)
             return value
         if _foreign(value):
             spec = self.spec
