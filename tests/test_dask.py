@@ -20,6 +20,7 @@ from error_check import raised  # noqa: E402
 from gather_scatter import (  # noqa: E402
     DTypeError,
     IndexOutOfBoundsError,
+    InvalidAttributeError,
     ShapeError,
     gather,
     gather_elements,
@@ -217,6 +218,27 @@ def test_zarr_out_writes_only_the_changed_chunks(tmp_path: pathlib.Path):
     rows = zarr.open_array(str(tmp_path / "rows.zarr"), mode="w", shape=(3, 4), chunks=(2, 4), dtype="float32")
     gather(da.from_zarr(z), np.array([55, 12, 0]), out=rows)
     assert np.array_equal(rows[...], expected[[55, 12, 0]])
+
+
+def test_out_that_an_input_is_read_from(tmp_path: pathlib.Path):
+    """A scatter may write in place into the array data was read from (each block is written
+    after its own block was read); any other overlap with out is refused before any task."""
+    zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+    table = np.arange(12 * 3, dtype=np.float64).reshape(12, 3)
+    z = zarr.open_array(str(tmp_path / "t.zarr"), mode="w", shape=table.shape, chunks=(5, 3), dtype="float64")
+    z[...] = table
+    data = da.from_zarr(z)
+    with pytest.raises(InvalidAttributeError, match=r"Gather-13: out is an array that data is read from"):
+        gather(data, np.arange(12)[::-1], out=z)
+    with pytest.raises(InvalidAttributeError, match=r"ScatterND-18: out is an array that data is read from"):
+        scatter_nd(data.rechunk((4, 3)) * 2, np.array([[1]]), np.ones((1, 3)), out=z)
+    assert np.array_equal(z[...], table)  # nothing written
+    # in place with dask indices: every block rewritten from itself
+    indices = da.from_array(np.array([[11], [0], [11]]), chunks=2)
+    scatter_nd(data, indices, np.ones((3, 3)), reduction="add", out=z)
+    expected = table.copy()
+    np.add.at(expected, [11, 0, 11], 1.0)
+    assert np.array_equal(z[...], expected)
 
 
 def test_local_cluster_computes_the_same_results():

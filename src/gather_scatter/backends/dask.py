@@ -39,7 +39,7 @@ from dask.highlevelgraph import HighLevelGraph
 from .. import _shapes
 from .._validate import as_array, check_bounds, out_of_bounds
 from .._versions import Reduction
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, InvalidAttributeError, ShapeError
 from . import _foreign, library_name
 
 
@@ -88,7 +88,12 @@ class DaskBackend:
         indices = indices.astype(np.int64, copy=False)
         return np.where(indices < 0, indices + sizes, indices)
 
-    def finish(self, result: da.Array, out: Any, data: da.Array | None = None, touched: Any = None) -> Any:
+    def finish(self, result: da.Array, out: Any, inputs: dict, touched: Any = None) -> Any:
+        """``result``, or ``out`` with ``result`` stored into it (``touched``: the blocks a scatter
+        changes, None when unknown). ``out`` may be the array a scatter's data was read from
+        (then in place: only those blocks are written, each after its own block was read);
+        any other input read from ``out`` is refused, as its blocks could be overwritten
+        before they are read."""
         if out is None:
             return result
         spec = self.spec
@@ -100,8 +105,15 @@ class DaskBackend:
         if np.dtype(out.dtype) != result.dtype:
             raise DTypeError(f"{spec.name}: out has dtype {out.dtype} but the result has dtype {result.dtype}",
                              op=spec.op_type, since_version=spec.since_version, input="out", value=str(out.dtype))
-        if data is not None and touched is not None and _read_from(data, out):
-            _store_blocks(result, out, touched)  # in place: only the blocks that change
+        in_place = spec.op_type.startswith("Scatter") and _read_from(inputs["data"], out)
+        for name, array in inputs.items():
+            if isinstance(array, da.Array) and not (in_place and name == "data") and _mentions(array, out):
+                raise InvalidAttributeError(
+                    f"{spec.name}: out is an array that {name} is read from; the result would overwrite its own "
+                    "input (pass a separate array)",
+                    op=spec.op_type, since_version=spec.since_version, input="out")
+        if in_place and touched is not None:
+            _store_blocks(result, out, touched)  # only the blocks that change
         else:
             da.store(result, out, lock=False)
         return out
@@ -123,7 +135,7 @@ class DaskBackend:
             order = [*range(q, q + ax), *range(q), *range(q + ax, items.ndim)]
             items = items.transpose(order)
         assert items.shape == tuple(out_shape)
-        return self.finish(items, out)
+        return self.finish(items, out, {"data": data, "indices": indices})
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
         spec = self.spec
@@ -136,7 +148,7 @@ class DaskBackend:
         rows = _as_rows(norm, k)
         if b:  # each tuple's batch coordinates come first
             rows = _with_batch(rows, indices.shape[:b], indices.shape[:-1])
-        return self.finish(_gather(data, rows, indices.shape[:-1]), out)
+        return self.finish(_gather(data, rows, indices.shape[:-1]), out, {"data": data, "indices": indices})
 
     def gather_elements(self, data, indices, axis=0, out=None):
         spec = self.spec
@@ -146,7 +158,8 @@ class DaskBackend:
         ax = _shapes.normalize_axis(spec, axis, data.ndim)
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
-        return self.finish(_gather(data, _element_rows(norm, ax), indices.shape), out)
+        return self.finish(_gather(data, _element_rows(norm, ax), indices.shape), out,
+                           {"data": data, "indices": indices})
 
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
         spec = self.spec
@@ -161,7 +174,7 @@ class DaskBackend:
         data = _strings_as_objects(data)
         values = _reshape(updates, (math.prod(indices.shape[:-1]),) + data.shape[k:])
         result, touched = _scatter(data, _as_rows(norm, k), values, reduction)
-        return self.finish(result, out, data, touched)
+        return self.finish(result, out, {"data": data, "indices": indices, "updates": updates}, touched)
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
         spec = self.spec
@@ -176,7 +189,7 @@ class DaskBackend:
         data = _strings_as_objects(data)
         values = _reshape(updates, (math.prod(updates.shape),))
         result, touched = _scatter(data, _element_rows(norm, ax), values, reduction)
-        return self.finish(result, out, data, touched)
+        return self.finish(result, out, {"data": data, "indices": indices, "updates": updates}, touched)
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
         spec = self.spec
@@ -503,6 +516,12 @@ def _read_from(data: da.Array, out: Any) -> bool:
     if set(graph.layers) != {data.name, original}:
         return False
     return graph.layers[original].get(original) is out
+
+
+def _mentions(array: da.Array, out: Any) -> bool:
+    """Whether ``out`` itself is one of the values in ``array``'s graph (what from_array and
+    from_zarr keep of the array they read)."""
+    return any(value is out for value in array.__dask_graph__().values())
 
 
 def _store_blocks(result: da.Array, out: Any, touched: set) -> None:
