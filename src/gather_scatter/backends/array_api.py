@@ -183,6 +183,12 @@ class ArrayAPIBackend:
         return (np.array([int(low[j]) for j in range(self.shape(low)[0])]),
                 np.array([int(high[j]) for j in range(self.shape(high)[0])]))
 
+    def take_checked(self, indices: Any, size: int, axis: int, take: Any) -> Any:
+        """``take(norm)`` for ``norm`` the checked, non-negative ``indices`` of one axis of
+        ``size`` (Gather, GatherElements): :meth:`bounds`, then the take. A library whose take
+        checks bounds itself may try it first (see the torch backend)."""
+        return take(self.guard(self.bounds(indices, size, axis), size))
+
     def guard(self, offsets: Any, beyond: int, per_tuple: bool = False) -> Any:
         """``offsets`` computed from the last :meth:`bounds`, with those of bad indices moved to
         ``beyond`` (past the end). Eager backends raised already: nothing to move. A tracing
@@ -303,8 +309,7 @@ class ArrayAPIBackend:
         xp = self.xp
         indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_shape, axis, out)
         ax = _shapes.normalize_axis(self.spec, axis, len(shape))
-        norm = self.guard(self.bounds(indices, shape[ax], ax), shape[ax])
-        result = self.take(data, xp.reshape(norm, (-1,)), ax)
+        result = self.take_checked(indices, shape[ax], ax, lambda norm: self.take(data, xp.reshape(norm, (-1,)), ax))
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
@@ -340,9 +345,9 @@ class ArrayAPIBackend:
     def gather_elements(self, data, indices, axis=0, out=None):
         indices, shape, ishape, _ = self.gather_steps(data, indices, _shapes.gather_elements_shape, axis, out)
         ax = _shapes.normalize_axis(self.spec, axis, len(shape))
-        norm = self.guard(self.bounds(indices, shape[ax], ax), shape[ax])
         window = data[tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(ishape))]
-        return self.finish(self.take_along(window, norm, ax), out, {"data": data, "indices": indices})
+        result = self.take_checked(indices, shape[ax], ax, lambda norm: self.take_along(window, norm, ax))
+        return self.finish(result, out, {"data": data, "indices": indices})
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
         indices, updates, shape, _, reduction = self.scatter_steps(

@@ -68,6 +68,18 @@ class TorchBackend(ArrayAPIBackend):
         both = torch.stack([low, high]).cpu().numpy()
         return both[0], both[1]
 
+    def take_checked(self, indices, size, axis, take):
+        # On the CPU, index_select and gather check every index in their own loop (negatives
+        # included): try them on the indices as given, a pass over the indices cheaper than
+        # ours; any refusal falls back to our check, which resolves negatives or raises our
+        # error. (On CUDA a bad index is a device-side assert, so there we check first.)
+        if indices.device.type == "cpu" and indices.numel():
+            try:
+                return take(indices if indices.dtype == torch.int64 else indices.to(torch.int64))
+            except (IndexError, RuntimeError):
+                pass
+        return super().take_checked(indices, size, axis, take)
+
     def take(self, x, idx, axis):
         return _restore(torch.index_select(_as_bits(x), axis, idx), x.dtype)
 
