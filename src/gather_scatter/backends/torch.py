@@ -1,6 +1,9 @@
 """PyTorch tensors: the operators in native, differentiable ATen ops, on the tensor's device.
 
 - Gathers: ``index_select`` (Gather, GatherND on flat offsets) and ``gather`` (GatherElements).
+  On the CPU, Gather and GatherElements first run on the indices as given, since those ops
+  check every index in their own loop; any refusal (a negative or bad index) falls back to
+  the min/max check, which resolves negatives or raises our error.
 - Scatters on the CPU: ``index_copy`` after keeping each target's last update (reduction
   'none'), ``index_add`` and ``index_reduce`` ('prod', 'amax', 'amin', ``include_self``):
   ATen applies them serially in index order, i.e. the spec's row-major order, so the result is
