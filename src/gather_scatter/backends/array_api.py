@@ -159,11 +159,10 @@ class ArrayAPIBackend:
             size = np.asarray(sizes)
             if (low >= 0).all() and (high < size).all():
                 return idx
-            if (low >= -size).all() and (high < size).all():
-                limit = xp.asarray(sizes, dtype=xp.int64, device=self.device) if per_component else int(sizes)
-                return xp.where(idx < 0, idx + limit, idx)
         limit = xp.asarray(sizes, dtype=xp.int64, device=self.device) if per_component else int(sizes)
         norm = xp.where(idx < 0, idx + limit, idx)
+        if extremes is not None and (low >= -size).all() and (high < size).all():
+            return norm
         bad = (norm < 0) | (norm >= limit)
         self.raise_first_bad(indices, bad, sizes, axes)
         self.bad = bad

@@ -84,9 +84,7 @@ class DaskBackend:
             return da.map_blocks(_checked_chunk, indices, dtype=np.int64, spec_key=_key(self.spec), sizes=sizes,
                                  axes=axes)
         check_bounds(self.spec, indices, sizes, axes)
-        sizes = np.asarray(sizes, dtype=np.int64)
-        indices = indices.astype(np.int64, copy=False)
-        return np.where(indices < 0, indices + sizes, indices)
+        return _nonnegative(indices, sizes)
 
     def finish(self, result: da.Array, out: Any, inputs: dict, touched: Any = None) -> Any:
         """``result``, or ``out`` with ``result`` stored into it (``touched``: the blocks a scatter
@@ -228,9 +226,14 @@ def _checked_chunk(chunk, spec_key, sizes, axes, block_info=None):
         origin = tuple(start for start, _ in block_info[0]["array-location"])
         position = tuple(p + o for p, o in zip(exc.position, origin))
         out_of_bounds(spec, position, exc.value, sizes, axes)
+    return _nonnegative(chunk, sizes)
+
+
+def _nonnegative(indices: np.ndarray, sizes: Any) -> np.ndarray:
+    """Checked indices as int64 with negatives counted from the end of their axis."""
     sizes = np.asarray(sizes, dtype=np.int64)
-    chunk = chunk.astype(np.int64, copy=False)
-    return np.where(chunk < 0, chunk + sizes, chunk)
+    indices = indices.astype(np.int64, copy=False)
+    return np.where(indices < 0, indices + sizes, indices)
 
 
 def _as_rows(norm: Any, k: int) -> Any:
@@ -274,7 +277,6 @@ class _Plan:
 
     def __init__(self, data: da.Array, rows: np.ndarray):
         n, m = rows.shape
-        self.m, self.n = m, n
         grid = data.numblocks[:m]
         block = np.empty((n, m), dtype=np.int64)
         local = np.empty((n, m), dtype=np.int64)
@@ -384,19 +386,22 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction):
         sizes = tuple(int(len(items)) for _, items in groups)
         ordered = values[plan.order].rechunk((sizes,) + data.chunks[m:]) if n else values
         dependencies.append(ordered)
+
+        def piece(g, items, tail):
+            return (ordered.name, g) + tail
     else:  # NumPy updates: one key holds them; each block's task takes its own rows (no copies up front)
         shared = f"scatter-updates-{token}"
         layer[shared] = values
+
+        def piece(g, items, tail):
+            spans = (_span(data.chunks[m + j], i) for j, i in enumerate(tail))
+            return (_rows, shared, items, tuple(slice(start, start + size) for start, size in spans))
     touched = set()
     for g, (lead, items) in enumerate(groups):
         local = plan.local[items]
         for tail, _ in _tail(data, m):
             key = lead + tail
-            if isinstance(values, da.Array):
-                piece = (ordered.name, g) + tail
-            else:
-                piece = (_rows, shared, items, tuple(_slice(data.chunks[m + j], i) for j, i in enumerate(tail)))
-            layer[(name,) + key] = (_apply, (data.name,) + key, local, piece, reduction.value)
+            layer[(name,) + key] = (_apply, (data.name,) + key, local, piece(g, items, tail), reduction.value)
             touched.add(key)
     for key in np.ndindex(*data.numblocks):
         if key not in touched:  # untouched: data's own block
@@ -409,9 +414,9 @@ def _rows(values: np.ndarray, items: np.ndarray, tail: tuple) -> np.ndarray:
     return values[(items,) + tail]
 
 
-def _slice(chunks: tuple, i: int) -> slice:
-    start = sum(chunks[:i])
-    return slice(start, start + chunks[i])
+def _span(chunks: tuple, i: int) -> tuple[int, int]:
+    """(first coordinate, size) of chunk ``i`` of an axis chunked as ``chunks``."""
+    return sum(chunks[:i]), chunks[i]
 
 
 def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction: str) -> np.ndarray:
@@ -449,19 +454,19 @@ def _gather_dask_rows(data: da.Array, rows: da.Array) -> da.Array:
 
 def _block_origin(data: da.Array, lead: tuple) -> tuple:
     """(first coordinate, size) of block ``lead`` on each of the first axes."""
-    return tuple((sum(data.chunks[j][:i]), data.chunks[j][i]) for j, i in enumerate(lead))
+    return tuple(_span(data.chunks[j], i) for j, i in enumerate(lead))
 
 
-def _inside(rows: np.ndarray, origin: tuple) -> np.ndarray:
+def _inside(rows: np.ndarray, origin: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Which items fall in the block at ``origin``, and their coordinates inside it."""
     inside = np.ones(rows.shape[0], dtype=bool)
     for j, (start, size) in enumerate(origin):
         inside &= (rows[:, j] >= start) & (rows[:, j] < start + size)
-    return inside
+    return inside, rows[inside] - np.array([start for start, _ in origin], dtype=np.int64)
 
 
 def _take_masked(block: np.ndarray, rows: np.ndarray, origin: tuple):
-    inside = _inside(rows, origin)
-    local = rows[inside] - np.array([s for s, _ in origin], dtype=np.int64)
+    inside, local = _inside(rows, origin)
     return np.flatnonzero(inside), block[tuple(local.T)]
 
 
@@ -491,17 +496,14 @@ def _scatter_dask_rows(data: da.Array, rows: da.Array, values: Any, reduction: R
             layer[step] = (_apply_masked, current, (rows.name, c, 0), (values.name, c) + tail,
                            _block_origin(data, lead), reduction.value)
             current = step
-        if not rows.chunks[0]:
-            layer[(name,) + key] = current
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[data, rows, values])
     return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta)
 
 
 def _apply_masked(block: np.ndarray, rows: np.ndarray, updates: np.ndarray, origin: tuple, reduction: str):
-    inside = _inside(rows, origin)
+    inside, local = _inside(rows, origin)
     if not inside.any():
         return block
-    local = rows[inside] - np.array([s for s, _ in origin], dtype=np.int64)
     return _apply(block, local, updates[inside], reduction)
 
 

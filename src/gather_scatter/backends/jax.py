@@ -34,13 +34,7 @@ import numpy as np
 from .._versions import REGISTRY, Reduction
 from .array_api import ArrayAPIBackend, numpy_dtype
 
-# The inputs after the first of each operator, and the NumPy dtype a list or NumPy array given
-# for them must fit ("data": the first input's).
-_INPUTS = {
-    "gather": ("indices",), "gather_nd": ("indices",), "gather_elements": ("indices",),
-    "scatter_nd": ("indices", "updates"), "scatter_elements": ("indices", "updates"),
-    "tensor_scatter": ("update", "write_indices"),
-}
+# The NumPy dtype a list or NumPy array given for an input must fit ("data": the first input's).
 _NEEDS = {"indices": np.int64, "write_indices": np.int64, "updates": "data", "update": "data"}
 
 
@@ -134,7 +128,8 @@ class JaxBackend(ArrayAPIBackend):
         self.traced = True
         if not bad.size:
             return
-        self.any_bad = jnp.any(bad) if self.any_bad is None else self.any_bad | jnp.any(bad)
+        found = jnp.any(bad)
+        self.any_bad = found if self.any_bad is None else self.any_bad | found
         from jax.experimental import checkify
 
         first = jnp.argmax(jnp.reshape(bad, (-1,)))
@@ -158,7 +153,7 @@ class JaxBackend(ArrayAPIBackend):
             args = (*position, value)
         # A no-op unless the caller runs the function through checkify.checkify; without it a bad
         # index reads as the fill value and its update is dropped (see guard), JAX's own convention.
-        checkify.debug_check(~jnp.any(bad), message, *args)
+        checkify.debug_check(~found, message, *args)
 
     def guard(self, offsets, beyond, per_tuple=False):
         if not self.traced or self.bad is None or self.staging:
@@ -243,8 +238,8 @@ def _scatter_mul_jvp(primals, tangents):
 
 @functools.partial(jax.jit, static_argnames=("op", "key", "first_name", "statics", "host_dtypes"))
 def _staged(first, arrays, *, op, key, first_name, statics, host_dtypes):
-    """``op`` traced once per shape: the backend's own steps, with bad indices filled/dropped
-    (see JaxBackend.guard) and reported in the second output."""
+    """``op`` traced once per shape: the backend's own steps, and whether any index was bad
+    (then the caller discards the result and reruns op by op for the error)."""
     backend = JaxBackend(REGISTRY[key], jnp, first, first_name)
     backend.host_dtypes = {name: numpy_dtype(code) for name, code in host_dtypes}
     backend.staging = True
