@@ -72,8 +72,43 @@ def test_out_overlapping_an_input_is_refused():
     target = np.zeros(4, np.float32)
     with pytest.raises(gs.InvalidAttributeError, match="shares memory with updates"):
         gs.scatter_nd(target, np.arange(4).reshape(4, 1), upd, out=upd)
+    buf = np.zeros(5, np.float32)
     with pytest.raises(gs.InvalidAttributeError, match="shares memory with data"):
-        gs.scatter_nd(target, np.arange(4).reshape(4, 1), upd, out=target[...])  # a view, not data itself
+        gs.scatter_nd(buf[:4], np.arange(4).reshape(4, 1), upd, out=buf[1:])  # a partial overlap
+    with pytest.raises(gs.InvalidAttributeError, match="shares memory with data"):
+        gs.scatter_nd(buf[:4], np.arange(4).reshape(4, 1), upd, out=buf[3::-1])  # the same bytes, reversed
+
+
+_SCATTERS = {  # name -> fn(data, out): the scatter with out
+    "scatter_nd": lambda d, out: gs.scatter_nd(d, [[1], [1]], np.ones((2,) + d.shape[1:]), "add", out=out),
+    "scatter_elements": lambda d, out: gs.scatter_elements(d, np.zeros((1,) + d.shape[1:], np.int64),
+                                                           np.ones((1,) + d.shape[1:]), reduction="add", out=out),
+    "tensor_scatter": lambda d, out: gs.tensor_scatter(d, np.ones((d.shape[0], 1, d.shape[2])), [0, 1], axis=1,
+                                                       out=out),
+}
+
+
+@pytest.mark.parametrize("op", list(_SCATTERS))
+def test_in_place_on_a_view_made_twice(op):
+    # c[:, 3] twice is two view objects on the same memory: in place (as the torch backend
+    # takes it), where identity alone refused it with "out shares memory with data".
+    cache = np.arange(2 * 4 * 8 * 3, dtype=np.float64).reshape(2, 4, 8, 3)
+    expected = _SCATTERS[op](cache[:, 3].copy(), None)
+    rest = np.delete(cache, 3, axis=1).copy()
+    out = cache[:, 3]
+    assert _SCATTERS[op](cache[:, 3], out) is out
+    np.testing.assert_array_equal(cache[:, 3], expected)
+    np.testing.assert_array_equal(np.delete(cache, 3, axis=1), rest)
+
+
+@pytest.mark.parametrize("op", list(_SCATTERS))
+def test_out_overlapping_data_partly_is_still_refused(op):
+    cache = np.zeros((2, 4, 8, 3))
+    for data, out in ((cache[:, 3], cache[:, 2:4].reshape(2, 16, 3)[:, 4:12]),  # offset by half a row
+                      (cache[:, 3], cache[:, 3, ::-1])):  # the same rows, reversed
+        with pytest.raises(gs.InvalidAttributeError, match="shares memory with"):
+            _SCATTERS[op](data, out)
+    assert not cache.any()
 
 
 def test_bad_index_leaves_out_untouched():

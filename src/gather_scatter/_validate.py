@@ -225,6 +225,18 @@ def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype
                          value=tuple(out_shape), **facts)
 
 
+def same_memory(out: Any, data: Any) -> bool:
+    """True when ``out`` is ``data``'s own memory, element for element: two ndarrays (or views
+    of one, made separately: ``c[:, 3]`` twice) with the same first byte, shape, strides and
+    dtype. A scatter with such an ``out`` runs in place; any other overlap is refused."""
+    if out is data:
+        return out is not None
+    if not (isinstance(out, np.ndarray) and isinstance(data, np.ndarray)):
+        return False
+    return (out.dtype == data.dtype and out.shape == data.shape and out.strides == data.strides
+            and out.__array_interface__["data"][0] == data.__array_interface__["data"][0])
+
+
 def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
     if not np.may_share_memory(a, b):  # bounds only: cheap
         return False

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _buffers, _parallel, _shapes
 from ..backends import backend_for
-from .._validate import as_array, check_bounds, check_out, native_indices
+from .._validate import as_array, check_bounds, check_out, native_indices, same_memory
 from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
 from . import _compiled
 from ._writes import (
@@ -83,7 +83,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
         return backend.scatter_elements(data, indices, updates, axis, reduction, out)
-    in_place = out is not None and out is data
+    in_place = out is not None and same_memory(out, data)
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
     updates = as_array(spec, "updates", updates, data.dtype)
@@ -228,7 +228,7 @@ def scatter_elements(
     Parameters
     ----------
     data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        Any of the 16 ONNX tensor types. Never modified, unless ``out is data``.
+        Any of the 16 ONNX tensor types. Never modified, unless ``out`` is data's memory (data or an identical view).
     indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
         The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
     updates : ndarray, shape ``indices.shape``, dtype of data
@@ -241,7 +241,8 @@ def scatter_elements(
         bfloat16 round after every update. Numeric max/min are ``np.maximum``/``np.minimum``.
     out : ndarray, optional
         ``out=data`` updates ``data`` in place at a cost that follows the updates, not the size
-        of ``data`` (any writeable view). Any other ``out`` (data's shape, the result's dtype,
+        of ``data`` (any writeable view; the same view made again, ``c[:, 3]`` twice, is data
+        too). Any other ``out`` (data's shape, the result's dtype,
         writeable) must not overlap an input; ``data`` is copied into it first.
 
     Returns

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _shapes
 from ..backends import backend_for
-from .._validate import as_array, native_indices
+from .._validate import as_array, native_indices, same_memory
 from .._versions import SCATTER_ND, OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
@@ -21,7 +21,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
         return backend.scatter_nd(data, indices, updates, reduction, out)
-    in_place = out is not None and out is data
+    in_place = out is not None and same_memory(out, data)
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
     updates = as_array(spec, "updates", updates, data.dtype)
@@ -83,7 +83,7 @@ def scatter_nd(
     Parameters
     ----------
     data : ndarray, shape (D_0..D_{k-1}, R...), rank r >= 1
-        Any of the 16 ONNX tensor types. Never modified, unless ``out is data``.
+        Any of the 16 ONNX tensor types. Never modified, unless ``out`` is data's memory (data or an identical view).
     indices : ndarray of int64, shape (I..., k), rank q >= 1, 0 <= k <= r
         Component ``j`` lies in ``[-D_j, D_j - 1]`` (negatives as in GatherND).
     updates : ndarray, shape ``indices.shape[:-1] + data.shape[k:]``, dtype of data
@@ -94,7 +94,8 @@ def scatter_nd(
         propagates, and a signed-zero tie resolves as NumPy does for the dtype.
     out : ndarray, optional
         Where to write the result. ``out=data`` updates ``data`` in place, at a cost that
-        follows the updates, not the size of ``data`` (a KV-cache write). Any other ``out``
+        follows the updates, not the size of ``data`` (a KV-cache write; the same view made
+        again, ``c[:, 3]`` twice, is data too). Any other ``out``
         (writeable, any layout, data's shape and the result's dtype: object for strings) must not
         overlap ``data``, ``indices`` or ``updates``; ``data`` is copied into it first.
 

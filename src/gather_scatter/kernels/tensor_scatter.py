@@ -17,7 +17,7 @@ import numpy as np
 from .. import _buffers, _parallel, _shapes
 from . import _compiled
 from ..backends import backend_for
-from .._validate import as_array, native_indices
+from .._validate import as_array, native_indices, same_memory
 from .._versions import TENSOR_SCATTER, Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
 from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
@@ -60,7 +60,7 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
     backend = backend_for(spec, {"past_cache": past_cache, "update": update, "write_indices": write_indices})
     if backend is not None:
         return backend.tensor_scatter(past_cache, update, write_indices, axis, mode, out)
-    in_place = out is not None and out is past_cache
+    in_place = out is not None and same_memory(out, past_cache)
     past = as_array(spec, "past_cache", past_cache)
     update = as_array(spec, "update", update, past.dtype)
     absent = write_indices is None
@@ -131,7 +131,7 @@ def tensor_scatter(
     past_cache : ndarray, shape (batch, D_1, ..., max_sequence_length, ..., D_n), rank >= 2
         Any of TensorScatter's 24 types: the 16 of the other ops plus float8 (e4m3fn,
         e4m3fnuz, e5m2, e5m2fnuz, e8m0) and 4-bit (int4, uint4, float4e2m1) as ml_dtypes
-        arrays. Never modified, unless ``out is past_cache``.
+        arrays. Never modified, unless ``out`` is past_cache's memory (past_cache or an identical view).
     update : ndarray, shape (batch, D_1, ..., sequence_length, ..., D_n), dtype of past_cache
         ``sequence_length <= max_sequence_length``; every other dim equals past_cache's.
     write_indices : ndarray of int64, shape (batch,), optional
@@ -143,7 +143,8 @@ def tensor_scatter(
         'circular' wraps positions modulo ``max_sequence_length`` (a ring buffer).
     out : ndarray, optional
         ``out=past_cache`` is the decode-step write in place: its cost follows ``update``, not
-        the cache (any writeable view). Any other ``out`` (past_cache's shape, the result's dtype,
+        the cache (any writeable view; the same view made again, ``c[:, 3]`` twice, is
+        past_cache too). Any other ``out`` (past_cache's shape, the result's dtype,
         writeable) must not overlap an input; ``past_cache`` is copied into it first.
 
     Returns
