@@ -22,16 +22,22 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
 
     - An ndarray is used as it is, without a copy; a subclass (``np.matrix``, ...) as a view of
       its plain array; a masked array is refused (DTypeError): a kernel cannot honour a mask.
+      An object array is tensor(string): any item that is not ``str`` or ``bytes`` is refused
+      (DTypeError at the first one), so no string op ever computes on numbers.
     - A NumPy scalar keeps its dtype, which is then checked strictly like an array's.
     - A list, tuple or Python scalar has no dtype of its own: with ``dtype`` (the one the op
       needs: int64 for indices, data's for updates) it takes that dtype if every value fits
-      exactly, else DTypeError naming the first value that does not; without, NumPy's default.
+      exactly, else DTypeError naming the first value that does not (an int too big for any
+      NumPy type included); without, NumPy's default. Strings mixed with other values are
+      refused, not turned into strings.
     """
     if isinstance(value, np.ndarray):
-        if type(value) is np.ndarray:
-            return value
-        _refuse_masked(spec, input, value)
-        return value.view(np.ndarray)
+        if type(value) is not np.ndarray:
+            _refuse_masked(spec, input, value)
+            value = value.view(np.ndarray)
+        if value.dtype.kind == "O":
+            _only_strings(spec, input, value)
+        return value
     if isinstance(value, np.generic):
         return np.asarray(value)
     try:
@@ -41,13 +47,62 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
             f"{spec.name}: {input} cannot be read as an array ({exc})",
             op=spec.op_type, since_version=spec.since_version, input=input,
         ) from None
+    if array.dtype.kind in "OUS":  # the items as given: NumPy makes ['a', 1] into ['a', '1']
+        items = array if array.dtype.kind == "O" else _items(value, array)
+        if dtype is not None and items.size and all(map(_is_number, items.flat)):  # ints beyond 64 bits
+            return _exactly(spec, input, items, np.dtype(dtype), items)
+        _only_strings(spec, input, items, listed=True)
+        return array
     if dtype is None or array.dtype == dtype:
         return array
     dtype = np.dtype(dtype)
     numbers = array.dtype.kind in "iuf" and dtype.kind in "iufcV" or array.dtype.kind == dtype.kind == "c"
-    if not numbers:  # strings for numbers, bools for ints, ...: the type check names it
+    if not numbers:  # bools for ints, ...: the type check names it
         return array
-    return _exactly(spec, input, array, dtype)
+    return _exactly(spec, input, array, dtype, value)
+
+
+def _items(value: Any, array: np.ndarray) -> np.ndarray:
+    """The items of a list as given (an object array of ``array``'s shape), not as NumPy converted them."""
+    try:
+        items = np.array(value, dtype=object)
+    except (ValueError, TypeError):
+        return array.astype(object)
+    return items if items.shape == array.shape else array.astype(object)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, complex, np.number)) and not isinstance(v, (bool, np.bool_))
+
+
+def _only_strings(spec: OpVersion, input: str, array: np.ndarray, listed: bool = False) -> None:
+    """DTypeError at the first item of the object array ``array`` (from a list if ``listed``)
+    that is not ``str`` or ``bytes``: an object array stands for tensor(string)."""
+    # Each item once: a broadcast axis repeats its first item (and the first bad item is there).
+    array = array[tuple(slice(0, 1) if st == 0 else slice(None) for st in array.strides)]
+    if all(issubclass(t, (str, bytes)) for t in set(map(type, array.flat))):
+        return
+    position, item = next((p, v) for p, v in np.ndenumerate(array) if not isinstance(v, (str, bytes)))
+    where = f"[{', '.join(map(str, position))}]" if position else ""
+    shown = repr(item) if len(repr(item)) <= 60 else repr(item)[:57] + "..."
+    if not listed:
+        what = "an object array"
+        hint = f"; for numbers pass an array of a numeric dtype ({input}.astype(...))" if _is_number(item) else ""
+    elif any(isinstance(v, (str, bytes)) for v in array.flat):
+        what, hint = "a list mixing strings with other values", ""
+    else:
+        what = "a list that NumPy can only hold as objects"
+        hint = " (no NumPy number type holds this value)" if _is_number(item) else ""
+    raise DTypeError(
+        f"{spec.name}: {input}{where} = {shown} is {_a(type(item).__name__)}, but {input} is {what}, which stands "
+        f"for tensor(string) and may hold only str or bytes{hint}",
+        op=spec.op_type, since_version=spec.since_version, input=input, position=position,
+        value=type(item).__name__,
+    )
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _refuse_masked(spec: OpVersion, input: str, value: np.ndarray) -> None:
@@ -59,28 +114,46 @@ def _refuse_masked(spec: OpVersion, input: str, value: np.ndarray) -> None:
         )
 
 
-def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``array`` (from a list or Python scalar) converted to ``dtype``, or DTypeError at the
-    first value the conversion would change."""
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            converted = array.astype(dtype)
-            same = converted.astype(array.dtype) == array
-        if array.dtype.kind in "fc":  # NaN converts to NaN
-            same |= np.isnan(array) & np.isnan(converted.astype(array.dtype))
-    except (ValueError, TypeError, OverflowError):
-        same = np.zeros(array.shape, dtype=bool)
+def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype, value: Any) -> np.ndarray:
+    """``array`` (from the list or Python scalar ``value``) converted to ``dtype``, or
+    DTypeError at the first value the conversion would change, shown as given."""
+    if array.dtype.kind == "O":  # Python numbers, some beyond any NumPy type: one by one
+        same = np.array([_fits(v, dtype) for v in array.flat], dtype=bool).reshape(array.shape)
+        converted = array.astype(dtype) if same.all() else None
+    else:
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                converted = array.astype(dtype)
+                same = converted.astype(array.dtype) == array
+            if array.dtype.kind in "fc":  # NaN converts to NaN
+                same |= np.isnan(array) & np.isnan(converted.astype(array.dtype))
+        except (ValueError, TypeError, OverflowError):
+            same = np.zeros(array.shape, dtype=bool)
     if same.all():
         return converted
     position = tuple(int(i) for i in np.unravel_index(int(np.argmin(same)), array.shape))
-    value = array[position].item() if array.ndim else array.item()
+    value = _items(value, array)[position]  # as given: NumPy makes [-1, 2**63] floats
+    value = value.item() if isinstance(value, np.generic) else value
     where = f"[{', '.join(map(str, position))}]" if position else ""
     raise DTypeError(
         f"{spec.name}: {input}{where} = {value!r} does not fit exactly in {dtype}, the type {input} must have "
         f"here (a list takes that type when every value fits; pass an array to choose another)",
         op=spec.op_type, since_version=spec.since_version, input=input, position=position, value=value,
     )
+
+
+def _fits(v: Any, dtype: np.dtype) -> bool:
+    """Whether the Python number ``v`` converts to ``dtype`` unchanged (compared in Python,
+    exactly: ``2**70 + 1`` is not the float ``2**70``)."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = np.array(v).astype(dtype) if isinstance(v, np.number) else dtype.type(v)
+            back = c.item() if hasattr(c, "item") else c
+            return bool(back == v or (back != back and v != v))
+    except (ValueError, TypeError, OverflowError):
+        return False
 
 
 def native_indices(indices: np.ndarray) -> np.ndarray:
@@ -193,20 +266,36 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
         raise DTypeError(f"{spec.name}: out must be a numpy.ndarray, got {type(out).__name__}", **facts)
     _refuse_masked(spec, "out", out)
     check_out_type(spec, out.dtype, out.shape, dtype, shape)
-    if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
-        raise InvalidAttributeError(
-            f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
-            "it cannot hold a result; pass an array of its own", **facts)
+    refuse_broadcast(spec, out)
     # After the broadcast check: np.broadcast_to views are read-only too, and "read-only" would
     # send the caller to flip a flag rather than pass an array of its own.
     if not out.flags.writeable:
         raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
+    refuse_overlap(spec, out, inputs)
+    return out if type(out) is np.ndarray else out.view(np.ndarray)
+
+
+# The memory rules for out=, one for every library: other libraries' arrays come here as
+# ndarrays over their addresses (backends/torch.py), which these functions never read.
+
+def refuse_broadcast(spec: OpVersion, out: np.ndarray) -> None:
+    """InvalidAttributeError if two elements of ``out`` are one (a stride of 0 on a dim of size > 1)."""
+    if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
+        raise InvalidAttributeError(
+            f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
+            "it cannot hold a result; pass an array of its own",
+            op=spec.op_type, since_version=spec.since_version, input="out")
+
+
+def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
+    """InvalidAttributeError if ``out`` may share an element with an array of ``inputs``
+    (name -> array); disjoint parts of one buffer are fine. A scatter's ``data`` that is
+    exactly ``out``'s memory (:func:`same_memory`) is not in ``inputs``: that is in place."""
     for name, array in inputs.items():
         if _overlaps(out, array):
             raise InvalidAttributeError(
                 f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
-                "(pass a separate array)", **facts)
-    return out if type(out) is np.ndarray else out.view(np.ndarray)
+                "(pass a separate array)", op=spec.op_type, since_version=spec.since_version, input="out")
 
 
 def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype: np.dtype, shape: tuple) -> None:
