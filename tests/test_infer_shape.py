@@ -226,3 +226,36 @@ def test_a_shape_that_is_not_a_sequence_is_a_shape_error(shape, position):
                          ids=["list", "tuple", "range", "1-d-array", "numpy-ints"])
 def test_ordered_sequences_of_dims_are_shapes(shape):
     assert infer_shape("Gather", [shape, ["K"]], [np.float32, np.int64], opset=13) == (("K", 3), np.dtype(np.float32))
+
+
+@pytest.mark.parametrize(("dtypes", "expected"), [
+    ([1, 7], F32),  # onnx.TensorProto.FLOAT, INT64: raised NumPy's "Cannot interpret '1' as a data type"
+    (["tensor(float)", "tensor(int64)"], F32),  # raised "data type 'tensor(float)' not understood"
+    ([np.int64(16), "tensor(int32)"], BF16),
+    (["tensor(string)", 6], OBJ),
+    ([11, np.int64], np.dtype(np.float64)),
+    (["float16", "int64"], F16),  # NumPy names, as before
+], ids=["numbers", "type-strings", "numpy-int-number", "string-type", "number-and-numpy", "numpy-names"])
+def test_dtypes_as_onnx_element_type_numbers_and_strings(dtypes, expected):
+    import onnx
+
+    assert onnx.TensorProto.FLOAT == 1 and onnx.TensorProto.INT64 == 7
+    assert infer_shape("GatherElements", [[3, 5], [3, 2]], dtypes, opset=13) == ((3, 2), expected)
+
+
+@pytest.mark.parametrize(("dtype", "message"), [
+    (99, "GatherElements-13: data dtype 99 is not an ONNX element type number (those of onnx.TensorProto run from 1, "
+         "FLOAT, to "),
+    (0, "GatherElements-13: data dtype 0 is not an ONNX element type number"),  # UNDEFINED
+    ("tensor(floaty)", "GatherElements-13: data dtype 'tensor(floaty)' names no ONNX element type (pass a NumPy dtype"),
+    ("nonsense", "GatherElements-13: data dtype 'nonsense' is not a dtype (pass a NumPy dtype or its name ('float32'), "
+                 "an ONNX element type number (onnx.TensorProto.FLOAT) or its type string ('tensor(float)'))"),
+    (1.5, "GatherElements-13: data dtype 1.5 is not a dtype"),
+    (True, "GatherElements-13: data dtype True is not a dtype"),
+    ([1], "GatherElements-13: data dtype [1] is not a dtype"),
+], ids=["unknown-number", "undefined", "unknown-type-string", "unknown-name", "float", "bool", "list"])
+def test_anything_else_as_a_dtype_is_a_dtype_error(dtype, message):
+    with pytest.raises(DTypeError) as info:
+        infer_shape("GatherElements", [[3, 5], [3, 2]], [dtype, 7], opset=13)
+    assert str(info.value).startswith(message), str(info.value)
+    assert (info.value.input, info.value.op, info.value.since_version) == ("data", "GatherElements", 13)

@@ -337,15 +337,51 @@ def _fill(dims: tuple, other: tuple) -> tuple:
     return tuple(o if d is None else d for d, o in zip(dims, other))
 
 
+def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
+    """``dtype`` as a NumPy dtype: a NumPy dtype or anything ``np.dtype`` reads (``'float32'``,
+    ``np.int64``, ``object`` for strings), an ONNX element type number
+    (``onnx.TensorProto.FLOAT == 1``) or its ``'tensor(float)'`` name; DTypeError otherwise."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    facts = dict(op=spec.op_type, since_version=spec.since_version, input=input, value=dtype)
+    forms = ("a NumPy dtype or its name ('float32'), an ONNX element type number (onnx.TensorProto.FLOAT) "
+             "or its type string ('tensor(float)')")
+    if isinstance(dtype, str) and dtype.startswith("tensor(") and dtype.endswith(")"):
+        from onnx import TensorProto
+
+        try:
+            dtype = TensorProto.DataType.Value(dtype[len("tensor("):-1].upper())
+        except ValueError:
+            raise DTypeError(f"{spec.name}: {input} dtype {dtype!r} names no ONNX element type "
+                             f"(pass {forms})", **facts) from None
+    if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, (bool, np.bool_)):
+        from onnx import TensorProto, helper
+
+        try:
+            return np.dtype(helper.tensor_dtype_to_np_dtype(int(dtype)))
+        except (KeyError, ValueError, TypeError):
+            last = max(TensorProto.DataType.values())
+            raise DTypeError(f"{spec.name}: {input} dtype {int(dtype)} is not an ONNX element type number (those "
+                             f"of onnx.TensorProto run from 1, FLOAT, to {last}, "
+                             f"{TensorProto.DataType.Name(last)})", **facts) from None
+    try:
+        return np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise DTypeError(f"{spec.name}: {input} dtype {dtype!r} is not a dtype (pass {forms})", **facts) from None
+
+
 def output_dtype(
     spec: OpVersion, data: Any, indices: Any, updates: Any = None, *,
     names: tuple[str, str, str] = ("data", "indices", "updates"),
 ) -> Any:
     """Check each known dtype against ``spec``; the output has ``data``'s dtype.
 
-    ``updates`` must have data's element type. Unknown dtypes (None) are skipped. ``names``
-    are the three inputs' names in messages (TensorScatter: past_cache, write_indices, update).
+    Dtypes are read by :func:`as_dtype`. ``updates`` must have data's element type. Unknown
+    dtypes (None) are skipped. ``names`` are the three inputs' names in messages
+    (TensorScatter: past_cache, write_indices, update).
     """
+    data, indices, updates = (None if d is None else as_dtype(spec, n, d)
+                              for n, d in zip(names, (data, indices, updates)))
     for input, dtype in zip(names, (data, indices, updates)):
         if dtype is not None:
             spec.check_dtype(input, dtype)
