@@ -280,3 +280,34 @@ def test_a_sequence_output_is_not_saved_to_npz(tmp_path, capsys):
         f"gather-scatter run: error: cannot write {str(tmp_path / 'out.npz')!r}: output 's' is a sequence of "
         "2 tensors, and an .npz file holds tensors only\n")
     assert not (tmp_path / "out.npz").exists()
+
+
+def test_version_option_and_python_dash_m(capsys):
+    import importlib.metadata
+
+    import gather_scatter
+
+    version = importlib.metadata.version("gather_scatter")
+    assert gather_scatter.__version__ == version
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out == f"gather-scatter {version}\n"
+    result = subprocess.run([sys.executable, "-m", "gather_scatter", "--version"], capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"gather-scatter {version}\n", "")
+    result = subprocess.run([sys.executable, "-m", "gather_scatter", "run"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("model: built-in decoder_step.onnx"), result.stderr
+
+
+def test_dir_and_help_list_the_lazy_names():
+    # run_model and infer_model_shapes are loaded on first use, so dir() and help() missed them.
+    code = ("import pydoc, gather_scatter as gs; names = dir(gs); "
+            "assert set(gs.__all__) <= set(names), set(gs.__all__) - set(names); "
+            "assert names == sorted(names); "
+            "text = pydoc.render_doc(gs); "
+            "assert all(n in text for n in ('run_model', 'infer_model_shapes')); print('ok')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout == "ok\n", result.stderr
+    import gather_scatter
+
+    assert {"run_model", "infer_model_shapes"} <= set(gather_scatter.__all__)

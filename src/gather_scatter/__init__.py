@@ -9,6 +9,8 @@ and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_l
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
 """
 
+from importlib import metadata as _metadata
+
 from ._buffers import get_buffer_cache_size, set_buffer_cache_size
 from ._dispatch import infer_shape, run_node
 from ._memory import memory_limit, set_memory_limit
@@ -25,7 +27,10 @@ from .errors import (
     UnsupportedOpError,
 )
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("gather_scatter")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DTypeError",
@@ -53,6 +58,11 @@ __all__ = [
     "set_num_threads",
     "tensor_scatter",
 ]
+
+
+def __dir__() -> list[str]:
+    # dir() and help() list the lazy names too, which the module's __dict__ lacks until first use.
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str):

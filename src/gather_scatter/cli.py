@@ -305,9 +305,12 @@ _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes, _add_c
 
 def _build_parser() -> argparse.ArgumentParser:
     """The ``gather-scatter`` argument parser, one subparser per entry in ``_SUBCOMMANDS``."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="gather-scatter", description=f"ONNX's indexing operators ({_FAMILY}), every version."
     )
+    parser.add_argument("--version", action="version", version=f"gather-scatter {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
         add(subparsers)
