@@ -311,3 +311,24 @@ def test_dir_and_help_list_the_lazy_names():
     import gather_scatter
 
     assert {"run_model", "infer_model_shapes"} <= set(gather_scatter.__all__)
+
+
+@pytest.mark.parametrize("case", ["missing-folder", "file-as-folder", "directory", "not-writable"])
+def test_run_refuses_an_unwritable_output_before_running(tmp_path, case, monkeypatch, capsys):
+    # --output /nonexistent/o.npz ran the whole model first, then failed writing.
+    (tmp_path / "file").write_text("")
+    (tmp_path / "dir.npz").mkdir()
+    output, problem = {
+        "missing-folder": (tmp_path / "no" / "o.npz", f"its folder {str(tmp_path / 'no')!r} does not exist"),
+        "file-as-folder": (tmp_path / "file" / "o", f"{str(tmp_path / 'file')!r} is not a directory"),
+        "directory": (tmp_path / "dir", "it is a directory"),  # .npz is appended: dir.npz, a folder
+        "not-writable": (tmp_path / "o.npz", f"{str(tmp_path)!r} is not writable"),
+    }[case]
+    if case == "not-writable":  # (as root, a chmod would not stop the write)
+        access = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: p != str(tmp_path) and access(p, mode, **kw))
+    shown = str(output) if str(output).endswith(".npz") else f"{output}.npz"
+    assert main(["run", "--output", str(output)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing was run
+    assert captured.err == f"gather-scatter run: error: cannot write --output {shown!r}: {problem}\n"

@@ -118,6 +118,11 @@ def _run(args: argparse.Namespace) -> int:
     from .errors import GatherScatterError
     from .reference import run_model
 
+    output = None
+    if args.output:  # checked before the run, not after it
+        # As np.savez, .npz is appended to a name without it: say the path really written.
+        output = args.output if str(args.output).endswith(".npz") else f"{args.output}.npz"
+        _check_destination("--output", output, is_dir=False)
     with ExitStack() as stack:
         if args.model is None:
             data = resources.files(__package__).joinpath("data")
@@ -145,14 +150,12 @@ def _run(args: argparse.Namespace) -> int:
         dtype, shape, preview = _describe(value)
         print(f"  {name:<{width}}  {dtype:<8} {shape:<12} {preview}")
     print(f"wall time: {elapsed * 1e3:.1f} ms")
-    if args.output:
-        # As np.savez, .npz is appended to a name without it: say the path really written.
-        path = args.output if str(args.output).endswith(".npz") else f"{args.output}.npz"
+    if output:
         try:
-            _save_arrays(path, outputs)
+            _save_arrays(output, outputs)
         except (OSError, ValueError) as exc:
-            raise _UserError(f"cannot write {path!r}: {exc}") from None
-        print(f"outputs saved to {path}")
+            raise _UserError(f"cannot write {output!r}: {exc}") from None
+        print(f"outputs saved to {output}")
     return 0
 
 
@@ -234,8 +237,8 @@ def _op_or_version(text: str) -> str:
 
 
 def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
-    """Refuse, before a long run, a destination it could not write at its end (a file in the
-    way of a folder, or the reverse); permissions are left to the write itself."""
+    """Refuse, before a long run, a destination it could not write at its end: a missing
+    folder, a file in the way of a folder or the reverse, a folder or file we may not write."""
     target = existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
@@ -245,6 +248,8 @@ def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
         problem = f"{existing!r} is not a directory"
     elif existing == target and not is_dir and os.path.isdir(existing):
         problem = "it is a directory"
+    elif not os.access(existing, os.W_OK):
+        problem = f"{existing!r} is not writable" if existing != target or is_dir else "it is not writable"
     else:
         return
     raise _UserError(f"cannot write {option} {path!r}: {problem}")
