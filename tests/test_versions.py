@@ -6,12 +6,17 @@
 (b) ``resolve`` (and ``run_node``, through the version named in its errors) picks the newest
     version with ``since_version <= opset``, the same one ``onnx.defs.get_schema`` picks.
 (c) Each version refuses what it lacks (attributes, reductions, types, ops, domains, opsets)
-    with the error class, message and fields of the table.
+    with the error class, message and fields of the table; the message names the later
+    version that accepts it, if one does.
+(d) ``strict=False`` runs an off-spec node as the earliest later version that accepts its
+    attributes (the registry's :func:`first_accepting`), with one OffSpecWarning; nothing else
+    changes. Node arity (ArityError) and attributes given as ``onnx.AttributeProto``.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -20,10 +25,14 @@ from onnx import defs, helper
 
 from error_check import assert_error
 from gather_scatter import (
+    ArityError,
     DTypeError,
     IndexOutOfBoundsError,
     InvalidAttributeError,
+    OffSpecWarning,
+    ShapeError,
     UnsupportedOpError,
+    infer_shape,
     gather,
     gather_elements,
     gather_nd,
@@ -32,7 +41,7 @@ from gather_scatter import (
     scatter_nd,
     tensor_scatter,
 )
-from gather_scatter._versions import LATEST_OPSET, REGISTRY, resolve
+from gather_scatter._versions import LATEST_OPSET, REGISTRY, first_accepting, resolve
 
 OPS = ("Gather", "GatherND", "ScatterND", "GatherElements", "ScatterElements", "Scatter", "TensorScatter")
 LATEST = LATEST_OPSET[""]
@@ -196,8 +205,13 @@ def _row(id, op_type, opset, inputs, attrs, cls, pattern, /, domain="", **fields
     return pytest.param(op_type, opset, domain, inputs, attrs, cls, pattern, fields, id=id)
 
 
+def _fix(op_type, since):
+    """How an attribute error names the way forward: the version that accepts the attribute."""
+    return f"re-export the model with opset {since} or later, or pass strict=False to run the node as {op_type}-{since}"
+
+
 def _no_attr(version, op_type, attr, later=None):
-    hint = re.escape(f"; it was added in {op_type}-{later}") if later else ""
+    hint = re.escape(f"; it was added in {op_type}-{later}: {_fix(op_type, later)}") if later else ""
     return rf"{re.escape(version)}: has no attribute '{attr}' \(attributes: none\){hint}"
 
 
@@ -223,7 +237,8 @@ GATING = [
     *[
         _row(f"{r}-on-ScatterND-16@{opset}", "ScatterND", opset, [_F, _I64_11, np.array([5.0])], {"reduction": given},
              InvalidAttributeError,
-             re.escape(f"ScatterND-16: reduction = '{r}' is not accepted (accepted: 'none', 'add', 'mul')"),
+             re.escape(f"ScatterND-16: reduction = '{r}' is not accepted (accepted: 'none', 'add', 'mul'); "
+                       f"'{r}' exists from ScatterND-18: {_fix('ScatterND', 18)}"),
              op="ScatterND", since_version=16, input="reduction", value=r)
         for r, given, opset in [("max", "max", 16), ("min", "min", 17), ("max", b"max", 17)]
     ],
@@ -284,14 +299,24 @@ GATING = [
         _row(f"reduction-on-ScatterElements-{since}", "ScatterElements", since, [_F, _I64_1, np.array([5.0])],
              {"reduction": "add"}, InvalidAttributeError,
              re.escape(f"ScatterElements-{since}: has no attribute 'reduction' (attributes: axis); "
-                       "it was added in ScatterElements-16"),
+                       f"it was added in ScatterElements-16: {_fix('ScatterElements', 16)}"),
              op="ScatterElements", since_version=since, input="reduction", value="add")
         for since in (11, 13)
     ],
     _row("max-on-ScatterElements-16", "ScatterElements", 17, [_F, _I64_1, np.array([5.0])], {"reduction": "max"},
          InvalidAttributeError,
-         re.escape("ScatterElements-16: reduction = 'max' is not accepted (accepted: 'none', 'add', 'mul')"),
+         re.escape("ScatterElements-16: reduction = 'max' is not accepted (accepted: 'none', 'add', 'mul'); "
+                   f"'max' exists from ScatterElements-18: {_fix('ScatterElements', 18)}"),
          op="ScatterElements", since_version=16, input="reduction", value="max"),
+    _row("max-on-ScatterND-13", "ScatterND", 13, [_F, _I64_11, np.array([5.0])], {"reduction": "max"},
+         InvalidAttributeError,
+         re.escape("ScatterND-13: has no attribute 'reduction' (attributes: none); it was added in ScatterND-16, and "
+                   f"reduction = 'max' exists from ScatterND-18: {_fix('ScatterND', 18)}"),
+         op="ScatterND", since_version=13, input="reduction", value="max"),
+    _row("sum-on-ScatterElements-16-no-version-has-it", "ScatterElements", 17, [_F, _I64_1, np.array([5.0])],
+         {"reduction": "sum"}, InvalidAttributeError,
+         re.escape("ScatterElements-16: reduction = 'sum' is not accepted (accepted: 'none', 'add', 'mul')"),
+         op="ScatterElements", since_version=16, input="reduction", value="sum"),
     _row("reduction-on-Scatter-9", "Scatter", 10, [_F, _I64_1, np.array([5.0])], {"reduction": "add"},
          InvalidAttributeError,
          re.escape("Scatter-9: has no attribute 'reduction' (attributes: axis)"),
@@ -415,3 +440,138 @@ def test_public_kernels_are_the_newest_versions():
             call()
     out = scatter_nd(np.arange(3.0), np.array([[0]]), np.array([-1.0]), reduction="min")
     np.testing.assert_array_equal(out, [-1.0, 1.0, 2.0], strict=True)
+
+
+# -- (d) strict=False, arity, attributes as AttributeProto ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "since", "domain", "attrs", "earliest"),
+    [
+        ("ScatterElements", 16, "", {"reduction": "max"}, 18),
+        ("ScatterElements", 16, "", {"reduction": b"min"}, 18),
+        ("ScatterElements", 13, "", {"reduction": "add"}, 16),
+        ("ScatterElements", 11, "", {"reduction": "max", "axis": 0}, 18),
+        ("ScatterND", 11, "", {"reduction": "mul"}, 16),
+        ("ScatterND", 13, "", {"reduction": "min"}, 18),
+        ("ScatterND", 16, "", {"reduction": "max"}, 18),
+        ("GatherND", 11, "", {"batch_dims": 1}, 12),
+        ("ScatterElements", 16, "", {"reduction": "sum"}, None),  # no version has it
+        ("ScatterND", 18, "", {"reduction": "max"}, None),  # nothing to fix: no later version
+        ("Gather", 1, "", {"batch_dims": 0}, None),
+        ("Scatter", 9, "", {"reduction": "add"}, None),  # ScatterElements is another operator
+        ("GatherND", 1, "com.microsoft", {"batch_dims": 1}, None),  # ai.onnx's GatherND-12 is another domain
+        ("TensorScatter", 24, "", {"mode": "ring"}, None),
+    ],
+)
+def test_first_accepting_is_the_earliest_later_version_of_the_same_operator(op, since, domain, attrs, earliest):
+    later = first_accepting(REGISTRY[(domain, op, since)], attrs)
+    assert (later.since_version if later else None) == earliest
+    if later is not None:
+        assert (later.domain, later.op_type) == (domain, op)
+
+
+_SE = [np.zeros(3), np.array([2, 2, 0]), np.array([1.0, 5.0, 2.0])]
+_OFF_SPEC = [  # (id, op, opset, inputs, attrs, version in effect, version run)
+    ("max-on-ScatterElements-16", "ScatterElements", 17, _SE, {"reduction": "max"}, 16, 18),
+    ("min-on-ScatterElements-13", "ScatterElements", 13, _SE, {"reduction": b"min"}, 13, 18),
+    ("add-on-ScatterElements-11", "ScatterElements", 11, _SE, {"reduction": "add"}, 11, 16),
+    ("max-on-ScatterND-16", "ScatterND", 17, [np.zeros(3), np.array([[2], [2]]), np.array([1.0, 5.0])],
+     {"reduction": "max"}, 16, 18),
+    ("batch_dims-on-GatherND-11", "GatherND", 11, [np.arange(6.0).reshape(2, 3), np.array([[2], [0]])],
+     {"batch_dims": 1}, 11, 12),
+]
+
+
+@pytest.mark.parametrize(("op", "opset", "inputs", "attrs", "resolved", "used"),
+                         [pytest.param(*row[1:], id=row[0]) for row in _OFF_SPEC])
+def test_not_strict_runs_an_off_spec_node_as_the_earliest_version_that_accepts_it(op, opset, inputs, attrs,
+                                                                                   resolved, used):
+    with pytest.raises(InvalidAttributeError, match=re.escape(_fix(op, used)) + "$"):
+        run_node(op, inputs, attrs, opset=opset)  # strict by default, naming the fix
+    with pytest.warns(OffSpecWarning) as record:
+        got = run_node(op, inputs, attrs, opset=opset, strict=False)
+    (warning,) = record
+    w = warning.message
+    assert (w.node, w.op, w.domain, w.opset, w.resolved, w.used) == (
+        None, op, "ai.onnx", opset, f"{op}-{resolved}", f"{op}-{used}")
+    assert str(w).startswith(f"{op} at opset {opset} is {op}-{resolved}, which does not accept ")
+    assert str(w).endswith(f"; run as {op}-{used}, the earliest version that does (strict=False)")
+    assert warning.filename == __file__  # the warning points at the caller
+    want = run_node(op, inputs, attrs, opset=used)  # the semantics of that version
+    np.testing.assert_array_equal(got, want, strict=True)
+    with pytest.warns(OffSpecWarning):
+        shape, _ = infer_shape(op, [x.shape for x in inputs], None, attrs, opset=opset, strict=False)
+    assert shape == got.shape
+
+
+@pytest.mark.parametrize(("op", "opset", "inputs", "attrs", "error"), [
+    ("ScatterElements", 17, _SE, {"reduction": "sum"}, InvalidAttributeError),  # no version accepts it
+    ("ScatterND", 18, [np.zeros(3), np.array([[2]]), np.array([1.0])], {"reduction": "sum"}, InvalidAttributeError),
+    ("Gather", 13, [np.zeros(3), np.array([1])], {"batch_dims": 0}, InvalidAttributeError),
+    ("GatherND", 1, [np.zeros((2, 2)), np.array([[1], [0]], np.int32)], {"batch_dims": 1}, InvalidAttributeError),
+    ("Scatter", 11, _SE, {}, UnsupportedOpError),  # removed, not off-spec
+    ("ScatterElements", 17, _SE, {"reduction": "max", "axis": 1}, InvalidAttributeError),  # run as 18, whose
+    # own checks still apply (axis 1 is out of range for data of rank 1)
+])
+def test_not_strict_loosens_nothing_else(op, opset, inputs, attrs, error):
+    domain = "com.microsoft" if opset == 1 else ""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with pytest.raises(error):
+            run_node(op, inputs, attrs, opset=opset, domain=domain, strict=False)
+    assert len(record) == (1 if attrs.get("axis") else 0)
+
+
+def test_not_strict_on_an_on_spec_node_warns_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run_node("ScatterElements", _SE, {"reduction": "max"}, opset=18, strict=False)
+    np.testing.assert_array_equal(got, [2.0, 0.0, 5.0])
+
+
+@pytest.mark.parametrize(("op", "opset", "inputs", "expected", "given", "missing"), [
+    ("ScatterElements", 13, _SE[:2], "3 inputs (data, indices, updates)", 2, "updates"),
+    ("ScatterND", 18, [np.zeros(2)], "3 inputs (data, indices, updates)", 1, "indices, updates"),
+    ("Gather", 13, [np.zeros(2), np.array([0]), np.array([0])], "2 inputs (data, indices)", 3, None),
+    ("TensorScatter", 24, [np.zeros((1, 2))], "2 to 3 inputs (past_cache, update, write_indices, the last 1 optional)",
+     1, "update"),
+])
+def test_a_wrong_input_count_is_an_arity_error(op, opset, inputs, expected, given, missing):
+    since = resolve(op, opset).since_version
+    for call in (lambda: run_node(op, inputs, opset=opset),
+                 lambda: infer_shape(op, [x.shape for x in inputs], opset=opset)):
+        with pytest.raises(ArityError) as info:
+            call()
+        err = info.value
+        assert isinstance(err, ValueError) and not isinstance(err, ShapeError)  # a count, not a shape
+        tail = f"; missing: {missing}" if missing else ""
+        assert str(err) == f"{op}-{since}: takes {expected}, got {given}{tail}"
+        low = 2 if op in ("Gather", "TensorScatter") else 3
+        assert (err.op, err.since_version, err.value, err.valid_range) == (op, since, given, (low, 3 if op != "Gather" else 2))
+        assert err.input == (missing.split(", ")[0] if missing else None)
+
+
+def test_attributes_as_attribute_protos_or_a_dict():
+    d, i, u = _SE
+    protos = [helper.make_attribute("axis", 0), helper.make_attribute("reduction", "max")]
+    want = np.array([2.0, 0.0, 5.0])
+    for attrs in (protos, tuple(protos), {"axis": 0, "reduction": "max"}, {a.name: a for a in protos}):
+        np.testing.assert_array_equal(run_node("ScatterElements", [d, i, u], attrs, opset=18), want, strict=True)
+        assert infer_shape("ScatterElements", [(3,), (3,), (3,)], None, attrs, opset=18) == ((3,), None)
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1)
+    got = run_node("GatherND", [np.arange(6.0).reshape(2, 3), np.array([[2], [0]])], node.attribute, opset=12)
+    np.testing.assert_array_equal(got, [2.0, 3.0])
+    with pytest.raises(InvalidAttributeError, match=r"GatherND-11: has no attribute 'batch_dims'"):
+        run_node("GatherND", [np.zeros((2, 3)), np.array([[0], [0]])], node.attribute, opset=11)
+
+
+@pytest.mark.parametrize(("attrs", "message"), [
+    ([("axis", 0)], r"attributes\[0\] is a tuple, not an onnx.AttributeProto"),
+    ("axis", r"attributes must be a mapping of name to value or a sequence of onnx.AttributeProto, got str"),
+    (3, r"got int"),
+    ([helper.make_attribute("axis", 0), helper.make_attribute("axis", 1)], r"attribute 'axis' is given twice"),
+])
+def test_attributes_of_another_kind_are_refused(attrs, message):
+    with pytest.raises(InvalidAttributeError, match=message):
+        run_node("Gather", [np.zeros(3), np.array([0])], attrs, opset=13)

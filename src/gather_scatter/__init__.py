@@ -12,16 +12,18 @@ ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.refere
 from importlib import metadata as _metadata
 
 from ._buffers import get_buffer_cache_size, set_buffer_cache_size
-from ._dispatch import infer_shape, run_node
+from ._dispatch import OffSpecWarning, infer_shape, run_node
 from ._memory import memory_limit, set_memory_limit
 from ._parallel import get_num_threads, set_num_threads
 from .kernels import gather, gather_elements, gather_nd, scatter_elements, scatter_nd, tensor_scatter
 from .errors import (
+    ArityError,
     DTypeError,
     GatherScatterError,
     IndexOutOfBoundsError,
     InvalidAttributeError,
     ModelInputError,
+    NodeError,
     OutputTooLargeError,
     ShapeError,
     UnsupportedOpError,
@@ -33,11 +35,14 @@ except _metadata.PackageNotFoundError:  # a source tree on sys.path, never insta
     __version__ = "0+unknown"
 
 __all__ = [
+    "ArityError",
     "DTypeError",
     "GatherScatterError",
     "IndexOutOfBoundsError",
     "InvalidAttributeError",
     "ModelInputError",
+    "NodeError",
+    "OffSpecWarning",
     "OutputTooLargeError",
     "ShapeError",
     "UnsupportedOpError",

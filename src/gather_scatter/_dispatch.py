@@ -1,21 +1,47 @@
 """Version-exact entry points: resolve the version in effect at an opset, check the node's
-attributes against that version's table, then run the one kernel or shape rule."""
+attributes against that version's table, then run the one kernel or shape rule.
+
+With ``strict=False`` a node whose version lacks an attribute or attribute value that a later
+version of its operator has runs as the earliest such version, with an OffSpecWarning: which
+version that is comes from the registry (:func:`~gather_scatter._versions.first_accepting`),
+never from a branch in a kernel.
+"""
 
 from __future__ import annotations
 
+import sys
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from . import _memory, _shapes
-from ._versions import REGISTRY, Mode, OpVersion, Reduction, resolve
-from .errors import InvalidAttributeError, ShapeError
+from ._versions import REGISTRY, Mode, OpVersion, Reduction, _choice_value, first_accepting, fix_hint, resolve
+from .errors import ArityError, InvalidAttributeError, node_label
 from .kernels.elements import run_gather_elements, run_scatter_elements
 from .kernels.gather import run_gather
 from .kernels.gather_nd import run_gather_nd
 from .kernels.scatter_nd import run_scatter_nd
 from .kernels.tensor_scatter import run_tensor_scatter
+
+
+class OffSpecWarning(UserWarning):
+    """A node run, with ``strict=False``, as a later version of its operator than its opset's.
+
+    Issued when the version in effect at the model's opset lacks an attribute or an attribute
+    value that a later version of the same operator has (PyTorch's exporter at opset 17 writes
+    ScatterElements ``reduction='max'``, a ScatterElements-18 value). Fields: ``node`` (None
+    outside a model), ``op``, ``domain``, ``opset``, ``resolved`` (the version in effect, e.g.
+    ``'ScatterElements-16'``) and ``used`` (the version run, e.g. ``'ScatterElements-18'``).
+    """
+
+    def __init__(self, message: str, *, node: str | None = None, op: str | None = None, domain: str = "",
+                 opset: int | None = None, resolved: str | None = None, used: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.node, self.op, self.domain, self.opset = node, op, domain, opset
+        self.resolved, self.used = resolved, used
 
 
 @dataclass(frozen=True)
@@ -53,17 +79,63 @@ _OPS = {
 }
 
 
+Attributes = Mapping[str, Any] | Iterable[Any] | None  # a mapping, or a sequence of onnx.AttributeProto
+
+
+def _is_attribute_proto(value: Any) -> bool:
+    onnx = sys.modules.get("onnx")  # not imported here: a caller holding an AttributeProto has
+    return onnx is not None and isinstance(value, onnx.AttributeProto)
+
+
+def attribute_dict(attrs: Attributes) -> dict[str, Any]:
+    """A node's attributes as ``{name: value}``: from a mapping of name to value, or from a
+    sequence of ``onnx.AttributeProto`` (as ``NodeProto.attribute``); an AttributeProto value in
+    a mapping is read too. InvalidAttributeError for anything else, or a name given twice."""
+    if attrs is None:
+        return {}
+    if isinstance(attrs, Mapping):
+        items = list(attrs.items())
+    elif isinstance(attrs, (str, bytes)) or not isinstance(attrs, Iterable):
+        raise InvalidAttributeError(
+            f"attributes must be a mapping of name to value or a sequence of onnx.AttributeProto, got "
+            f"{type(attrs).__name__}", input="attrs", value=type(attrs).__name__,
+        )
+    else:
+        items = []
+        for position, attr in enumerate(attrs):
+            if not _is_attribute_proto(attr):
+                raise InvalidAttributeError(
+                    f"attributes[{position}] is a {type(attr).__name__}, not an onnx.AttributeProto (attributes "
+                    "are a mapping of name to value, or a sequence of onnx.AttributeProto)",
+                    input="attrs", position=(position,), value=type(attr).__name__,
+                )
+            items.append((attr.name, attr))
+    values: dict[str, Any] = {}
+    for name, value in items:
+        if name in values:
+            raise InvalidAttributeError(f"attribute {name!r} is given twice", input=name, value=value)
+        if _is_attribute_proto(value):
+            from onnx import helper  # noqa: PLC0415 - onnx is already imported (see _is_attribute_proto)
+
+            value = helper.get_attribute_value(value)
+        values[name] = value
+    return values
+
+
 def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
     """The version's attributes with defaults filled in; InvalidAttributeError for any other."""
     values = dict(spec.attributes)
     for name, value in (attrs or {}).items():
         if name not in spec.attributes:
-            later = sorted(
-                v.since_version
-                for v in REGISTRY.values()
-                if (v.domain, v.op_type) == (spec.domain, spec.op_type) and name in v.attributes
-            )
-            hint = f"; it was added in {spec.op_type}-{later[0]}" if later else ""
+            added = sorted((v for v in REGISTRY.values()
+                            if (v.domain, v.op_type) == (spec.domain, spec.op_type) and name in v.attributes),
+                           key=lambda v: v.since_version)
+            hint = f"; it was added in {added[0].name}" if added else ""
+            later = first_accepting(spec, {name: value})
+            if later is not None:  # some version takes this very value: name the way forward
+                if later is not added[0]:
+                    hint += f", and {name} = {_choice_value(value)!r} exists from {later.name}"
+                hint += f": {fix_hint(later)}"
             known = ", ".join(spec.attributes) or "none"
             raise InvalidAttributeError(
                 f"{spec.name}: has no attribute {name!r} (attributes: {known}){hint}",
@@ -78,19 +150,63 @@ def _check_arity(spec: OpVersion, op: _Op, count: int) -> None:
     if not low <= count <= high:
         takes = f"{low} to {high}" if low != high else f"{high}"
         optional = f", the last {op.optional} optional" if op.optional else ""
-        raise ShapeError(
-            f"{spec.name}: takes {takes} inputs ({', '.join(op.inputs)}{optional}), got {count}",
-            op=spec.op_type, since_version=spec.since_version, value=count,
+        missing = f"; missing: {', '.join(op.inputs[count:low])}" if count < low else ""
+        raise ArityError(
+            f"{spec.name}: takes {takes} inputs ({', '.join(op.inputs)}{optional}), got {count}{missing}",
+            op=spec.op_type, since_version=spec.since_version, value=count, valid_range=(low, high),
+            input=op.inputs[count] if count < low else None,
         )
+
+
+def _warn_off_spec(spec: OpVersion, used: OpVersion, attrs: Mapping[str, Any], opset: int, node: str | None) -> None:
+    refused = ", ".join(f"{n} = {_choice_value(v)!r}" for n, v in attrs.items() if spec.refuses({n: v}))
+    where = f"{node_label(node)} ({spec.op_type}): " if node is not None else ""
+    warnings.warn(
+        OffSpecWarning(
+            f"{where}{spec.op_type} at opset {opset} is {spec.name}, which does not accept {refused}; "
+            f"run as {used.name}, the earliest version that does (strict=False)",
+            node=node, op=spec.op_type, domain=spec.domain or "ai.onnx", opset=int(opset), resolved=spec.name,
+            used=used.name,
+        ),
+        stacklevel=4,  # the caller of run_node / infer_shape
+    )
+
+
+def resolve_node(
+    op_type: str, attrs: Attributes, *, opset: int, domain: str = "", strict: bool = True, node: str | None = None
+) -> tuple[OpVersion, dict[str, Any]]:
+    """The version a node runs as, and its attributes with the version's defaults filled in.
+
+    That version is the one in effect at ``opset``; with ``strict=False``, if it lacks one of
+    ``attrs`` or one of their values that a later version of the operator has, the earliest
+    such version instead, with an OffSpecWarning naming ``node`` (a model's node name, or None).
+    Raises UnsupportedOpError or InvalidAttributeError as :func:`run_node` describes.
+    """
+    spec = resolve(op_type, opset, domain)
+    given = attribute_dict(attrs)
+    if not strict and spec.refuses(given) is not None:
+        later = first_accepting(spec, given)
+        if later is not None:
+            _warn_off_spec(spec, later, given, opset, node)
+            spec = later
+    return spec, node_attributes(spec, given)
+
+
+def run_version(spec: OpVersion, inputs: Sequence[Any], values: Mapping[str, Any]) -> np.ndarray:
+    """Run ``spec``'s kernel: ``values`` as :func:`resolve_node` returns them."""
+    op = _OPS[spec.op_type]
+    _check_arity(spec, op, len(inputs))
+    return op.kernel(spec, *inputs, **values)
 
 
 def run_node(
     op_type: str,
     inputs: Sequence[Any],
-    attrs: Mapping[str, Any] | None = None,
+    attrs: Attributes = None,
     *,
     opset: int,
     domain: str = "",
+    strict: bool = True,
 ) -> np.ndarray:
     """Evaluate one node with the operator version in effect at ``opset`` of ``domain``.
 
@@ -101,14 +217,20 @@ def run_node(
         ``[data, indices]``; for the scatters ``[data, indices, updates]``; for TensorScatter
         ``[past_cache, update]`` or ``[past_cache, update, write_indices]`` (a None
         ``write_indices`` is absent, as an empty input name in a model).
-    attrs : mapping, optional
-        The node's attributes (``axis``, ``batch_dims``, ``reduction``, ``mode``); only those
-        the resolved version has are accepted.
+    attrs : mapping or sequence of onnx.AttributeProto, optional
+        The node's attributes (``axis``, ``batch_dims``, ``reduction``, ``mode``), as a
+        mapping of name to value or as a node's ``attribute`` list; only those the resolved
+        version has are accepted.
     opset : int
         The model's opset for ``domain``; the version used is the newest whose
         ``since_version <= opset`` (GatherND at opset 12 -> GatherND-12).
     domain : str, default ''
         ``''`` or ``'ai.onnx'``, or ``'com.microsoft'`` (GatherND-1 only).
+    strict : bool, default True
+        False runs an off-spec node, one with an attribute or attribute value its version
+        lacks but a later version of the operator has (ScatterElements ``reduction='max'`` at
+        opset 17), with the semantics of the earliest version that accepts it, and issues an
+        :class:`~gather_scatter.OffSpecWarning` naming both versions.
 
     Returns
     -------
@@ -122,12 +244,20 @@ def run_node(
         where ScatterElements replaces it).
     InvalidAttributeError
         An attribute the version lacks (e.g. ``batch_dims`` on GatherND-11, ``reduction``
-        before ScatterND-16) or a value it refuses (``'max'`` before ScatterND-18).
+        before ScatterND-16) or a value it refuses (``'max'`` before ScatterND-18); when a
+        later version accepts it, the message names the opset to re-export with.
+    ArityError
+        Fewer or more inputs than the version takes.
     DTypeError
         A type the version lacks (bfloat16 before version 13, int32 indices for ai.onnx
         GatherND/ScatterND).
     ShapeError, IndexOutOfBoundsError
         As raised by the kernel.
+
+    Warns
+    -----
+    OffSpecWarning
+        With ``strict=False``, when the node runs as a later version than its opset's.
 
     Examples
     --------
@@ -135,29 +265,32 @@ def run_node(
     >>> run_node("GatherND", [np.array([[0, 1], [2, 3]]), np.array([[1], [0]])], opset=11)
     array([[2, 3],
            [0, 1]])
+    >>> run_node("ScatterElements", [np.zeros(2), np.array([0])], opset=13)
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.ArityError: ScatterElements-13: takes 3 inputs (data, indices, updates), got 2; missing: updates
     """
-    spec = resolve(op_type, opset, domain)
-    op = _OPS[spec.op_type]
-    values = node_attributes(spec, attrs)
-    _check_arity(spec, op, len(inputs))
-    return op.kernel(spec, *inputs, **values)
+    spec, values = resolve_node(op_type, attrs, opset=opset, domain=domain, strict=strict)
+    return run_version(spec, inputs, values)
 
 
 def infer_shape(
     op_type: str,
     input_shapes: Sequence[Sequence[_shapes.Dim] | None],
     input_dtypes: Sequence[Any] | None = None,
-    attrs: Mapping[str, Any] | None = None,
+    attrs: Attributes = None,
     *,
     opset: int,
     domain: str = "",
+    strict: bool = True,
 ) -> tuple[_shapes.Shape, Any]:
     """Output shape and dtype of one node, from input shapes, dtypes and attributes alone.
 
     Parameters
     ----------
-    op_type, attrs, opset, domain
-        As for :func:`run_node`.
+    op_type, attrs, opset, domain, strict
+        As for :func:`run_node` (``strict=False`` infers an off-spec node as the version it
+        would run as, with the same warning).
     input_shapes : sequence of (sequence of dim) or None
         One per input. A dim is an int, a symbol name (str) or None (unknown); a shape of
         None means unknown rank.
@@ -178,7 +311,7 @@ def infer_shape(
 
     Raises
     ------
-    UnsupportedOpError, InvalidAttributeError, DTypeError, ShapeError
+    UnsupportedOpError, InvalidAttributeError, ArityError, DTypeError, ShapeError
         The same class and message the kernel raises for arrays of these shapes, attributes
         and dtypes, checked in the kernel's order (attributes, dtypes, shapes, reduction);
         only violations the known facts prove (a symbol may equal anything at run time).
@@ -208,9 +341,19 @@ def infer_shape(
     ...
     gather_scatter.errors.ShapeError: GatherND-13: indices.shape[-1] = 3 must be in [1, 2] (1 to rank(data) - batch_dims; data shape (2, 3), indices shape (4, 3))
     """
-    spec = resolve(op_type, opset, domain)
+    spec, values = resolve_node(op_type, attrs, opset=opset, domain=domain, strict=strict)
+    return infer_version(spec, values, input_shapes, input_dtypes)
+
+
+def infer_version(
+    spec: OpVersion,
+    values: Mapping[str, Any],
+    input_shapes: Sequence[Sequence[_shapes.Dim] | None],
+    input_dtypes: Sequence[Any] | None = None,
+) -> tuple[_shapes.Shape, Any]:
+    """:func:`infer_shape` for a resolved version: ``values`` as :func:`resolve_node` returns them."""
     op = _OPS[spec.op_type]
-    values = node_attributes(spec, attrs)
+    values = dict(values)
     _check_arity(spec, op, len(input_shapes))
     dtypes = list(input_dtypes) if input_dtypes is not None else [None] * len(input_shapes)
     _check_arity(spec, op, len(dtypes))

@@ -18,7 +18,10 @@ import numpy as np
 
 from .errors import DTypeError, InvalidAttributeError, UnsupportedOpError
 
-__all__ = ["LATEST_OPSET", "Mode", "OpVersion", "REGISTRY", "Reduction", "onnx_type_name", "resolve"]
+__all__ = [
+    "LATEST_OPSET", "Mode", "OpVersion", "REGISTRY", "Reduction", "first_accepting", "fix_hint", "later_versions",
+    "onnx_type_name", "resolve",
+]
 
 # ONNX tensor element type name -> NumPy dtype. Strings are object arrays of str.
 ONNX_TYPES: Mapping[str, np.dtype] = MappingProxyType(
@@ -99,6 +102,18 @@ class OpVersion:
         prefix = f"{self.domain}." if self.domain else ""
         return f"{prefix}{self.op_type}-{self.since_version}"
 
+    def refuses(self, attrs: Mapping[str, Any]) -> str | None:
+        """The first attribute of ``attrs`` (name -> value) this version does not accept: a
+        name it lacks, or a string value outside its list (``reduction``, ``mode``); None if
+        it accepts them all. Nothing is raised: the caller decides."""
+        for name, value in attrs.items():
+            if name not in self.attributes:
+                return name
+            choices = _CHOICES.get(name)
+            if choices is not None and _choice_value(value) not in getattr(self, choices):
+                return name
+        return None
+
     def check_dtype(self, input: str, dtype: Any) -> None:
         """Raise DTypeError unless ``dtype`` is allowed for ``input``: an index input
         ('indices', 'write_indices') checks the index types, any other the data types."""
@@ -117,6 +132,17 @@ class OpVersion:
 
 
 INDEX_INPUTS = frozenset({"indices", "write_indices"})
+# The string attributes, and the OpVersion field that lists the values each version accepts.
+_CHOICES = MappingProxyType({"reduction": "reductions", "mode": "modes"})
+
+
+def _choice_value(value: Any) -> Any:
+    """A string attribute's value as str: onnx gives bytes, callers may pass an Enum member."""
+    if isinstance(value, bytes):
+        return value.decode(errors="backslashreplace")
+    if isinstance(value, Enum):
+        return value.value
+    return value
 
 
 def _v(op_type, since_version, data_types, index_types, attributes=None, reductions=(), domain="", **more):
@@ -243,16 +269,42 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpVersion:
     return spec
 
 
+def later_versions(spec: OpVersion) -> list[OpVersion]:
+    """The versions of ``spec``'s operator (same domain) after it, oldest first."""
+    return sorted(
+        (v for v in REGISTRY.values()
+         if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version),
+        key=lambda v: v.since_version,
+    )
+
+
+def first_accepting(spec: OpVersion, attrs: Mapping[str, Any]) -> OpVersion | None:
+    """The earliest version of ``spec``'s operator after ``spec`` that accepts every attribute
+    and value of ``attrs`` (see :meth:`OpVersion.refuses`), or None if none does.
+
+    This is how an off-spec node is read with ``strict=False``: ScatterElements at opset 17
+    (ScatterElements-16) with ``reduction='max'`` runs as ScatterElements-18.
+    """
+    return next((v for v in later_versions(spec) if v.refuses(attrs) is None), None)
+
+
+def fix_hint(later: OpVersion) -> str:
+    """The way forward an attribute error names when ``later`` (see :func:`first_accepting`)
+    accepts what the node's version refuses."""
+    return (f"re-export the model with opset {later.since_version} or later, or pass strict=False "
+            f"to run the node as {later.name}")
+
+
 def _parse_choice(cls, spec: OpVersion, name: str, accepted: tuple[str, ...], value: Any):
     """``value`` (str, bytes as onnx gives string attributes, or a member) as a member of
-    ``cls``; InvalidAttributeError listing ``accepted`` for anything else."""
-    if isinstance(value, bytes):
-        value = value.decode(errors="backslashreplace")
-    if isinstance(value, cls):
-        value = value.value
+    ``cls``; InvalidAttributeError listing ``accepted`` for anything else (and naming the
+    later version that accepts it, if one does)."""
+    value = _choice_value(value)
     if value not in accepted:
+        later = first_accepting(spec, {name: value})
+        fix = f"; {value!r} exists from {later.name}: {fix_hint(later)}" if later else ""
         raise InvalidAttributeError(
-            f"{spec.name}: {name} = {value!r} is not accepted (accepted: {', '.join(map(repr, accepted))})",
+            f"{spec.name}: {name} = {value!r} is not accepted (accepted: {', '.join(map(repr, accepted))}){fix}",
             op=spec.op_type, since_version=spec.since_version, input=name, value=value,
         )
     return cls(value)

@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ArityError",
     "DTypeError",
     "GatherScatterError",
     "IndexOutOfBoundsError",
     "InvalidAttributeError",
     "ModelInputError",
+    "NodeError",
     "OutputTooLargeError",
     "ShapeError",
     "UnsupportedOpError",
@@ -116,3 +118,22 @@ class ModelInputError(GatherScatterError, ValueError):
 
 class OutputTooLargeError(GatherScatterError, MemoryError):
     """The result would exceed the memory limit, or its offsets would overflow int64."""
+
+
+class ArityError(GatherScatterError, ValueError):
+    """A node given more or fewer inputs than its version takes, or a required input left out.
+
+    ``value`` is the number of inputs given (``''`` for an input a model's node leaves out
+    with an empty name), ``valid_range`` the numbers the version takes, ``input`` the first
+    input missing (None when there are too many).
+    """
+
+
+class NodeError(GatherScatterError, RuntimeError):
+    """An error raised inside a model's node by an operator that is not ours (onnx.reference's).
+
+    The original exception is kept as ``__cause__``; ``node`` is the node's name, ``op`` its
+    operator type and ``domain`` its domain (``'ai.onnx'`` for the default one).
+    """
+
+    domain: str | None = None

@@ -1,6 +1,6 @@
 """onnx.reference adapters: our kernels inside ``onnx.reference.ReferenceEvaluator``.
 
-Each class evaluates its node with :func:`~gather_scatter.run_node` at the model's opset for
+Each class evaluates its node as :func:`~gather_scatter.run_node` does, at the model's opset for
 the node's domain, which the evaluator hands every operator in ``run_params["opsets"]``; so
 version gating (attributes, types) and our errors apply as they do for a single node.
 An error raised by a node is re-raised as the same class with the same fields, its ``node``
@@ -14,11 +14,14 @@ no argument of ``ReferenceEvaluator`` can change that (onnx 1.23):
   ``new_ops``, so a node inside a function runs onnx.reference's own operator;
 - every enclosing node (If, Loop, Scan, a function call) re-raises a TypeError from its
   body as a plain TypeError, so a DTypeError raised in a body loses its class;
-- it refuses a model that imports the default domain as ``'ai.onnx'``.
+- it refuses a model that imports the default domain as ``'ai.onnx'``;
+- an error from one of its own operators names no node.
 
-:class:`Evaluator` (which :func:`run_model` uses) fixes all three: it is the class that
+:class:`Evaluator` (which :func:`run_model` uses) fixes all four: it is the class that
 onnx.reference instantiates for functions and subgraphs, so it passes our operators to
-each, gives our error back from the wrapping TypeError, and reads ``'ai.onnx'`` as ``''``.
+each, gives our error back from the wrapping TypeError, reads ``'ai.onnx'`` as ``''``, and
+raises any other node's error as a :class:`~gather_scatter.errors.NodeError` naming the node.
+It also takes ``strict=False`` to run off-spec nodes of the family (see :func:`run_model`).
 The operators are specified at https://onnx.ai/onnx/operators/ (com.microsoft GatherND at
 https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md).
 
@@ -30,23 +33,23 @@ https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md).
 >>> ReferenceEvaluator(model, new_ops=NEW_OPS)
 Traceback (most recent call last):
 ...
-gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11: has no attribute 'batch_dims' (attributes: none); it was added in GatherND-12
+gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11: has no attribute 'batch_dims' (attributes: none); it was added in GatherND-12: re-export the model with opset 12 or later, or pass strict=False to run the node as GatherND-12
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from contextvars import ContextVar
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-from ._dispatch import node_attributes, run_node
-from ._versions import resolve
-from .errors import DTypeError, GatherScatterError, ModelInputError, ShapeError
+from ._dispatch import node_attributes, resolve_node, run_version
+from .errors import DTypeError, GatherScatterError, ModelInputError, NodeError, ShapeError, node_label
 
 __all__ = [
     "NEW_OPS",
@@ -72,9 +75,13 @@ class _Node(OpRun):
 
     def __init__(self, onnx_node: onnx.NodeProto, run_params: dict[str, Any], schema: Any = None):
         super().__init__(onnx_node, run_params, schema)
-        # Refuse an attribute or opset the version lacks when the model is loaded, not run.
+        # Refuse an attribute or opset the version lacks when the model is loaded, not run; an
+        # off-spec node of a non-strict evaluator gets its version (and its warning) once, here.
         try:
-            node_attributes(resolve(onnx_node.op_type, self._opset, self.op_domain), self._attrs())
+            self._spec, _ = resolve_node(
+                onnx_node.op_type, self._attrs(), opset=self._opset, domain=self.op_domain, strict=_STRICT.get(),
+                node=onnx_node.name,
+            )
         except GatherScatterError as exc:
             raise exc.in_node(onnx_node.name, onnx_node.op_type) from None
 
@@ -89,7 +96,7 @@ class _Node(OpRun):
         while inputs and inputs[-1] is None:  # trailing optional inputs the node leaves out
             inputs = inputs[:-1]
         try:
-            output = run_node(self.onnx_node.op_type, inputs, attrs, opset=self._opset, domain=self.op_domain)
+            output = run_version(self._spec, inputs, node_attributes(self._spec, attrs))
         except GatherScatterError as exc:
             raise exc.in_node(self.onnx_node.name, self.onnx_node.op_type) from None
         return (output,)
@@ -203,6 +210,78 @@ def _default_domain(proto: Any) -> Any:
 # The operators of the Evaluator being built, for the evaluators of its model-local
 # functions, which onnx.reference builds inside its __init__ without new_ops.
 _ENCLOSING_OPS: ContextVar[tuple[type[OpRun], ...]] = ContextVar("_ENCLOSING_OPS", default=())
+# The strictness of the Evaluator being built or run, for our nodes (their run_params come
+# from onnx.reference) and for the evaluators of its functions and subgraphs.
+_STRICT: ContextVar[bool] = ContextVar("_STRICT", default=True)
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """The tensors stored in a graph: initializers and attribute values, subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        yield from _attribute_tensors(node)
+
+
+def _attribute_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+    for attr in node.attribute:
+        if attr.HasField("t"):
+            yield attr.t
+        yield from attr.tensors
+        for graph in [attr.g, *attr.graphs]:
+            yield from _tensors(graph)
+
+
+def _check_external_data(model: onnx.ModelProto) -> None:
+    """ModelInputError for a tensor whose external data was not loaded (``onnx.load(path,
+    load_external_data=False)``), which onnx.reference would refuse with a bare RuntimeError."""
+    functions = (t for f in model.functions for node in f.node for t in _attribute_tensors(node))
+    for tensor in itertools.chain(_tensors(model.graph), functions):
+        if onnx.external_data_helper.uses_external_data(tensor):
+            location = onnx.external_data_helper.ExternalDataInfo(tensor).location
+            raise ModelInputError(
+                f"tensor {tensor.name!r} is stored as external data ({location!r}) that was not loaded (the model "
+                "was read with load_external_data=False): load it with onnx.load(path) (load_external_data=True, "
+                "the default), or call onnx.external_data_helper.load_external_data_for_model(model, base_dir) "
+                "with the folder of the .onnx file, or pass the model's path instead",
+                input=tensor.name, value=location,
+            )
+
+
+def _origin(exc: BaseException) -> BaseException:
+    """The exception a node raised, out of the TypeErrors that ``OpRun.run`` wraps around a
+    TypeError or AttributeError from ``_run`` (one per enclosing node)."""
+    while isinstance(exc, TypeError) and str(exc).startswith("Issues with types") and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseException) -> NodeError:
+    """A foreign error raised by (or while loading) a model's node, naming the node."""
+    origin = _origin(exc)
+    domain = node.domain or "ai.onnx"
+    opset = opsets.get(node.domain)
+    where = f"{node_label(node.name)} ({node.op_type}, domain {domain}" + (f", opset {opset})" if opset else ")")
+    err = NodeError(f"{where}: {type(origin).__name__}: {origin}", op=node.op_type, node=node.name)
+    err.domain = domain
+    return err
+
+
+def _named(node: OpRun, run: Any) -> Any:
+    """``node.run`` raising our error as it is (out of any TypeError wrapping it), any other
+    as a NodeError naming the node, the original as its ``__cause__``."""
+
+    def named_run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        except GatherScatterError:
+            raise
+        except Exception as exc:
+            ours = _our_error(exc)
+            if ours is not None:
+                raise ours from None
+            raise _node_error(node.onnx_node, node.run_params["opsets"], exc) from exc
+
+    return named_run
 
 
 class Evaluator(ReferenceEvaluator):
@@ -226,12 +305,20 @@ class Evaluator(ReferenceEvaluator):
     new_ops : sequence of OpRun subclasses, optional
         More operators, used in functions and subgraphs too; one keyed as one of ours (same
         ``op_domain`` and class name) replaces ours.
+    strict : bool, optional
+        As for :func:`run_model` (default True); a function's or subgraph's evaluator,
+        built without it, takes its parent's.
 
     Raises
     ------
     GatherScatterError
         From a node of the family, when the model is loaded (an attribute or opset its
         version lacks) or run, as described for :func:`run_model`.
+    NodeError
+        Any other error from loading or running a node (onnx.reference's operators), naming
+        the node, its operator, domain and opset; the original is its ``__cause__``.
+    ModelInputError
+        A model tensor stored as external data that was not loaded.
 
     Examples
     --------
@@ -248,24 +335,46 @@ class Evaluator(ReferenceEvaluator):
     gather_scatter.errors.IndexOutOfBoundsError: node 'pick' (GatherND): GatherND-13: indices[0, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
     """
 
-    def __init__(self, proto: Any, *args: Any, new_ops: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self, proto: Any, *args: Any, new_ops: Any = None, strict: bool | None = None, **kwargs: Any
+    ) -> None:
         if isinstance(proto, (str, os.PathLike)):
             proto = onnx.load(os.fspath(proto))
         elif isinstance(proto, bytes):
             proto = onnx.load_model_from_string(proto)
+        if isinstance(proto, onnx.ModelProto):
+            _check_external_data(proto)
         if isinstance(proto, (onnx.ModelProto, onnx.FunctionProto)):
             proto = _default_domain(proto)
         if new_ops is None:  # none from the caller, or a function's evaluator: the enclosing ones
             new_ops = _ENCLOSING_OPS.get()
+        # A function's or subgraph's evaluator (built with no strict) is as strict as its parent.
+        self.strict = _STRICT.get() if strict is None else bool(strict)
         # The evaluator keeps the first class given for each key: the caller's win.
         ops = (*new_ops, *NEW_OPS)
-        token = _ENCLOSING_OPS.set(ops)
+        tokens = _ENCLOSING_OPS.set(ops), _STRICT.set(self.strict)
         try:
             super().__init__(proto, *args, new_ops=ops, **kwargs)
         finally:
-            _ENCLOSING_OPS.reset(token)
+            _ENCLOSING_OPS.reset(tokens[0])
+            _STRICT.reset(tokens[1])
+
+    def _init(self) -> None:
+        # onnx.reference loads one node after the other: the first not loaded is the one at fault.
+        try:
+            super()._init()
+        except GatherScatterError:
+            raise
+        except Exception as exc:
+            loaded = len(self.rt_nodes_)
+            if len(self.rt_inits_) < len({i.name for i in self.inits_}) or loaded >= len(self.nodes_):
+                raise  # an initializer, not a node
+            raise _node_error(self.nodes_[loaded], self.opsets, exc) from exc
+        for node in self.rt_nodes_:
+            node.run = _named(node, node.run)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        token = _STRICT.set(self.strict)  # for the nodes onnx.reference loads only when run
         try:
             return super().run(*args, **kwargs)
         except TypeError as exc:
@@ -273,6 +382,8 @@ class Evaluator(ReferenceEvaluator):
             if ours is None:
                 raise
             raise ours from None
+        finally:
+            _STRICT.reset(token)
 
 
 def _our_error(exc: BaseException | None) -> GatherScatterError | None:
@@ -283,9 +394,9 @@ def _our_error(exc: BaseException | None) -> GatherScatterError | None:
     return exc if isinstance(exc, GatherScatterError) else None
 
 
-def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """``inputs`` as arrays, checked against the graph's declared inputs (names, types, ranks
-    and fixed dims); initializers listed as inputs may be left out."""
+def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` as the evaluator takes them, each checked against its graph input's declared
+    type (see :func:`run_model`); initializers listed as inputs may be left out."""
     initializers = {init.name for init in graph.initializer}
     declared = {i.name: i for i in graph.input}
     unknown = sorted(set(inputs) - set(declared))
@@ -296,16 +407,86 @@ def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str
     missing = [name for name in declared if name not in inputs and name not in initializers]
     if missing:
         raise ModelInputError(f"model input {missing[0]!r} is missing (inputs: {', '.join(declared)})", input=missing[0])
-    feeds = {}
-    for name, value in inputs.items():
-        value = np.asarray(value)
-        tensor = declared[name].type.tensor_type
-        if declared[name].type.HasField("tensor_type") and tensor.elem_type:
-            _check_type(name, value, tensor.elem_type)
-        if tensor.HasField("shape"):
-            _check_shape(name, value, [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim])
-        feeds[name] = _as_feed(value)
-    return feeds
+    return {name: _feed(name, (), value, declared[name].type) for name, value in inputs.items()}
+
+
+def _type_str(t: onnx.TypeProto) -> str:
+    """An ONNX type as the operator docs write it: ``seq(tensor(float))``, ``map(string, tensor(int64))``."""
+    kind = t.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        elem = getattr(t, kind).elem_type
+        name = onnx.TensorProto.DataType.Name(elem).lower() if elem in onnx.TensorProto.DataType.values() else elem
+        return f"{kind[:-5]}({name})" if elem else kind[:-5]
+    if kind == "sequence_type":
+        return f"seq({_type_str(t.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({_type_str(t.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(t.map_type.key_type).lower()
+        return f"map({key}, {_type_str(t.map_type.value_type)})"
+    return kind or "no type"
+
+
+def _label(name: str, position: tuple[int, ...]) -> str:
+    """How messages name an input or one element of it: ``model input 'seq'[1]``."""
+    return f"model input {name!r}" + "".join(f"[{i}]" for i in position)
+
+
+def _feed(name: str, position: tuple[int, ...], value: Any, declared: onnx.TypeProto) -> Any:
+    """One input value as onnx.reference takes it, checked against its declared type: a tensor
+    as an array (its element type, rank and fixed dims checked), a sequence as a list of its
+    checked elements (ragged or not), an optional as None or its checked element, a map as a
+    dict (key type checked, values as given)."""
+    kind = declared.WhichOneof("value")
+    fields = dict(input=name, position=position or None)
+    if kind == "optional_type":
+        return None if value is None else _feed(name, position, value, declared.optional_type.elem_type)
+    if value is None and kind is not None:
+        raise ModelInputError(
+            f"{_label(name, position)} is None, but the model declares {_type_str(declared)}, which is not "
+            "optional", value=None, **fields,
+        )
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise DTypeError(
+                f"{_label(name, position)} is a {type(value).__name__}, but the model declares "
+                f"{_type_str(declared)}: feed a list of its elements", value=type(value).__name__, **fields,
+            )
+        elem = declared.sequence_type.elem_type
+        return [_feed(name, (*position, i), v, elem) for i, v in enumerate(value)]
+    if kind == "map_type":
+        if not isinstance(value, Mapping):
+            raise DTypeError(
+                f"{_label(name, position)} is a {type(value).__name__}, but the model declares "
+                f"{_type_str(declared)}: feed a dict", value=type(value).__name__, **fields,
+            )
+        _check_keys(name, position, value, declared)
+        return dict(value)
+    if kind is None and (value is None or isinstance(value, (list, tuple, Mapping))):
+        return value  # no declared type: not ours to convert
+    if kind not in ("tensor_type", None):
+        return value  # a sparse tensor or an opaque value: as given
+    value = np.asarray(value)
+    tensor = declared.tensor_type
+    if tensor.elem_type:
+        _check_type(_label(name, position), value, tensor.elem_type, fields)
+    if tensor.HasField("shape"):
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        _check_shape(_label(name, position), value, dims, fields)
+    return _as_feed(value)
+
+
+def _check_keys(name: str, position: tuple[int, ...], value: Mapping, declared: onnx.TypeProto) -> None:
+    key_type = declared.map_type.key_type
+    strings = key_type == onnx.TensorProto.STRING
+    for key in value:
+        ok = isinstance(key, (str, bytes)) if strings else (
+            isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)))
+        if not ok:
+            raise DTypeError(
+                f"{_label(name, position)} has key {key!r} of type {type(key).__name__}, but the model declares "
+                f"{_type_str(declared)}", input=name, position=position or None, value=type(key).__name__,
+            )
 
 
 def _as_feed(value: np.ndarray) -> np.ndarray:
@@ -320,41 +501,40 @@ def _as_feed(value: np.ndarray) -> np.ndarray:
     return value
 
 
-def _check_type(name: str, value: np.ndarray, elem_type: int) -> None:
+def _check_type(label: str, value: np.ndarray, elem_type: int, fields: dict) -> None:
     want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
     if native == want or (want == object and value.dtype.kind in "OUS"):  # any byte order
         return
     shown = onnx.TensorProto.DataType.Name(elem_type).lower()
     raise DTypeError(
-        f"model input {name!r} has NumPy dtype {value.dtype}, but the model declares tensor({shown}) "
-        f"(NumPy {want})",
-        input=name,
+        f"{label} has NumPy dtype {value.dtype}, but the model declares tensor({shown}) (NumPy {want})",
         value=str(value.dtype),
+        **fields,
     )
 
 
-def _check_shape(name: str, value: np.ndarray, dims: list[int | None]) -> None:
+def _check_shape(label: str, value: np.ndarray, dims: list[int | None], fields: dict) -> None:
     if value.ndim != len(dims):
         raise ShapeError(
-            f"model input {name!r} has rank {value.ndim} (shape {value.shape}), but the model declares "
-            f"rank {len(dims)}",
-            input=name,
+            f"{label} has rank {value.ndim} (shape {value.shape}), but the model declares rank {len(dims)}",
             value=value.shape,
+            **fields,
         )
     for axis, (size, want) in enumerate(zip(value.shape, dims)):
         if want is not None and size != want:
             shown = tuple("?" if d is None else d for d in dims)
             raise ShapeError(
-                f"model input {name!r} has shape {value.shape}, but the model declares {shown} "
-                f"(axis {axis} must be {want})",
-                input=name,
+                f"{label} has shape {value.shape}, but the model declares {shown} (axis {axis} must be {want})",
                 value=value.shape,
                 axis=axis,
+                **fields,
             )
 
 
-def run_model(model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def run_model(
+    model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True
+) -> dict[str, Any]:
     """Evaluate an ONNX model: our kernels for every operator of the family (Gather, GatherND,
     ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; in the main graph,
     subgraphs and model-local functions), onnx.reference for every other operator.
@@ -363,25 +543,44 @@ def run_model(model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, A
     ----------
     model : str, path-like or onnx.ModelProto
         The model, or the path of an ``.onnx`` file (external data is read beside it).
-    inputs : mapping of str to array_like
-        One array per graph input, by name; each must have the declared element type (in any
-        byte order; strings as object, ``'U'`` or ``'S'`` arrays), rank and fixed dims.
+    inputs : mapping of str to value
+        One value per graph input, by name, as its declared type says: a tensor as an
+        array_like with the declared element type (in any byte order; strings as object,
+        ``'U'`` or ``'S'`` arrays), rank and fixed dims; a sequence as a list (or tuple) of
+        its elements, each checked as its element type (tensors of different shapes too); an
+        optional as None (no value) or a value of its element type; a map as a dict (key
+        type checked, values passed as given). A sparse tensor is passed as given.
+    strict : bool, default True
+        False runs a node of the family that is off-spec in a way other engines tolerate (an
+        attribute or attribute value its version lacks and a later version has, as PyTorch's
+        exporter writes ScatterElements ``reduction='max'`` at opset 17) as the earliest
+        version that accepts it, with one :class:`~gather_scatter.OffSpecWarning` per
+        node; True (the default) refuses it with an InvalidAttributeError that names that
+        version.
 
     Returns
     -------
-    dict of str to ndarray
-        The graph's outputs by name, in the graph's order.
+    dict of str to value
+        The graph's outputs by name, in the graph's order: an ndarray for a tensor, a list for
+        a sequence, None for an empty optional.
 
     Raises
     ------
     ModelInputError
-        A declared input is missing, or a name is not a declared input.
+        A declared input is missing, or a name is not a declared input, or None given for an
+        input that is not optional; a tensor stored as external data that was not loaded
+        (``onnx.load(path, load_external_data=False)``).
     DTypeError, ShapeError
-        An input's dtype, rank or a fixed dim differs from the declaration.
+        An input's dtype, rank or a fixed dim differs from the declaration; or it is not the
+        declared kind of value (a sequence that is not a list, a map that is not a dict).
     GatherScatterError
         Any of our errors raised by a node, with ``node`` set to its name and the message
         starting with ``node '<name>' (<op_type>):``; the class is kept, so
         ``except IndexError`` still catches an out-of-bounds index.
+    NodeError
+        Any other error raised by a node (or by loading it), that is by one of
+        onnx.reference's operators: the message starts with ``node '<name>' (<op_type>,
+        domain <domain>, opset <opset>):``, the original is its ``__cause__``.
     OSError, onnx.onnx_cpp2py_export.checker.ValidationError, google.protobuf.message.DecodeError
         As raised by ``onnx.load`` for a missing or unreadable model file.
 
@@ -403,5 +602,5 @@ def run_model(model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, A
     if not isinstance(model, onnx.ModelProto):
         model = onnx.load(os.fspath(model))  # external data: read relative to the file, not the cwd
     feeds = _check_inputs(model.graph, inputs)
-    session = Evaluator(model)
+    session = Evaluator(model, strict=strict)
     return dict(zip(session.output_names, session.run(None, feeds)))

@@ -25,10 +25,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ._dispatch import _OPS, infer_shape
+from ._dispatch import _OPS, infer_version, resolve_node
 from ._shapes import Shape, fmt_shape
 from ._versions import LATEST_OPSET, normalize_domain, resolve
-from .errors import DTypeError, GatherScatterError, ShapeError, UnsupportedOpError, node_label
+from .errors import ArityError, DTypeError, GatherScatterError, ShapeError, UnsupportedOpError, node_label
 
 __all__ = ["infer_model_shapes", "node_shapes"]
 
@@ -117,28 +117,28 @@ def _opset(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
     return opsets[domain]
 
 
-def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, onnx.TypeProto]):
+def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, onnx.TypeProto], strict: bool):
     """(shape, elem_type) of the node's output, or the node's error naming it."""
     domain = normalize_domain(node.domain)
     names = list(node.input)
     while names and not names[-1]:  # an empty name leaves an optional input out: pass fewer shapes
         names.pop()
     inputs = [types.get(name) for name in names]
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     try:
-        spec = resolve(node.op_type, _opset(node, opsets), domain)
+        spec, values = resolve_node(
+            node.op_type, node.attribute, opset=_opset(node, opsets), domain=domain, strict=strict, node=node.name
+        )
         declared = _OPS[spec.op_type].inputs
         position = names.index("") if "" in names else len(declared)
         if position < len(declared):  # only trailing inputs may be left out
             input = declared[position]
-            raise ShapeError(
+            raise ArityError(
                 f"{spec.name}: input {position} ({input}) is required, but the node leaves it out "
                 "(an empty input name)",
                 op=spec.op_type, since_version=spec.since_version, input=input, position=(position,), value="",
             )
-        shape, _ = infer_shape(
-            node.op_type, [_shape(t) for t in inputs], [_dtype(t, name) for t, name in zip(inputs, names)], attrs,
-            opset=_opset(node, opsets), domain=domain,
+        shape, _ = infer_version(
+            spec, values, [_shape(t) for t in inputs], [_dtype(t, name) for t, name in zip(inputs, names)]
         )
     except GatherScatterError as exc:
         raise exc.in_node(node.name, node.op_type) from None
@@ -171,7 +171,7 @@ def _informative(t: onnx.TypeProto) -> int:
     return (tt.elem_type != 0) + (tt.HasField("shape")) + dims
 
 
-def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike, *, strict: bool = True) -> onnx.ModelProto:
     """A copy of ``model`` with the shape and type of every value filled in where known.
 
     Every node of the family (ai.onnx, and com.microsoft GatherND, which onnx's inference
@@ -185,6 +185,10 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
     model : onnx.ModelProto, str or path-like
         The model or the path of an ``.onnx`` file (external data is not needed: only
         shapes are read). Not modified.
+    strict : bool, default True
+        As for :func:`~gather_scatter.run_model`: False infers an off-spec node of the
+        family (an attribute or value its version lacks and a later version has) as the
+        earliest version that accepts it, with one OffSpecWarning per node.
 
     Returns
     -------
@@ -194,12 +198,12 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
 
     Raises
     ------
-    ShapeError, InvalidAttributeError, DTypeError, UnsupportedOpError, OutputTooLargeError
+    ShapeError, InvalidAttributeError, ArityError, DTypeError, UnsupportedOpError, OutputTooLargeError
         As :func:`~gather_scatter.infer_shape` raises them, the message starting with the
         node: ``node 'pick' (GatherND): GatherND-13: ...``; also ShapeError for an output
-        the model declares with a shape that contradicts the rule, or a required input the
-        node leaves out (an empty name before the last input; trailing empty names leave
-        optional inputs out, as TensorScatter's ``write_indices``); DTypeError for an output
+        the model declares with a shape that contradicts the rule; ArityError for a required
+        input the node leaves out (an empty name before the last input; trailing empty names
+        leave optional inputs out, as TensorScatter's ``write_indices``); DTypeError for an output
         declared with another element type than its data input's, or an ``elem_type`` that
         ``onnx.TensorProto.DataType`` does not define.
     onnx.shape_inference.InferenceError
@@ -226,7 +230,7 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike) -> onnx.Model
             if not node.output or not node.output[0]:
                 continue
             name = node.output[0]
-            shape, elem = _infer_node(node, opsets, types)
+            shape, elem = _infer_node(node, opsets, types, strict)
             shape = _merge(node, name, shape, _shape(declared.get(name)))
             elem = _merge_elem(node, name, elem, declared.get(name))
             if shape is None and not elem:
