@@ -7,7 +7,9 @@ the test extra, so CI runs every engine. Known engine bugs are what the checker 
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -266,3 +268,84 @@ def test_first_update_winning_a_duplicate_is_not_a_finding_without_reduction():
     elements = _check(("", "ScatterElements", 18), [np.zeros((2, 2)), np.array([[1, 0], [1, 0]]),
                                                     np.array([[1.0, 2.0], [3.0, 4.0]])])
     assert runner.classify(elements, engines.Outcome("ok", np.array([[0.0, 2.0], [1.0, 0.0]])))[0] == "agree"
+
+
+def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path, monkeypatch, capsys):
+    # Ctrl-C was a traceback and no report, though findings were already written.
+    real, calls = runner.run_one, []
+
+    def run_one(worker, check):
+        calls.append(check)
+        if len(calls) == 40:  # well after onnx.reference's first GatherElements finding
+            raise KeyboardInterrupt
+        return real(worker, check)
+
+    monkeypatch.setattr(runner, "run_one", run_one)
+    out, report = tmp_path / "findings", tmp_path / "r.json"
+    code = main(["check", "--engine", "reference", "--op", "GatherElements", "--cases", "30", "--seed", "1",
+                 "--out", str(out), "--json", str(report)])
+    assert code == 130
+    captured = capsys.readouterr()
+    result = json.loads(report.read_text())
+    assert result["interrupted"] is True and result["planned"] == 60 and 0 < result["cases"] < 60
+    assert sum(result["summary"].values()) == result["cases"]
+    assert result["findings"] and all(pathlib.Path(f["model"]).exists() for f in result["findings"])
+    assert captured.out.startswith(f"reference {onnx.__version__}: interrupted after {result['cases']} of 60 cases; ")
+    assert "Traceback" not in captured.err
+    assert captured.err.splitlines()[-1] == (
+        f"gather-scatter check: interrupted after {result['cases']} of 60 cases; the findings so far in "
+        f"{str(out)!r} and the report in {str(report)!r}")
+
+
+def test_run_check_raises_keyboard_interrupt_after_the_report(tmp_path, monkeypatch):
+    from gather_scatter.check import Interrupted
+
+    def stop(worker, check):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_one", stop)
+    with pytest.raises(KeyboardInterrupt) as info:  # a library caller's Ctrl-C still stops it
+        run_check("reference", ops=["Gather-13"], cases=2, out_dir=str(tmp_path), json_path=str(tmp_path / "r.json"),
+                  progress=False)
+    assert isinstance(info.value, Interrupted) and info.value.result["cases"] == 0
+    assert json.loads((tmp_path / "r.json").read_text()) == info.value.result
+
+
+def test_an_engine_that_fails_to_import_is_one_line(tmp_path, monkeypatch, capsys):
+    # An installed engine whose import fails was a RuntimeError traceback, exit 1, "within 300 s".
+    fake = tmp_path / "fake" / "tract"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise ImportError("libtract.so: cannot open shared object file")\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "fake"))  # the spawned worker takes this sys.path too
+    monkeypatch.delitem(sys.modules, "tract", raising=False)
+    assert main(["check", "--engine", "tract", "--op", "Gather-13", "--cases", "1", "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("gather-scatter check: error: engine 'tract' is installed but cannot run: import tract "
+                            "failed: ImportError: libtract.so: cannot open shared object file\n")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--op", "GatherND", "--opset", "8"],
+     "--op GatherND selects nothing at --opset 8: GatherND is in effect at opsets 11 to 28 (GatherND-11, "
+     "GatherND-12, GatherND-13); opset 8 has Gather-1"),
+    (["--op", "Scatter", "--opset", "11"],
+     "--op Scatter selects nothing at --opset 11: Scatter is in effect at opsets 9 to 10 (Scatter-9); opset 11 has "
+     "Gather-11, GatherElements-11, GatherND-11, ScatterElements-11, ScatterND-11"),
+    (["--op", "ScatterND-16", "--opset", "13", "--opset", "18"],
+     "--op ScatterND-16 selects nothing at --opset 13, 18: ScatterND-16 is in effect at opsets 16 to 17; opset 13 "
+     "has Gather-13, GatherElements-13, GatherND-13, ScatterElements-13, ScatterND-13; opset 18 has Gather-13, "
+     "GatherElements-13, GatherND-13, ScatterElements-18, ScatterND-18"),
+], ids=["gathernd-before-11", "scatter-after-10", "version-at-neither"])
+def test_an_op_at_opsets_where_it_does_not_exist_is_a_usage_error(tmp_path, args, message, capsys):
+    # These ran nothing (or only the com.microsoft GatherND) and said so with exit 0.
+    assert main(["check", "--engine", "reference", *args, "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"gather-scatter check: error: {message}\n"
+
+
+def test_an_op_in_effect_at_one_of_the_opsets_runs_there():
+    runner.check_selection(["GatherND"], [8, 13])
+    assert {(c.spec.name, c.opset) for c in runner.generate(["GatherND"], [8, 13], 1, 0)} == {
+        ("GatherND-13", 13), ("com.microsoft.GatherND-1", 1)}
+    runner.check_selection(["com.microsoft.GatherND-1"], [8])  # other domains run at their own opsets

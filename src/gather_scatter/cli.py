@@ -23,6 +23,7 @@ import numpy as np
 __all__ = ["main"]
 
 USAGE_ERROR = 2
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 DEFAULT_MODEL = "decoder_step.onnx"
 DEFAULT_INPUTS = "decoder_step_inputs.npz"
 
@@ -256,8 +257,9 @@ def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .check import run_check
+    from .check import Interrupted, run_check
     from .check.engines import EngineMissing
+    from .check.runner import SelectionError
 
     _check_destination("--out", args.out, is_dir=True)
     if args.json:
@@ -268,8 +270,13 @@ def _check(args: argparse.Namespace) -> int:
             threads=args.threads, timeout=args.timeout, out_dir=args.out, json_path=args.json,
             progress=sys.stderr.isatty(),
         )
-    except EngineMissing as exc:
+    except (EngineMissing, SelectionError) as exc:
         raise _UserError(str(exc)) from None
+    except Interrupted as exc:  # the partial report is printed and written
+        written = ([f"the findings so far in {args.out!r}"] if exc.result["findings"] else []) + (
+            [f"the report in {args.json!r}"] if args.json else [])
+        print(f"gather-scatter check: {exc}" + (f"; {' and '.join(written)}" if written else ""), file=sys.stderr)
+        return INTERRUPTED
     except OSError as exc:
         if exc.filename is None:  # not a file of ours: not the user's to fix
             raise
@@ -287,7 +294,8 @@ def _add_check(subparsers: Any) -> None:
         description=f"Run generated valid and invalid cases of every version of {_FAMILY} through an "
         "engine (out of process, restarted after a crash), compare with gather_scatter's kernels, shrink "
         "each disagreement to a minimal case and write it out with a one-line reproduction. Exit status: "
-        "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is not installed).",
+        "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is not installed or does not "
+        "import), 130 when interrupted (Ctrl-C) once the report of the cases run so far is written.",
     )
     parser.add_argument("--engine", required=True, choices=sorted(ENGINES), help="the engine to check")
     parser.add_argument("--op", action="append", default=[], type=_op_or_version, metavar="OP",

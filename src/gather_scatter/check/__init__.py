@@ -15,7 +15,15 @@ from typing import TextIO
 
 from . import engines, report, runner, shrink
 
-__all__ = ["run_check"]
+__all__ = ["Interrupted", "run_check"]
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a check, raised once the partial report (``result``) is printed and written."""
+
+    def __init__(self, result: dict) -> None:
+        super().__init__(f"interrupted after {result['cases']} of {result['planned']} cases")
+        self.result = result
 
 
 def run_check(
@@ -55,13 +63,21 @@ def run_check(
     Returns
     -------
     dict
-        ``{"engine", "engine_version", "cases", "summary": {kind: count}, "findings": [...]}``.
+        ``{"engine", "engine_version", "cases", "planned", "interrupted", "summary": {kind: count},
+        "findings": [...]}``: ``cases`` run of the ``planned`` ones.
 
     Raises
     ------
+    runner.SelectionError
+        An operator or version of ``ops`` is in effect at none of ``opsets``.
     engines.EngineMissing
-        The engine is not installed (the message names the pip extra).
+        The engine is not installed (the message names the pip extra), or
+        (``engines.EngineBroken``) it is but cannot run: its import fails.
+    Interrupted
+        Ctrl-C (a KeyboardInterrupt): the report of the cases run so far is printed and
+        written first, findings included.
     """
+    runner.check_selection(ops, opsets)
     engines.require(engine)
     version = engines.engine_version(engine)
     checks = list(runner.generate(ops, opsets, cases, seed))
@@ -72,11 +88,32 @@ def run_check(
         from tqdm import tqdm
 
         bar = tqdm(total=len(checks), desc=f"check {engine}", unit="case", file=sys.stderr, leave=False)
+    try:
+        _run(engine, checks, threads, timeout, out_dir, summary, findings, bar)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+    result = report.report(engine, version, sum(summary.values()), summary, findings, planned=len(checks),
+                           interrupted=interrupted)
+    report.print_table(result, stream if stream is not None else sys.stdout)
+    if json_path:
+        report.write_json(result, os.fspath(json_path))
+    if interrupted:
+        raise Interrupted(result)
+    return result
+
+
+def _run(engine: str, checks: list, threads: int | None, timeout: float, out_dir: str, summary: Counter,
+         findings: list, bar) -> None:
+    """Run ``checks`` through the engine, counting each case's kind in ``summary`` once it is
+    done (its finding shrunk and written): a Ctrl-C leaves both complete up to there."""
     shrunk: set = set()
     with engines.Worker(engine, threads, timeout) as worker:
         for check in checks:
             kind, detail = runner.run_one(worker, check)
-            summary[kind] += 1
             if kind in runner.FINDING_KINDS:
                 key = (check.spec.name, kind, check.kind)
                 if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
@@ -91,12 +128,6 @@ def run_check(
                 finding = runner.Finding(kind, check, detail)
                 report.write_finding(finding, len(findings) + 1, out_dir, engine)
                 findings.append(finding)
+            summary[kind] += 1
             if bar is not None:
                 bar.update(1)
-    if bar is not None:
-        bar.close()
-    result = report.report(engine, version, len(checks), summary, findings)
-    report.print_table(result, stream if stream is not None else sys.stdout)
-    if json_path:
-        report.write_json(result, os.fspath(json_path))
-    return result

@@ -18,13 +18,14 @@ import importlib.metadata
 import importlib.util
 import multiprocessing
 import os
+import signal
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["ENGINES", "EngineMissing", "Outcome", "Worker", "engine_version", "require"]
+__all__ = ["ENGINES", "EngineBroken", "EngineMissing", "Outcome", "Worker", "engine_version", "require"]
 
 # engine -> (module that must be importable, distribution whose version is reported, pip extra)
 ENGINES: dict[str, tuple[str, str, str]] = {
@@ -47,6 +48,10 @@ class EngineMissing(Exception):
     """The engine's Python package is not installed."""
 
 
+class EngineBroken(EngineMissing):
+    """The engine is installed but cannot run: its import fails, or its worker does not start."""
+
+
 def require(engine: str) -> None:
     """EngineMissing (one line, naming the extra to install) unless ``engine`` can run here."""
     if engine not in ENGINES:
@@ -61,7 +66,10 @@ def require(engine: str) -> None:
 
 
 def engine_version(engine: str) -> str:
-    return importlib.metadata.version(ENGINES[engine][1])
+    try:
+        return importlib.metadata.version(ENGINES[engine][1])
+    except importlib.metadata.PackageNotFoundError:  # importable, but not from an installed distribution
+        return "(version unknown)"
 
 
 @dataclass
@@ -159,10 +167,15 @@ _RUNNERS: dict[str, Callable[..., Any]] = {
 def _serve(conn, engine: str, threads: int | None, log: str) -> None:
     """The worker's loop: one request in, one (kind, output, message) out, until the pipe closes.
     The engine's own stderr (a panic's message) goes to ``log``, for the crash's detail."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the checker's to handle (it then ends the worker)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(fd, 2)
     run = _RUNNERS[engine]
-    importlib.import_module(ENGINES[engine][0])  # the engine's import is not the first case's time
+    try:
+        importlib.import_module(ENGINES[engine][0])  # the engine's import is not the first case's time
+    except Exception as exc:  # noqa: BLE001 - installed but broken (a missing shared library, ...)
+        conn.send(("import failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]))
+        return
     conn.send("ready")
     while True:
         try:
@@ -209,12 +222,21 @@ class Worker:
         child.close()
         self._conn = parent
         try:
-            ready = parent.poll(_STARTUP_S) and parent.recv() == "ready"
+            answer = parent.recv() if parent.poll(_STARTUP_S) else None
         except EOFError:  # the engine's import killed the worker
-            ready = False
-        if not ready:
+            self._process.join(5)
+            answer = ("died", f"its worker died while importing it (exit code {self._process.exitcode})"
+                              f"{self._last_words()}")
+        if answer != "ready":
             self._stop()
-            raise RuntimeError(f"the {self.engine} worker did not start (within {_STARTUP_S} s){self._last_words()}")
+            module = ENGINES[self.engine][0]
+            if answer is None:
+                why = f"its worker did not start within {_STARTUP_S} s{self._last_words()}"
+            elif answer[0] == "import failed":
+                why = f"import {module} failed: {answer[1]}"
+            else:
+                why = answer[1]
+            raise EngineBroken(f"engine {self.engine!r} is installed but cannot run: {why}")
 
     def _stop(self) -> None:
         if self._process is not None:

@@ -54,12 +54,16 @@ def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> N
                      "repro": f'python -c "{_REPRO[engine].format(model=model, inputs=inputs)}"'}
 
 
-def report(engine: str, version: str, cases: int, summary: Counter, findings: list[Finding]) -> dict:
-    """The JSON report (see ``gather-scatter check --help``)."""
+def report(engine: str, version: str, cases: int, summary: Counter, findings: list[Finding], *,
+           planned: int | None = None, interrupted: bool = False) -> dict:
+    """The JSON report (see ``gather-scatter check --help``): ``cases`` run of ``planned``
+    (default: all of them), ``interrupted`` by Ctrl-C or not."""
     return {
         "engine": engine,
         "engine_version": version,
         "cases": cases,
+        "planned": cases if planned is None else planned,
+        "interrupted": interrupted,
         "summary": {kind: summary.get(kind, 0) for kind in (*FINDING_KINDS, "unsupported", "agree")},
         "findings": [
             {"op": f.check.spec.op_type, "domain": f.check.spec.domain or "ai.onnx",
@@ -77,7 +81,9 @@ def print_table(result: dict, stream: TextIO) -> None:
     for f in result["findings"]:
         key = (f["op"] if f["domain"] == "ai.onnx" else f"{f['domain']}.{f['op']}", f["since_version"], f["kind"])
         rows.setdefault(key, []).append(f)
-    print(f"{result['engine']} {result['engine_version']}: {result['cases']} cases; "
+    ran = (f"interrupted after {result['cases']} of {result['planned']} cases" if result.get("interrupted")
+           else f"{result['cases']} cases")
+    print(f"{result['engine']} {result['engine_version']}: {ran}; "
           + ", ".join(f"{k} {v}" for k, v in result["summary"].items()), file=stream)
     if not rows:
         print("no findings", file=stream)

@@ -23,13 +23,13 @@ import numpy as np
 from onnx import helper
 
 from .._dispatch import run_node
-from .._versions import REGISTRY, OpVersion
+from .._versions import LATEST_OPSET, REGISTRY, OpVersion
 from ..errors import GatherScatterError
 from . import cases as C
 from .engines import Outcome, Worker
 
-__all__ = ["FINDING_KINDS", "CheckCase", "Finding", "classify", "expected", "generate", "model_bytes", "run_one", "same",
-           "signature"]
+__all__ = ["FINDING_KINDS", "CheckCase", "Finding", "SelectionError", "check_selection", "classify", "expected",
+           "generate", "model_bytes", "run_one", "same", "signature"]
 
 FINDING_KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", "timeout")
 
@@ -195,10 +195,38 @@ def _opsets(spec: OpVersion, opsets: list[int] | None) -> list[int]:
     version in effect (a version of another domain runs at its own)."""
     if not opsets or spec.domain:
         return [spec.since_version]
+    return [o for o in opsets if spec.since_version <= o <= _end(spec)]
+
+
+class SelectionError(ValueError):
+    """An operator or version that is in effect at none of the opsets asked for."""
+
+
+def _end(spec: OpVersion) -> int:
+    """The last opset at which ``spec`` is the version in effect."""
     newer = [v.since_version for v in REGISTRY.values()
              if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version]
-    end = min(newer + [spec.removed_in or 10**6])
-    return [o for o in opsets if spec.since_version <= o < end]
+    return min(newer + [spec.removed_in or LATEST_OPSET[spec.domain] + 1]) - 1
+
+
+def check_selection(ops: list[str] | None, opsets: list[int] | None) -> None:
+    """SelectionError unless each of ``ops`` (an operator or version of ai.onnx) is in effect at
+    one of ``opsets`` at least, naming the opsets where it is and the versions there are at
+    ``opsets`` (``--op GatherND --opset 8`` ran nothing, silently)."""
+    if not ops or not opsets:
+        return
+    for op in ops:
+        specs = [v for v in _versions([op]) if not v.domain]  # other domains run at their own opsets
+        if not specs or any(_opsets(spec, opsets) for spec in specs):
+            continue
+        names = "" if len(specs) == 1 and specs[0].name == op else f" ({', '.join(v.name for v in specs)})"
+        low, high = specs[0].since_version, _end(specs[-1])
+        where = f"opset {low}" if low == high else f"opsets {low} to {high}"
+        present = "; ".join(
+            f"opset {o} has {', '.join(v.name for v in _versions(None) if not v.domain and _opsets(v, [o]))}"
+            for o in sorted(set(opsets)))
+        shown = ", ".join(map(str, sorted(set(opsets))))
+        raise SelectionError(f"--op {op} selects nothing at --opset {shown}: {op} is in effect at {where}{names}; {present}")
 
 
 def generate(ops: list[str] | None, opsets: list[int] | None, per_version: int, seed: int) -> Iterator[CheckCase]:
