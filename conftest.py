@@ -1,0 +1,38 @@
+"""pytest's collection rules for the whole repository.
+
+``--doctest-modules`` imports every module under ``src/gather_scatter``; a backend module
+imports its array library at the top (it is only ever imported when an input already is
+one of that library's arrays), so it is left out of the doctest collection where that
+library is not installed, as in a plain ``pip install -e ".[test]"``. The backend tests
+themselves skip with a reason (``tests/backends.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+_BACKENDS = {"torch": "torch", "jax": "jax", "dask": "dask"}
+
+collect_ignore = [
+    f"src/gather_scatter/backends/{module}.py"
+    for module, library in _BACKENDS.items()
+    if importlib.util.find_spec(library) is None
+]
+
+
+def _record_skip(report) -> None:
+    """With ``GATHER_SCATTER_SKIPPED`` set to a file name, append the node id of every skipped
+    test or module to it: ``.ci/run`` reruns exactly those once torch and JAX are installed."""
+    path = os.environ.get("GATHER_SCATTER_SKIPPED")
+    if path and report.skipped:
+        with open(path, "a", encoding="utf-8") as skipped:
+            skipped.write(report.nodeid + "\n")
+
+
+def pytest_runtest_logreport(report):
+    _record_skip(report)
+
+
+def pytest_collectreport(report):
+    _record_skip(report)
