@@ -1,11 +1,13 @@
-"""ONNX's own backend test cases for every operator of the family, replayed through run_node.
+"""ONNX's own backend test cases for every operator of the family, replayed through run_node;
+and those whose inputs are sequences, optionals or maps, replayed through run_model.
 
-The cases come from the installed onnx package's definitions (``onnx.backend.test.case.node``):
-each ``export_*`` function builds a node and calls ``expect``, which wraps it in a model whose
-``opset_import`` pins the opset. ``collect_testcases(op_type)`` cannot be used once per op in
-one process (its filter applies at first import only, and it imports every operator's module),
-so the export functions of the three modules are re-run here with ``expect``'s registry swapped
-for a fresh one; the recorded models are onnx's own.
+The cases come from the installed onnx package's definitions (``onnx.backend.test.case.node``;
+the installed package has no ``data/node`` directory of recorded files): each ``export_*``
+function builds a node and calls ``expect``, which wraps it in a model whose ``opset_import``
+pins the opset. ``collect_testcases(op_type)`` cannot be used once per op in one process (its
+filter applies at first import only, and it imports every operator's module), so the export
+functions of the modules are re-run here with ``expect``'s registry swapped for a fresh one;
+the recorded models are onnx's own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from onnx.backend.test.case.base import Base
 
 import oracle
 from gather_scatter import UnsupportedOpError, run_node
+from gather_scatter.reference import run_model
 
 MODULES = {"Gather": "gather", "GatherND": "gathernd", "ScatterND": "scatternd", "GatherElements": "gatherelements",
            "ScatterElements": "scatterelements", "Scatter": "scatter", "TensorScatter": "tensorscatter"}
@@ -34,8 +37,10 @@ def _export_functions(module):
                     yield getattr(cls, name)
 
 
-def _collect() -> list:
-    modules = [importlib.import_module(f"{node_cases.__name__}.{m}") for m in MODULES.values()]
+def _collect(names) -> list:
+    """The cases recorded by the export functions of these modules of onnx.backend.test.case.node."""
+    # Importing a module runs its exports once (onnx's metaclass), into onnx's own registry.
+    modules = [importlib.import_module(f"{node_cases.__name__}.{m}") for m in names]
     saved = (node_cases._NodeTestCases, node_cases._existing_names, node_cases._TargetOpType)
     random_state = np.random.get_state()
     node_cases._NodeTestCases, node_cases._existing_names, node_cases._TargetOpType = [], {}, None
@@ -48,10 +53,10 @@ def _collect() -> list:
     finally:
         node_cases._NodeTestCases, node_cases._existing_names, node_cases._TargetOpType = saved
         np.random.set_state(random_state)
-    return [c for c in cases if c.model.graph.node[0].op_type in MODULES]
+    return cases
 
 
-CASES = _collect()
+CASES = [c for c in _collect(MODULES.values()) if c.model.graph.node[0].op_type in MODULES]
 ORACLE = {"Gather": oracle.gather, "GatherND": oracle.gather_nd, "ScatterND": oracle.scatter_nd,
           "GatherElements": oracle.gather_elements, "ScatterElements": oracle.scatter_elements,
           "Scatter": oracle.scatter, "TensorScatter": oracle.tensor_scatter}
@@ -136,3 +141,48 @@ def test_loop_oracle_agrees_with_onnx_case(case):
     ((inputs, outputs),) = case.data_sets
     expected = _as_array(outputs[0])
     oracle.assert_same(ORACLE[node.op_type](*[_as_array(x) for x in inputs], **attrs), expected, case.name)
+
+
+# -- inputs of every ONNX type through run_model (issue 15, item 6) ---------------------------------------
+
+TYPED_MODULES = ("identity", "optionalgetelement", "optionalhaselement", "sequence_map", "sequenceinsert")
+TYPED_CASES = _collect(TYPED_MODULES)
+
+
+def test_typed_input_collection_found_the_cases_that_failed():
+    names = {c.name for c in TYPED_CASES}
+    # These 17 failed in run_model (np.asarray on every feed) and passed in reference.Evaluator.
+    assert {
+        "test_identity_sequence", "test_identity_opt",
+        "test_optional_get_element_optional_sequence", "test_optional_get_element_sequence",
+        "test_optional_has_element_empty_optional_input",
+        "test_sequence_map_add_1_sequence_1_tensor_expanded", "test_sequence_map_add_2_sequences",
+        "test_sequence_map_add_2_sequences_expanded", "test_sequence_map_extract_shapes",
+        "test_sequence_map_extract_shapes_expanded", "test_sequence_map_identity_1_sequence_expanded",
+        "test_sequence_map_identity_1_sequence_1_tensor", "test_sequence_map_identity_1_sequence_1_tensor_expanded",
+        "test_sequence_map_identity_2_sequences", "test_sequence_map_identity_2_sequences_expanded",
+        "test_sequence_insert_at_back", "test_sequence_insert_at_front",
+    } <= names
+    kinds = {i.type.WhichOneof("value") for c in TYPED_CASES for i in c.model.graph.input}
+    assert kinds == {"tensor_type", "sequence_type", "optional_type"}
+
+
+def _assert_same_value(actual, expected, where):
+    if expected is None:
+        assert actual is None, where
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _assert_same_value(a, e, f"{where}[{i}]")
+    else:
+        np.testing.assert_array_equal(actual, _as_array(expected), strict=True, err_msg=where)
+
+
+@pytest.mark.parametrize("case", TYPED_CASES, ids=[c.name for c in TYPED_CASES])
+def test_onnx_case_with_typed_inputs_through_run_model(case):
+    ((inputs, outputs),) = case.data_sets
+    graph = case.model.graph
+    got = run_model(case.model, dict(zip([i.name for i in graph.input], inputs)))
+    assert list(got) == [o.name for o in graph.output]
+    for (name, actual), expected in zip(got.items(), outputs):
+        _assert_same_value(actual, expected, name)

@@ -1,13 +1,16 @@
 """gather_scatter.reference: our kernels inside onnx.reference, against plain onnx.reference and
 onnxruntime, version gating through the evaluator, run_model on the exported models, and errors
-that name their node."""
+that name their node (ours and onnx.reference's); off-spec nodes with strict=False, external
+data not loaded."""
 
 from __future__ import annotations
 
+import io
 import pathlib
 import pickle
 import subprocess
 import sys
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -418,3 +421,263 @@ def test_tensor_scatter_with_and_without_write_indices(write, empty):
     got = run_model(model, feeds_)["y"][..., 0]
     want = [[1, 0, 0, 1], [1, 1, 0, 0]] if write is not None else [[1, 1, 0, 0], [1, 1, 0, 0]]
     np.testing.assert_array_equal(got, want)
+
+
+# -- issue 15: off-spec nodes (10), external data not loaded (22), arity (23), other operators' errors (25) ---
+
+_SCATTER_FEEDS = {"d": np.zeros(4, np.float32), "i": np.array([2, 2, 0]), "u": np.array([1.0, 5.0, 2.0], np.float32)}
+_SCATTER_MAX = np.array([2.0, 0.0, 5.0, 0.0], np.float32)  # ScatterElements-18 'max': np.maximum.at
+
+
+def _off_spec_model(opset=17):
+    """ScatterElements reduction='max' at opset 17 (a ScatterElements-18 value), as PyTorch's
+    TorchScript exporter writes it: twice in the main graph and once in an If branch, next to
+    an on-spec 'add'."""
+    vi = [_VI("d", 1, [4]), _VI("i", 7, [3]), _VI("u", 1, [3])]
+    branch = oh.make_graph([oh.make_node("ScatterElements", ["d", "i", "u"], ["b"], name="in_branch", reduction="max")],
+                           "then", [], [_VI("b", 1, [4])])
+    other = oh.make_graph([oh.make_node("Identity", ["d"], ["b"])], "else", [], [_VI("b", 1, [4])])
+    nodes = [
+        oh.make_node("ScatterElements", ["d", "i", "u"], ["y1"], name="agg1", reduction="max"),
+        oh.make_node("ScatterElements", ["d", "i", "u"], ["y2"], name="agg2", reduction=b"max"),
+        oh.make_node("ScatterElements", ["d", "i", "u"], ["y3"], name="sum", reduction="add"),
+        oh.make_node("Constant", [], ["c"], value=oh.make_tensor("c", onnx.TensorProto.BOOL, [], [True])),
+        oh.make_node("If", ["c"], ["y4"], name="branch", then_branch=branch, else_branch=other),
+    ]
+    graph = oh.make_graph(nodes, "g", vi, [_VI(f"y{k}", 1, [4]) for k in range(1, 5)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=8)
+
+
+def test_an_off_spec_attribute_value_is_refused_by_default_naming_the_fix():
+    with pytest.raises(InvalidAttributeError) as info:
+        run_model(_off_spec_model(), _SCATTER_FEEDS)
+    assert str(info.value) == (
+        "node 'agg1' (ScatterElements): ScatterElements-16: reduction = 'max' is not accepted (accepted: 'none', "
+        "'add', 'mul'); 'max' exists from ScatterElements-18: re-export the model with opset 18 or later, or pass "
+        "strict=False to run the node as ScatterElements-18")
+    assert (info.value.node, info.value.op, info.value.since_version, info.value.value) == (
+        "agg1", "ScatterElements", 16, "max")
+
+
+def test_not_strict_runs_each_off_spec_node_as_the_earliest_version_that_accepts_it_with_one_warning():
+    from gather_scatter import OffSpecWarning
+    from gather_scatter.reference import Evaluator
+
+    model = _off_spec_model()
+    with pytest.warns(OffSpecWarning) as record:
+        got = run_model(model, _SCATTER_FEEDS, strict=False)
+    for name in ("y1", "y2", "y4"):
+        np.testing.assert_array_equal(got[name], _SCATTER_MAX, strict=True)
+    np.testing.assert_array_equal(got["y3"], [2.0, 0.0, 6.0, 0.0])
+    assert sorted(w.message.node for w in record) == ["agg1", "agg2", "in_branch"]  # not the on-spec 'sum'
+    w = next(w.message for w in record if w.message.node == "agg1")
+    assert (w.op, w.domain, w.opset, w.resolved, w.used) == ("ScatterElements", "ai.onnx", 17, "ScatterElements-16",
+                                                             "ScatterElements-18")
+    assert str(w) == ("node 'agg1' (ScatterElements): ScatterElements at opset 17 is ScatterElements-16, which does "
+                      "not accept reduction = 'max'; run as ScatterElements-18, the earliest version that does "
+                      "(strict=False)")
+    with pytest.warns(OffSpecWarning) as record:  # warned when loaded, not again at each run
+        session = Evaluator(model, strict=False)
+        session.run(None, _SCATTER_FEEDS)
+        session.run(None, _SCATTER_FEEDS)
+    assert len(record) == 3
+    with pytest.raises(InvalidAttributeError, match=r"^node 'agg1'"):  # strict again in a fresh evaluator
+        Evaluator(model).run(None, _SCATTER_FEEDS)
+
+
+def test_not_strict_shape_inference():
+    from gather_scatter import OffSpecWarning
+    from gather_scatter.shape_inference import infer_model_shapes
+
+    model = _off_spec_model()
+    for vi in model.graph.output:
+        vi.type.tensor_type.ClearField("shape")
+    with pytest.raises(InvalidAttributeError, match=r"^node 'agg1' \(ScatterElements\): ScatterElements-16: "):
+        infer_model_shapes(model)
+    with pytest.warns(OffSpecWarning) as record:
+        out = infer_model_shapes(model, strict=False)
+    assert [w.message.node for w in record] == ["agg1", "agg2"]  # subgraphs are not walked
+    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in out.graph.output}
+    assert shapes["y1"] == shapes["y2"] == [4]
+
+
+def test_torchscript_export_of_scatter_reduce_amax_at_opset_17_runs_with_no_strict():
+    torch = pytest.importorskip("torch", reason="torch is an optional test dependency")
+    from gather_scatter import OffSpecWarning
+
+    class Gat(torch.nn.Module):  # a GAT layer's neighbourhood max, as torch_geometric aggregates it
+        def forward(self, x, index, src):
+            return x.scatter_reduce(0, index, src, reduce="amax", include_self=True)
+
+    args = (torch.zeros(4, 3), torch.tensor([[0, 1, 2], [3, 0, 1], [0, 0, 0]]), torch.arange(9.0).reshape(3, 3))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(Gat(), args, buffer, opset_version=17, dynamo=False)
+    model = onnx.load_from_string(buffer.getvalue())
+    scatters = [n for n in model.graph.node if n.op_type == "ScatterElements"]
+    reductions = [oh.get_attribute_value(a) for n in scatters for a in n.attribute if a.name == "reduction"]
+    if reductions != [b"max"] or model.opset_import[0].version != 17:
+        pytest.skip(f"this torch ({torch.__version__}) no longer writes reduction='max' at opset 17")
+    feeds_ = dict(zip([i.name for i in model.graph.input], [a.numpy() for a in args]))
+    with pytest.raises(InvalidAttributeError, match=r"re-export the model with opset 18 or later, or pass strict=False"):
+        run_model(model, feeds_)
+    with pytest.warns(OffSpecWarning, match=r"ScatterElements at opset 17 is ScatterElements-16, which does not "
+                                            r"accept reduction = 'max'; run as ScatterElements-18"):
+        (got,) = run_model(model, feeds_, strict=False).values()
+    want = Gat()(*args).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(next(iter(onnxruntime_run(model, feeds_).values())), want)  # ORT takes it too
+
+
+def test_cli_run_no_strict(tmp_path, capsys):
+    from gather_scatter.cli import main
+
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_off_spec_model(), path)
+    np.savez(tmp_path / "inputs.npz", **_SCATTER_FEEDS)
+    assert main(["run", str(path), "--inputs", str(tmp_path / "inputs.npz")]) == 2
+    assert "'max' exists from ScatterElements-18: re-export the model with opset 18 or later, or pass --no-strict" in (
+        capsys.readouterr().err)
+    assert main(["run", str(path), "--inputs", str(tmp_path / "inputs.npz"), "--no-strict"]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if line.startswith("gather-scatter run: warning: ")]
+    assert len(warned) == 3 and all(line.endswith("the earliest version that does (--no-strict)") for line in warned)
+    assert "y1  float32  (4,)         [2. 0. 5. 0.]" in captured.out
+
+
+def _external_model(tmp_path, where):
+    """A GatherElements over a table saved as external data: an initializer, or a Constant in an If branch."""
+    table = np.arange(300, dtype=np.float32).reshape(100, 3)
+    gather = oh.make_node("GatherElements", ["table", "indices"], ["y"], axis=0)
+    inputs, outputs = [_VI("indices", onnx.TensorProto.INT64, [2, 3])], [_VI("y", onnx.TensorProto.FLOAT, None)]
+    if where == "initializer":
+        graph = oh.make_graph([gather], "g", inputs, outputs, [onnx.numpy_helper.from_array(table, "table")])
+    else:
+        const = oh.make_node("Constant", [], ["table"], value=onnx.numpy_helper.from_array(table, "table"))
+        branch = oh.make_graph([const, gather], "then", [], [_VI("y", onnx.TensorProto.FLOAT, None)])
+        cond = oh.make_node("Constant", [], ["c"], value=oh.make_tensor("c", onnx.TensorProto.BOOL, [], [True]))
+        graph = oh.make_graph([cond, oh.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+                              "g", inputs, outputs)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data",
+                    size_threshold=0, convert_attribute=True)
+    return path, table
+
+
+@pytest.mark.parametrize("where", ["initializer", "constant-in-a-subgraph"])
+def test_external_data_not_loaded_is_a_model_input_error_saying_how_to_load_it(tmp_path, where):
+    from gather_scatter.reference import Evaluator
+
+    path, table = _external_model(tmp_path, where)
+    model = onnx.load(path, load_external_data=False)
+    indices = np.array([[99, 0, -1], [64, 70, 80]])
+    for call in (lambda: run_model(model, {"indices": indices}), lambda: Evaluator(model)):
+        with pytest.raises(ModelInputError) as info:  # was RuntimeError: "... LargeContainer ..."
+            call()
+        assert str(info.value) == (
+            "tensor 'table' is stored as external data ('model.onnx.data') that was not loaded (the model was read "
+            "with load_external_data=False): load it with onnx.load(path) (load_external_data=True, the default), "
+            "or call onnx.external_data_helper.load_external_data_for_model(model, base_dir) with the folder of the "
+            ".onnx file, or pass the model's path instead")
+        assert (info.value.input, info.value.value) == ("table", "model.onnx.data")
+    want = np.take_along_axis(table, indices % 100, 0)
+    np.testing.assert_array_equal(run_model(path, {"indices": indices})["y"], want)  # each fix it names works
+    np.testing.assert_array_equal(run_model(onnx.load(path), {"indices": indices})["y"], want)
+    onnx.external_data_helper.load_external_data_for_model(model, str(tmp_path))
+    np.testing.assert_array_equal(run_model(model, {"indices": indices})["y"], want)
+
+
+def test_a_node_with_an_input_missing_is_an_arity_error_naming_it():
+    from gather_scatter import ArityError
+
+    node = oh.make_node("ScatterElements", ["data", "indices"], ["y"], name="write")
+    graph = oh.make_graph([node], "g", [_VI("data", 1, [3]), _VI("indices", 7, [1])], [_VI("y", 1, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+    with pytest.raises(ArityError) as info:  # was a ShapeError: a count is not a shape
+        run_model(model, {"data": np.zeros(3, np.float32), "indices": np.array([0])})
+    assert not isinstance(info.value, ShapeError) and isinstance(info.value, ValueError)
+    assert str(info.value) == ("node 'write' (ScatterElements): ScatterElements-13: takes 3 inputs (data, indices, "
+                               "updates), got 2; missing: updates")
+    assert (info.value.node, info.value.op, info.value.since_version, info.value.value, info.value.valid_range,
+            info.value.input) == ("write", "ScatterElements", 13, 2, (3, 3), "updates")
+
+
+def _cumsum_model(wrap: str) -> onnx.ModelProto:
+    """CumSum with a 1-element axis tensor (PyTorch's dynamo export of repeat_interleave writes
+    one), which onnx.reference's CumSum refuses: directly, in a function, an If branch, a Loop."""
+    axis = onnx.numpy_helper.from_array(np.array([0]), "axis")
+    cumsum = oh.make_node("CumSum", ["x", "axis"], ["y"], name="cumsum")
+    inputs, output = [_VI("x", onnx.TensorProto.FLOAT, [3])], _VI("y", onnx.TensorProto.FLOAT, None)
+    axis_node = oh.make_node("Constant", [], ["axis"], value=axis)
+    functions = []
+    if wrap == "plain":
+        nodes = [axis_node, cumsum]
+    elif wrap == "function":
+        functions = [oh.make_function("local", "Cum", ["x"], ["y"], [axis_node, cumsum], [oh.make_opsetid("", 14)])]
+        nodes = [oh.make_node("Cum", ["x"], ["y"], name="call", domain="local")]
+    elif wrap == "if":
+        branch = oh.make_graph([axis_node, cumsum], "then", [], [output])
+        nodes = [oh.make_node("Constant", [], ["c"], value=oh.make_tensor("c", onnx.TensorProto.BOOL, [], [True])),
+                 oh.make_node("If", ["c"], ["y"], name="branch", then_branch=branch, else_branch=branch)]
+    else:
+        body = oh.make_graph([oh.make_node("Identity", ["cond_in"], ["cond_out"]), axis_node, cumsum], "body",
+                             [_VI("i", onnx.TensorProto.INT64, []), _VI("cond_in", onnx.TensorProto.BOOL, [])],
+                             [_VI("cond_out", onnx.TensorProto.BOOL, []), output])
+        nodes = [oh.make_node("Constant", [], ["n"], value=oh.make_tensor("n", onnx.TensorProto.INT64, [], [1])),
+                 oh.make_node("Constant", [], ["t"], value=oh.make_tensor("t", onnx.TensorProto.BOOL, [], [True])),
+                 oh.make_node("Loop", ["n", "t"], ["y"], name="loop", body=body)]
+    opsets = [oh.make_opsetid("", 14)] + ([oh.make_opsetid("local", 1)] if functions else [])
+    graph = oh.make_graph(nodes, "g", inputs, [output])
+    return oh.make_model(graph, opset_imports=opsets, functions=functions, ir_version=8)
+
+
+@pytest.mark.parametrize("wrap", ["plain", "function", "if", "loop"])
+def test_an_error_from_another_operator_names_its_node(wrap):
+    from gather_scatter import GatherScatterError, NodeError
+
+    with pytest.raises(NodeError) as info:  # was a bare "ValueError: Axis must be a rank-0 tensor"
+        run_model(_cumsum_model(wrap), {"x": np.ones(3, np.float32)})
+    err = info.value
+    assert isinstance(err, GatherScatterError) and isinstance(err, RuntimeError)
+    assert str(err) == "node 'cumsum' (CumSum, domain ai.onnx, opset 14): ValueError: Axis must be a rank-0 tensor, got `1`."
+    assert (err.node, err.op, err.domain) == ("cumsum", "CumSum", "ai.onnx")
+    assert type(err.__cause__) is ValueError and str(err.__cause__).startswith("Axis must be a rank-0 tensor")
+    copy = pickle.loads(pickle.dumps(err))
+    assert (type(copy), str(copy), copy.node, copy.domain) == (NodeError, str(err), "cumsum", "ai.onnx")
+
+
+def test_a_type_error_from_another_operator_is_named_by_its_own_message():
+    from gather_scatter import NodeError
+
+    # onnx.reference wraps a TypeError from an operator in "Issues with types ...": ours shows the original.
+    node = oh.make_node("Abs", ["s"], ["y"], name="abs")
+    graph = oh.make_graph([node], "g", [_VI("s", onnx.TensorProto.STRING, [1])], [_VI("y", onnx.TensorProto.STRING, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+    with pytest.raises(NodeError, match=r"^node 'abs' \(Abs, domain ai\.onnx, opset 13\): TypeError: bad operand type "
+                                        r"for abs\(\): 'str'$") as info:
+        run_model(model, {"s": np.array(["a"], dtype=object)})
+    assert isinstance(info.value.__cause__, TypeError)
+
+
+def test_an_operator_onnx_reference_cannot_load_names_its_node():
+    from gather_scatter import NodeError
+
+    node = oh.make_node("Frob", ["x"], ["y"], name="frob", domain="my.domain")
+    graph = oh.make_graph([node], "g", [_VI("x", 1, [3])], [_VI("y", 1, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13), oh.make_opsetid("my.domain", 2)], ir_version=8)
+    with pytest.raises(NodeError, match=r"^node 'frob' \(Frob, domain my\.domain, opset 2\): NotImplementedError: "
+                                        r"Node type 'Frob' from domain 'my\.domain' is unknown") as info:
+        run_model(model, {"x": np.ones(3, np.float32)})
+    assert (info.value.node, info.value.op, info.value.domain) == ("frob", "Frob", "my.domain")
+
+
+def test_cli_names_the_node_of_another_operator_error(tmp_path, capsys):
+    from gather_scatter.cli import main
+
+    onnx.save_model(_cumsum_model("if"), tmp_path / "model.onnx")
+    np.save(tmp_path / "x.npy", np.ones(3, np.float32))
+    assert main(["run", str(tmp_path / "model.onnx"), "--input", f"x={tmp_path / 'x.npy'}"]) == 2
+    assert capsys.readouterr().err == ("gather-scatter run: error: node 'cumsum' (CumSum, domain ai.onnx, opset 14): "
+                                       "ValueError: Axis must be a rank-0 tensor, got `1`.\n")

@@ -116,6 +116,9 @@ def _describe(value: Any) -> tuple[str, str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import warnings
+
+    from ._dispatch import OffSpecWarning
     from .errors import GatherScatterError
     from .reference import run_model
 
@@ -138,12 +141,20 @@ def _run(args: argparse.Namespace) -> int:
         model = _load_model(model_path)
         start = time.perf_counter()
         try:
-            outputs = run_model(model, inputs)
+            with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
+                warnings.simplefilter("always", OffSpecWarning)
+                outputs = run_model(model, inputs, strict=args.strict)
         except GatherScatterError as exc:
-            raise _UserError(str(exc)) from None
+            raise _UserError(str(exc).replace("pass strict=False", "pass --no-strict")) from None
         except Exception as exc:  # noqa: BLE001 - an onnx.reference operator failed
             raise _UserError(f"evaluating {shown} failed: {type(exc).__name__}: {exc}") from None
         elapsed = time.perf_counter() - start
+        for w in caught:
+            if issubclass(w.category, OffSpecWarning):
+                text = str(w.message).replace("(strict=False)", "(--no-strict)")
+                print(f"gather-scatter run: warning: {_paragraph(text)}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
     print(f"model: {shown}")
     width = max(map(len, outputs), default=0)
@@ -175,6 +186,11 @@ def _add_run(subparsers: Any) -> None:
     )
     parser.add_argument("--inputs", metavar="FILE.npz", help="model inputs from an .npz file, by name")
     parser.add_argument("--output", metavar="OUT.npz", help="also save the outputs, by name, to an .npz file")
+    parser.add_argument(
+        "--no-strict", dest="strict", action="store_false",
+        help="run a node whose attribute or value exists only in a later version of its operator (as PyTorch "
+        "writes ScatterElements reduction='max' at opset 17) as that version, with a warning (default: refuse it)",
+    )
     parser.set_defaults(func=_run)
 
 
