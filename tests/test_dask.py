@@ -241,6 +241,133 @@ def test_out_that_an_input_is_read_from(tmp_path: pathlib.Path):
     assert np.array_equal(z[...], expected)
 
 
+try:
+    from zarr.storage import LocalStore as _LocalStore
+except ImportError:  # the zarr tests skip
+    _LocalStore = object
+
+_EVENTS: dict = {}  # store root -> [(op, chunk key)], appended under _EVENTS_LOCK
+_EVENTS_LOCK = threading.Lock()
+
+
+class _LoggingStore(_LocalStore):
+    """A zarr LocalStore that records, per chunk key, each read once it is done and each write
+    as it starts (in a module dict: the distributed scheduler pickles the store)."""
+
+    async def get(self, key, prototype=None, byte_range=None):
+        value = await super().get(key, prototype, byte_range)
+        self._record("read", key)
+        return value
+
+    async def set(self, key, value):
+        self._record("write", key)
+        await super().set(key, value)
+
+    def _record(self, op, key):
+        if key.startswith("c/"):
+            with _EVENTS_LOCK:
+                _EVENTS.setdefault(str(self.root), []).append((op, key))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed", reason="distributed not installed (pip install 'gather_scatter[dask]')")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None) as local:
+        yield local
+
+
+@pytest.fixture(params=["threads", "distributed"])
+def scheduler(request):
+    """The threaded scheduler (dask's default), then a distributed Client as the default."""
+    if request.param == "threads":
+        yield
+        return
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(request.getfixturevalue("cluster")):
+        yield
+
+
+@pytest.mark.parametrize("unit", ["chunks", "shards", "both-axes"])
+def test_out_zarr_of_other_chunks_gets_every_write(tmp_path: pathlib.Path, scheduler, unit):
+    """Results whose blocks cut through out's chunks (or shards) on the first axis (and the
+    second): every row lands, bitwise the in-memory result, run after run."""
+    import dask
+    zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+    chunks, shards = {"chunks": ((1000, 8), None), "shards": ((250, 4), (1000, 8)), "both-axes": ((700, 3), None)}[unit]
+    table = np.random.default_rng(5).standard_normal((6000, 8)).astype(np.float32)
+    data = da.from_array(table, chunks=(300, 8))
+    for run in range(3):
+        rng = np.random.default_rng(run)
+        indices = rng.integers(0, 6000, 4000)
+        element_indices = rng.integers(0, 6000, (4000, 8))
+        updates = rng.standard_normal((4000, 8)).astype(np.float32)
+        cases = {  # name: (NumPy result, the call with out=)
+            "gather": (gather(table, indices), lambda o: gather(data, indices, out=o)),
+            "gather_nd": (gather_nd(table, indices[:, None]), lambda o: gather_nd(data, indices[:, None], out=o)),
+            "gather_elements": (gather_elements(table, element_indices),
+                                lambda o: gather_elements(data, element_indices, out=o)),
+            "scatter_nd": (scatter_nd(table, indices[:, None], updates, reduction="add"),
+                           lambda o: scatter_nd(data, indices[:, None], updates, reduction="add", out=o)),
+            "scatter_elements": (scatter_elements(table[:4000], element_indices % 4000, updates),
+                                 lambda o: scatter_elements(data[:4000], element_indices % 4000, updates, out=o)),
+        }
+        for name, (expected, call) in cases.items():
+            out = zarr.create_array(str(tmp_path / f"{name}-{run}.zarr"), shape=expected.shape, chunks=chunks,
+                                    shards=shards, dtype="float32")
+            with dask.config.set({"array.chunk-size": "10KiB"}):  # gathers: blocks of 320 rows
+                assert call(out) is out
+            assert same_bits(expected, out[...]), f"{name}, run {run}: {int((out[...] != expected).any(1).sum())} rows differ"
+
+
+@pytest.mark.parametrize("unit", ["chunks", "both-axes"])
+def test_in_place_scatter_into_zarr_of_other_chunks(tmp_path: pathlib.Path, scheduler, unit):
+    """data read in blocks of 300 rows from a zarr array of 1000-row chunks (or 700 x 3), and
+    the scatter written back into it: every update lands, run after run; each chunk that holds
+    an update is written once, by one task, after its last read (never read after it is
+    rewritten); the others are not written."""
+    zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+    chunks = {"chunks": (1000, 8), "both-axes": (700, 3)}[unit]
+    for run in range(3):
+        rng = np.random.default_rng(10 + run)
+        table = rng.standard_normal((6000, 8)).astype(np.float32)
+        targets = np.concatenate([rng.integers(0, 2500, 3000), rng.integers(4100, 4300, 500)])  # some chunks untouched
+        updates = rng.standard_normal((3500, 8)).astype(np.float32)
+        element_targets = np.stack([targets, rng.integers(0, 8, 3500)], axis=1)
+        cases = {  # name: (NumPy result, the call with out=, the rows it changes)
+            "scatter_nd": (scatter_nd(table, targets[:, None], updates, reduction="add"),
+                           lambda d, z: scatter_nd(d, targets[:, None], updates, reduction="add", out=z),
+                           targets[:, None]),
+            "scatter_elements": (scatter_elements(table, targets.reshape(-1, 1), updates[:, :1], axis=0, reduction="max"),
+                                 lambda d, z: scatter_elements(d, targets.reshape(-1, 1), updates[:, :1], axis=0,
+                                                               reduction="max", out=z),
+                                 np.stack([targets, np.zeros_like(targets)], axis=1)),
+            "scatter_nd-dask-indices": (scatter_nd(table, element_targets, updates[:, 0]),
+                                        lambda d, z: scatter_nd(d, da.from_array(element_targets, chunks=(900, 2)),
+                                                                updates[:, 0], out=z),
+                                        None),  # not known before compute: every chunk written
+        }
+        for name, (expected, call, changed) in cases.items():
+            path = tmp_path / f"{name}-{run}.zarr"
+            z = zarr.create_array(_LoggingStore(str(path)), shape=table.shape, chunks=chunks, dtype="float32")
+            z[...] = table
+            _EVENTS.pop(str(z.store.root), None)
+            assert call(da.from_zarr(z, chunks=(300, 8)), z) is z
+            events = list(_EVENTS[str(z.store.root)])
+            assert same_bits(expected, z[...]), f"{name}, run {run}: {int((z[...] != expected).any(1).sum())} rows differ"
+            writes = [key for op, key in events if op == "write"]
+            assert len(writes) == len(set(writes)), f"{name}, run {run}: a chunk written twice"
+            late = {key for i, (op, key) in enumerate(events) if op == "read" and ("write", key) in events[:i]}
+            assert not late, f"{name}, run {run}: read after being rewritten: {sorted(late)}"
+            grid = (-(-6000 // chunks[0]), -(-8 // chunks[1]))
+            every = {f"c/{i}/{j}" for i, j in np.ndindex(*grid)}
+            if changed is None:
+                assert set(writes) == every
+            else:  # the chunks that hold a target, along the axes the targets name
+                held = {tuple(c) for c in changed // chunks[:changed.shape[1]]}
+                assert set(writes) == {f"c/{i}/{j}" for i, j in np.ndindex(*grid) if (i, j)[:changed.shape[1]] in held}
+                assert set(writes) < every
+
+
 def test_local_cluster_computes_the_same_results():
     distributed = pytest.importorskip("distributed", reason="distributed not installed (pip install 'gather_scatter[dask]')")
     rng = np.random.default_rng(8)

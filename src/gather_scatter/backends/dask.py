@@ -22,8 +22,12 @@ blocks); each index chunk is checked in its own task and a bad index raises the 
 (the position counted in the whole ``indices``) at compute.
 
 ``out=``: any array that takes ``out[region] = block`` (a zarr array, an HDF5 dataset, a NumPy
-memmap) is written at the call and returned; a scatter whose ``out`` is the very array that
-``data`` was read from (``da.from_zarr(z)`` ... ``out=z``) writes only the blocks that change.
+memmap) is written at the call and returned. An ``out`` with a unit of writing (a zarr chunk or
+shard, an HDF5 chunk) is written in whole units, each by one task: a store rewrites the whole
+unit, so two tasks writing parts of one would each read it, change their part and write it
+back, and one part would be lost. A scatter whose ``out`` is the very array that ``data`` was
+read from (``da.from_zarr(z)`` ... ``out=z``) writes only the units that change, each after
+every block of ``data`` that overlaps it was read.
 """
 
 from __future__ import annotations
@@ -86,12 +90,13 @@ class DaskBackend:
         check_bounds(self.spec, indices, sizes, axes)
         return _nonnegative(indices, sizes)
 
-    def finish(self, result: da.Array, out: Any, inputs: dict, touched: Any = None) -> Any:
-        """``result``, or ``out`` with ``result`` stored into it (``touched``: the blocks a scatter
-        changes, None when unknown). ``out`` may be the array a scatter's data was read from
-        (then in place: only those blocks are written, each after its own block was read);
-        any other input read from ``out`` is refused, as its blocks could be overwritten
-        before they are read."""
+    def finish(self, result: da.Array, out: Any, inputs: dict, rows: Any = None) -> Any:
+        """``result``, or ``out`` with ``result`` stored into it in whole units of writing
+        (``rows``: the items a scatter changes, None for a gather). ``out`` may be the array a
+        scatter's data was read from (then in place: with NumPy ``rows`` only the units that
+        hold one are written, each after the blocks of data that overlap it were read); any
+        other input read from ``out`` is refused, as its blocks could be overwritten before
+        they are read."""
         if out is None:
             return result
         spec = self.spec
@@ -110,10 +115,11 @@ class DaskBackend:
                     f"{spec.name}: out is an array that {name} is read from; the result would overwrite its own "
                     "input (pass a separate array)",
                     op=spec.op_type, since_version=spec.since_version, input="out")
-        if in_place and touched is not None:
-            _store_blocks(result, out, touched)  # only the blocks that change
+        unit = _write_unit(out, result.ndim)
+        if in_place and isinstance(rows, np.ndarray):  # only the units that change
+            _store_touched(result if unit is None else result.rechunk(unit), out, rows)
         else:
-            da.store(result, out, lock=False)
+            da.store(result if unit is None else _aligned(result, unit), out, lock=False)
         return out
 
     # ---- the operators ------------------------------------------------------------------
@@ -171,8 +177,9 @@ class DaskBackend:
         norm = self.checked(indices, data.shape[:k], tuple(range(k)))
         data = _strings_as_objects(data)
         values = _reshape(updates, (math.prod(indices.shape[:-1]),) + data.shape[k:])
-        result, touched = _scatter(data, _as_rows(norm, k), values, reduction)
-        return self.finish(result, out, {"data": data, "indices": indices, "updates": updates}, touched)
+        rows = _as_rows(norm, k)
+        return self.finish(_scatter(data, rows, values, reduction), out,
+                           {"data": data, "indices": indices, "updates": updates}, rows)
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
         spec = self.spec
@@ -186,8 +193,9 @@ class DaskBackend:
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
         values = _reshape(updates, (math.prod(updates.shape),))
-        result, touched = _scatter(data, _element_rows(norm, ax), values, reduction)
-        return self.finish(result, out, {"data": data, "indices": indices, "updates": updates}, touched)
+        rows = _element_rows(norm, ax)
+        return self.finish(_scatter(data, rows, values, reduction), out,
+                           {"data": data, "indices": indices, "updates": updates}, rows)
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
         spec = self.spec
@@ -370,11 +378,10 @@ def _assemble(shape: tuple, block_shape: tuple, dtype, parts: list, placements: 
     return out.reshape(block_shape)
 
 
-def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction):
-    """``data`` with ``values[i]`` written or reduced at ``tuple(rows[i])`` in order of ``i``;
-    also the touched blocks (their block indices), or None when not known before compute."""
+def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction) -> da.Array:
+    """``data`` with ``values[i]`` written or reduced at ``tuple(rows[i])`` in order of ``i``."""
     if isinstance(rows, da.Array):
-        return _scatter_dask_rows(data, rows, values, reduction), None
+        return _scatter_dask_rows(data, rows, values, reduction)
     n, m = rows.shape
     plan = _Plan(data, rows)
     token = tokenize(data, rows, values, reduction.value)
@@ -407,7 +414,7 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction):
         if key not in touched:  # untouched: data's own block
             layer[(name,) + key] = (data.name,) + key
     graph = HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
-    return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta), touched
+    return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta)
 
 
 def _rows(values: np.ndarray, items: np.ndarray, tail: tuple) -> np.ndarray:
@@ -526,14 +533,31 @@ def _mentions(array: da.Array, out: Any) -> bool:
     return any(value is out for value in array.__dask_graph__().values())
 
 
-def _store_blocks(result: da.Array, out: Any, touched: set) -> None:
-    """Write only the ``touched`` blocks of ``result`` into ``out`` (the rest is there already)."""
-    if not touched:
-        return
+def _write_unit(out: Any, ndim: int) -> tuple | None:
+    """The shape of ``out``'s unit of writing (a zarr shard, else its chunk; an HDF5 chunk), or
+    None for an array written region by region (a NumPy memmap, a contiguous HDF5 dataset)."""
+    unit = getattr(out, "shards", None) or getattr(out, "chunks", None)
+    if isinstance(unit, tuple) and len(unit) == ndim and all(isinstance(u, (int, np.integer)) and u > 0 for u in unit):
+        return tuple(int(u) for u in unit)
+    return None
+
+
+def _aligned(result: da.Array, unit: tuple) -> da.Array:
+    """``result`` in blocks of whole units (each unit then written by one task): on each axis
+    the largest multiple of the unit within result's largest block, one unit at least."""
+    return result.rechunk(tuple(max(u, max(c) // u * u) for c, u in zip(result.chunks, unit)))
+
+
+def _store_touched(result: da.Array, out: Any, rows: np.ndarray) -> None:
+    """Write the blocks of ``result`` that hold one of the items ``rows`` into ``out`` (the rest
+    is there already)."""
+    m = rows.shape[1]
     starts = [np.cumsum((0,) + c) for c in result.chunks]
     sources, regions = [], []
-    for key in sorted(touched):
-        region = tuple(slice(int(starts[d][i]), int(starts[d][i + 1])) for d, i in enumerate(key))
-        sources.append(result.blocks[key])
-        regions.append(region)
-    da.store(sources, [out] * len(sources), regions=regions, lock=False)
+    for lead, _ in _Plan(result, rows).groups():
+        for tail, _ in _tail(result, m):
+            key = lead + tail
+            sources.append(result.blocks[key])
+            regions.append(tuple(slice(int(starts[d][i]), int(starts[d][i + 1])) for d, i in enumerate(key)))
+    if sources:
+        da.store(sources, [out] * len(sources), regions=regions, lock=False)
