@@ -25,6 +25,8 @@ __all__ = ["backend_for"]
 
 # What the NumPy kernels take: ndarrays and what np.asarray reads without a library of its own.
 _NUMPY_LIKE = (np.ndarray, np.generic, list, tuple, int, float, complex, bool, str, bytes)
+# The array libraries whose arrays carry no __array_namespace__ of their own (read by array-api-compat).
+_LIBRARIES = ("torch", "jax", "jaxlib", "cupy", "dask", "sparse")
 
 
 def _foreign(value: Any) -> bool:
@@ -33,8 +35,10 @@ def _foreign(value: Any) -> bool:
         return False
     if hasattr(value, "__array_namespace__"):
         return True
-    root = type(value).__module__.split(".", 1)[0]
-    return root in ("torch", "jax", "jaxlib", "cupy", "dask", "sparse") and root in sys.modules
+    # Any class in the MRO: a subclass defined elsewhere (torch.nn.Parameter, a user's Tensor
+    # subclass in __main__) is still its library's array.
+    roots = {kind.__module__.split(".", 1)[0] for kind in type(value).__mro__}
+    return any(root in _LIBRARIES and root in sys.modules for root in roots)
 
 
 def library_name(value: Any) -> str:

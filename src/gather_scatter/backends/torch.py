@@ -14,9 +14,19 @@
   unlike ``index_add``'s atomics.
 - Types torch cannot compute on (float8, uint16/32/64) are moved as raw bits of an integer
   type of their size.
+- Any ``torch.Tensor`` is one: ``nn.Parameter`` (a model's weights, the usual gather table)
+  and other subclasses mix freely with plain tensors.
 - Autograd: every op above is differentiable, so gradients reach ``data`` and ``updates``.
+- ``torch.compile``: the bounds check needs the indices' values on the host, so it runs
+  outside the graph (``torch.compiler.disable``: a graph break before it) and raises our
+  IndexOutOfBoundsError as in eager mode; the ops around it compile. With
+  ``fullgraph=True`` that break is an error.
 - ``out=``: a tensor of the result's shape and dtype on data's device, written with ``copy_``
-  after the whole result is computed (``out=data`` updates data in place).
+  after the whole result is computed. The memory rule is the NumPy path's
+  (``_validate.refuse_broadcast``, ``refuse_overlap`` and ``same_memory`` on the tensors'
+  addresses): a scatter's ``out`` that is exactly data's memory updates data in place (``out=data``,
+  or the same view made twice); a broadcast ``out``, or one overlapping an input otherwise,
+  is refused; a disjoint part of the same storage is fine.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._validate import refuse_broadcast, refuse_overlap, same_memory
 from .._versions import Reduction
 from ..errors import InvalidAttributeError
 from .array_api import ArrayAPIBackend
@@ -45,6 +56,11 @@ def _as_bits(x: torch.Tensor) -> torch.Tensor:
 
 class TorchBackend(ArrayAPIBackend):
     writable = True
+
+    def __init__(self, spec, xp, first, first_name):
+        super().__init__(spec, xp, first, first_name)
+        self.kind, self.library = torch.Tensor, "torch.Tensor"  # nn.Parameter and other subclasses too
+        self.first = first
 
     def _device_of(self, array: Any) -> Any:
         return array.device
@@ -76,12 +92,23 @@ class TorchBackend(ArrayAPIBackend):
         # included): try them on the indices as given, a pass over the indices cheaper than
         # ours; any refusal falls back to our check, which resolves negatives or raises our
         # error. (On CUDA a bad index is a device-side assert, so there we check first.)
-        if indices.device.type == "cpu" and indices.numel():
+        # Under torch.compile the take is traced, not run, so it cannot refuse: check first.
+        if indices.device.type == "cpu" and indices.numel() and not torch.compiler.is_compiling():
             try:
                 return take(indices if indices.dtype == torch.int64 else indices.to(torch.int64))
             except (IndexError, RuntimeError):
                 pass
         return super().take_checked(indices, size, axis, take)
+
+    # The checks read values on the host: under torch.compile they run eagerly, outside the
+    # graph (a graph break), so a bad index raises our error there too.
+    @torch.compiler.disable
+    def bounds(self, indices, sizes, axes):
+        return super().bounds(indices, sizes, axes)
+
+    @torch.compiler.disable
+    def raise_first_bad(self, indices, bad, sizes, axes, error=None):
+        return super().raise_first_bad(indices, bad, sizes, axes, error)
 
     def take(self, x, idx, axis):
         return _restore(torch.index_select(_as_bits(x), axis, idx), x.dtype)
@@ -93,6 +120,9 @@ class TorchBackend(ArrayAPIBackend):
         if data.device.type != "cpu" or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
             return super().scatter_rows(data, targets, updates, reduction, unique)
         if reduction is Reduction.NONE:
+            if not unique and torch.compiler.is_compiling() and targets.shape[0]:
+                # A graph has no data-dependent shapes: pick each row's last update instead.
+                return _restore(_pick_last(_as_bits(data), targets, _as_bits(updates)), data.dtype)
             if not unique:
                 targets, updates = _last_wins(targets, updates, data.shape[0])
             return _restore(_as_bits(data).index_copy(0, targets, _as_bits(updates)), data.dtype)
@@ -136,16 +166,33 @@ class TorchBackend(ArrayAPIBackend):
             return data.scatter_add(axis, index, updates)
         return data.scatter_reduce(axis, index, updates, _REDUCE[reduction], include_self=True)
 
+    def check_out(self, out, shape, dtype):
+        super().check_out(out, shape, dtype)
+        if out is None:
+            return
+        refuse_broadcast(self.spec, _memory(out))
+        if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
+            spec = self.spec
+            raise InvalidAttributeError(
+                f"{spec.name}: out is a leaf tensor that requires grad (an nn.Parameter?), which autograd cannot "
+                "let an operation write into; call under torch.no_grad() to update it, or use the returned tensor",
+                op=spec.op_type, since_version=spec.since_version, input="out")
+
     def write_out(self, result, out, inputs):
-        for name, tensor in inputs.items():
-            if isinstance(tensor, torch.Tensor) and _overlap(out, tensor):
-                spec = self.spec
-                raise InvalidAttributeError(
-                    f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
-                    "(pass a separate array)",
-                    op=spec.op_type, since_version=spec.since_version, input="out")
+        self.check_memory(out, inputs)
         _as_bits(out).copy_(_as_bits(result))
         return out
+
+    @torch.compiler.disable  # addresses: real tensors only, never traced ones
+    def check_memory(self, out: torch.Tensor, inputs: dict) -> None:
+        """The NumPy path's rule: a scatter (whose caller leaves data out of ``inputs``) runs in
+        place when ``out`` is exactly data's memory, and is refused when it overlaps data
+        otherwise; ``out`` may share no memory with any input in ``inputs``."""
+        view = _memory(out)
+        if self.first_name not in inputs and not same_memory(view, _memory(self.first)):
+            inputs = {self.first_name: self.first, **inputs}
+        refuse_overlap(self.spec, view, {name: _memory(t) for name, t in inputs.items()
+                                         if isinstance(t, torch.Tensor) and t.device == out.device})
 
 
 _NUMPY_NAMES = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
@@ -156,19 +203,41 @@ def _restore(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x if x.dtype == dtype else x.view(dtype)
 
 
+def _last_of(targets: torch.Tensor, rows: int) -> torch.Tensor:
+    """For each of ``rows`` rows, the position of the last of ``targets`` naming it, or -1."""
+    order = torch.arange(targets.shape[0], device=targets.device)
+    last = torch.full((rows,), -1, dtype=torch.int64, device=targets.device)
+    return last.scatter_reduce_(0, targets, order, "amax")
+
+
 def _last_wins(targets: torch.Tensor, updates: torch.Tensor, rows: int):
     """Only each target's last update (in order), so that index_copy's order cannot matter."""
     order = torch.arange(targets.shape[0], device=targets.device)
-    last = torch.full((rows,), -1, dtype=torch.int64, device=targets.device)
-    last.scatter_reduce_(0, targets, order, "amax")
-    keep = last[targets] == order
+    keep = _last_of(targets, rows)[targets] == order
     if bool(keep.all()):  # distinct targets (a KV-cache write): no copy of the updates
         return targets, updates
     return targets[keep], updates[keep]
 
 
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.device != b.device or not a.numel() or not b.numel():
-        return False
-    sa, sb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
-    return sa == sb
+def _pick_last(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
+    """``data`` with each row that ``targets`` names replaced by its last update, in fixed
+    shapes (under torch.compile); the gradient reaches only the updates that win."""
+    last = _last_of(targets, data.shape[0])
+    picked = updates.index_select(0, last.clamp(min=0))
+    return torch.where((last >= 0).reshape(-1, 1), picked, data)
+
+
+class _Addresses:
+    """The ``__array_interface__`` of a tensor's memory: its first byte, shape and strides in bytes."""
+
+    def __init__(self, t: torch.Tensor):
+        size = t.element_size()
+        self.__array_interface__ = {"version": 3, "data": (t.data_ptr() if t.numel() else 0, False),
+                                    "shape": tuple(t.shape), "typestr": f"|V{size}",
+                                    "strides": tuple(stride * size for stride in t.stride())}
+
+
+def _memory(t: torch.Tensor) -> np.ndarray:
+    """An ndarray over ``t``'s addresses (on any device), for the memory rules of ``_validate``,
+    which compare addresses and never read the bytes (nor may anything else)."""
+    return np.asarray(_Addresses(t))

@@ -9,7 +9,7 @@ object arrays of ``str``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, overload
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices, same_memory
 from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
 from . import _compiled
+from ._types import ArrayT, NDArray, NumPyInput, ReductionName
 from ._writes import (
     UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
 )
@@ -151,7 +152,11 @@ def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray,
         UFUNCS[reduction].at(target, np.unravel_index(offsets, target.shape), values)
 
 
-def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np.ndarray:
+@overload
+def gather_elements(data: NumPyInput, indices: Any, axis: int = 0, *, out: NDArray | None = None) -> NDArray: ...
+@overload
+def gather_elements(data: ArrayT, indices: Any, axis: int = 0, *, out: ArrayT | None = None) -> ArrayT: ...
+def gather_elements(data: Any, indices: Any, axis: int = 0, *, out: Any = None) -> Any:
     """GatherElements-13: ``output[i...] = data[i... with the axis coordinate = indices[i...]]``.
 
     The operator behind ``torch.gather`` and ``np.take_along_axis``.
@@ -211,15 +216,21 @@ def gather_elements(data, indices, axis: int = 0, *, out: np.ndarray | None = No
     return run_gather_elements(GATHER_ELEMENTS, data, indices, axis, out=out)
 
 
+@overload
+def scatter_elements(data: NumPyInput, indices: Any, updates: Any, axis: int = 0, reduction: ReductionName = "none", *,
+                     out: NDArray | None = None) -> NDArray: ...
+@overload
+def scatter_elements(data: ArrayT, indices: Any, updates: Any, axis: int = 0, reduction: ReductionName = "none", *,
+                     out: ArrayT | None = None) -> ArrayT: ...
 def scatter_elements(
-    data,
-    indices,
-    updates,
+    data: Any,
+    indices: Any,
+    updates: Any,
     axis: int = 0,
-    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    reduction: ReductionName = "none",
     *,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+    out: Any = None,
+) -> Any:
     """ScatterElements-18: a copy of ``data`` with each update written (or reduced) at its
     index along ``axis``.
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
 from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER, OpVersion
+from ._types import ArrayT, NDArray, NumPyInput
 from ._writes import strings_as_objects
 
 
@@ -65,7 +68,11 @@ def _take_rows(src: np.ndarray, idx: np.ndarray, dst: np.ndarray) -> None:
         _parallel.run(lambda lo, hi: np.take(src[lo:hi], idx, 1, dst[lo:hi], "wrap"), chunks)
 
 
-def gather(data, indices, axis: int = 0, *, out: np.ndarray | None = None) -> np.ndarray:
+@overload
+def gather(data: NumPyInput, indices: Any, axis: int = 0, *, out: NDArray | None = None) -> NDArray: ...
+@overload
+def gather(data: ArrayT, indices: Any, axis: int = 0, *, out: ArrayT | None = None) -> ArrayT: ...
+def gather(data: Any, indices: Any, axis: int = 0, *, out: Any = None) -> Any:
     """Gather-13: take entries of ``data`` along ``axis`` at ``indices``.
 
     ``output[j_0..j_{axis-1}, i_0..i_{q-1}, j_{axis+1}..] = data[j_0..j_{axis-1}, indices[i_0..i_{q-1}], j_{axis+1}..]``

@@ -3,6 +3,8 @@ as their offsets are computed."""
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 import numpy as np
 
 from .. import _buffers, _shapes
@@ -10,6 +12,7 @@ from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import GATHER_ND, OpVersion
 from ._offsets import TakeInto, nd_offsets, slices_shape
+from ._types import ArrayT, NDArray, NumPyInput
 from ._writes import strings_as_objects
 
 
@@ -52,7 +55,11 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     return result
 
 
-def gather_nd(data, indices, batch_dims: int = 0, *, out: np.ndarray | None = None) -> np.ndarray:
+@overload
+def gather_nd(data: NumPyInput, indices: Any, batch_dims: int = 0, *, out: NDArray | None = None) -> NDArray: ...
+@overload
+def gather_nd(data: ArrayT, indices: Any, batch_dims: int = 0, *, out: ArrayT | None = None) -> ArrayT: ...
+def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, out: Any = None) -> Any:
     """GatherND-13: gather slices of ``data`` addressed by index tuples.
 
     With ``b = batch_dims`` and ``k = indices.shape[-1]``:

@@ -3,7 +3,7 @@ index tuples, in row-major order of the indices."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, overload
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from ..backends import backend_for
 from .._validate import as_array, native_indices, same_memory
 from .._versions import SCATTER_ND, OpVersion, Reduction
 from ._offsets import nd_offsets
+from ._types import ArrayT, NDArray, NumPyInput, ReductionName
 from ._writes import (
     UFUNCS, assign_last_wins, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
 )
@@ -70,14 +71,20 @@ def _write(output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updat
             UFUNCS[reduction].at(target, offsets, values)
 
 
+@overload
+def scatter_nd(data: NumPyInput, indices: Any, updates: Any, reduction: ReductionName = "none", *,
+               out: NDArray | None = None) -> NDArray: ...
+@overload
+def scatter_nd(data: ArrayT, indices: Any, updates: Any, reduction: ReductionName = "none", *,
+               out: ArrayT | None = None) -> ArrayT: ...
 def scatter_nd(
-    data,
-    indices,
-    updates,
-    reduction: Literal["none", "add", "mul", "max", "min"] = "none",
+    data: Any,
+    indices: Any,
+    updates: Any,
+    reduction: ReductionName = "none",
     *,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+    out: Any = None,
+) -> Any:
     """ScatterND-18: a copy of ``data`` with ``updates`` written (or reduced) at index tuples.
 
     Parameters

@@ -10,7 +10,7 @@ type — float8 and 4-bit included — is copied exactly.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from ..backends import backend_for
 from .._validate import as_array, native_indices, same_memory
 from .._versions import TENSOR_SCATTER, Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
+from ._types import ArrayT, NDArray, NumPyInput
 from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
 
 NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
@@ -114,15 +115,21 @@ def _write_rows_numpy(output: np.ndarray, update: np.ndarray, write: np.ndarray,
     view[np.arange(batch)[:, None], positions] = np.moveaxis(strings_as_objects(update), ax, 1)
 
 
+@overload
+def tensor_scatter(past_cache: NumPyInput, update: Any, write_indices: Any = None, *, axis: int = -2,
+                   mode: Literal["linear", "circular"] = "linear", out: NDArray | None = None) -> NDArray: ...
+@overload
+def tensor_scatter(past_cache: ArrayT, update: Any, write_indices: Any = None, *, axis: int = -2,
+                   mode: Literal["linear", "circular"] = "linear", out: ArrayT | None = None) -> ArrayT: ...
 def tensor_scatter(
-    past_cache,
-    update,
-    write_indices=None,
+    past_cache: Any,
+    update: Any,
+    write_indices: Any = None,
     *,
     axis: int = -2,
     mode: Literal["linear", "circular"] = "linear",
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+    out: Any = None,
+) -> Any:
     """TensorScatter-24: the cache with ``update`` written along the sequence ``axis`` at each
     batch's write index.
 
