@@ -295,3 +295,51 @@ def test_family_in_place_with_a_bad_index_changes_nothing():
     with pytest.raises(gs.IndexOutOfBoundsError):
         gs.gather_elements(data, np.array([[0, 1, 2, 3], [0, 1, 2, 4]]), axis=1, out=out)
     assert (out == 5).all()
+
+
+# ---- torch: the same memory rule, the same messages ----------------------------------------
+
+_OPS_3D = {  # name -> fn(data (B, S, D), out): every op whose out can be data's shape
+    "gather": lambda d, out: gs.gather(d, list(range(d.shape[1] - 1, -1, -1)), axis=1, out=out),
+    "gather_elements": lambda d, out: gs.gather_elements(d, np.zeros(d.shape, np.int64), axis=1, out=out),
+    **_SCATTERS,
+}
+_VIEWS = {  # name -> fn(cache (2, 4, 8, 3)) -> (data, out), all of them views of the cache
+    "same_view_twice": lambda c: (c[:, 3], c[:, 3]),
+    "disjoint_slice": lambda c: (c[:, 3], c[:, 2]),
+    "disjoint_interleaved": lambda c: (c[:, :, :3, 0], c[:, :, :3, 1]),  # every other element of one range
+    "partial_overlap": lambda c: (c[:, 3], c[:, 2:4].reshape(2, 16, 3)[:, 4:12]),  # offset by half a row
+    "broadcast": lambda c: (c[:, 3], c[:, 3, :1].expand(2, 8, 3) if hasattr(c, "expand")
+                            else np.lib.stride_tricks.as_strided(c[:, 3, :1], (2, 8, 3), (c.strides[0], 0, 8))),
+}
+
+
+@pytest.mark.parametrize("view", list(_VIEWS))
+@pytest.mark.parametrize("op", list(_OPS_3D))
+def test_torch_out_follows_the_numpy_memory_rule(op, view):
+    """Whether out is in place, refused (and with which message) or written beside data: the
+    NumPy path's answer, for views of one buffer in each library."""
+    torch = pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
+    numpy_cache = np.arange(2 * 4 * 8 * 3, dtype=np.float64).reshape(2, 4, 8, 3)
+    torch_cache = torch.from_numpy(numpy_cache.copy())
+    outcomes = []
+    for cache in (numpy_cache, torch_cache):
+        data, out = _VIEWS[view](cache)
+        try:
+            result = _OPS_3D[op](data, out)
+        except gs.GatherScatterError as exc:
+            outcomes.append((type(exc), str(exc)))
+        else:
+            assert result is out
+            outcomes.append(("written", None))
+    assert outcomes[1] == outcomes[0]
+    np.testing.assert_array_equal(torch_cache.numpy(), numpy_cache)  # the same bytes written, or none
+
+
+def test_torch_broadcast_out_is_refused_before_any_write():
+    torch = pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
+    row = torch.zeros(1, 8, dtype=torch.float32)
+    with pytest.raises(gs.InvalidAttributeError, match=r"^Gather-13: out is a broadcast view \(strides \(0, 4\): "
+                                                       r"several elements share memory\)") as err:
+        gs.gather(torch.from_numpy(DATA), IDX[:, 0], out=row.expand(30, 8))
+    assert err.value.input == "out" and not row.any()
