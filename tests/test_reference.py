@@ -520,7 +520,7 @@ def test_torchscript_export_of_scatter_reduce_amax_at_opset_17_runs_with_no_stri
     if reductions != [b"max"] or model.opset_import[0].version != 17:
         pytest.skip(f"this torch ({torch.__version__}) no longer writes reduction='max' at opset 17")
     feeds_ = dict(zip([i.name for i in model.graph.input], [a.numpy() for a in args]))
-    with pytest.raises(InvalidAttributeError, match=r"re-export the model with opset 18 or later, or pass strict=False"):
+    with pytest.raises(InvalidAttributeError, match=r"re-export the model with opset 18 or later, or pass strict="):
         run_model(model, feeds_)
     with pytest.warns(OffSpecWarning, match=r"ScatterElements at opset 17 is ScatterElements-16, which does not "
                                             r"accept reduction = 'max'; run as ScatterElements-18"):
@@ -641,7 +641,8 @@ def test_an_error_from_another_operator_names_its_node(wrap):
         run_model(_cumsum_model(wrap), {"x": np.ones(3, np.float32)})
     err = info.value
     assert isinstance(err, GatherScatterError) and isinstance(err, RuntimeError)
-    assert str(err) == "node 'cumsum' (CumSum, domain ai.onnx, opset 14): ValueError: Axis must be a rank-0 tensor, got `1`."
+    assert str(err) == ("node 'cumsum' (CumSum, domain ai.onnx, opset 14): ValueError: Axis must be a rank-0 tensor, "
+                        "got `1`.")
     assert (err.node, err.op, err.domain) == ("cumsum", "CumSum", "ai.onnx")
     assert type(err.__cause__) is ValueError and str(err.__cause__).startswith("Axis must be a rank-0 tensor")
     copy = pickle.loads(pickle.dumps(err))
@@ -653,7 +654,8 @@ def test_a_type_error_from_another_operator_is_named_by_its_own_message():
 
     # onnx.reference wraps a TypeError from an operator in "Issues with types ...": ours shows the original.
     node = oh.make_node("Abs", ["s"], ["y"], name="abs")
-    graph = oh.make_graph([node], "g", [_VI("s", onnx.TensorProto.STRING, [1])], [_VI("y", onnx.TensorProto.STRING, None)])
+    graph = oh.make_graph([node], "g", [_VI("s", onnx.TensorProto.STRING, [1])],
+                          [_VI("y", onnx.TensorProto.STRING, None)])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
     with pytest.raises(NodeError, match=r"^node 'abs' \(Abs, domain ai\.onnx, opset 13\): TypeError: bad operand type "
                                         r"for abs\(\): 'str'$") as info:

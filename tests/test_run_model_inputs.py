@@ -136,7 +136,8 @@ def test_a_sequence_of_sequences():
 
 @pytest.mark.parametrize("elem, value", [(tensor(FLOAT, [2, 2]), A), (SEQ, [A, B])], ids=["tensor", "sequence"])
 def test_an_optional_input_is_none_or_its_element(elem, value):
-    has = model([oh.make_node("OptionalHasElement", ["o"], ["h"])], {"o": optional(elem)}, {"h": tensor(TensorProto.BOOL)})
+    has = model([oh.make_node("OptionalHasElement", ["o"], ["h"])], {"o": optional(elem)},
+                {"h": tensor(TensorProto.BOOL)})
     assert not run_model(has, {"o": None})["h"]  # was True: np.asarray(None) is a tensor
     assert run_model(has, {"o": value})["h"]
     get = model([oh.make_node("OptionalGetElement", ["o"], ["y"])], {"o": optional(elem)}, {"y": elem})
@@ -189,8 +190,10 @@ def test_a_sequence_of_maps():
 @pytest.mark.parametrize("key, given, message", [
     (STRING, [("a", 1.0)], r"^model input 'm' is a list, but the model declares map\(string, tensor\(float\)\): "
                            r"feed a dict$"),
-    (STRING, {1: 1.0}, r"^model input 'm' has key 1 of type int, but the model declares map\(string, tensor\(float\)\)$"),
-    (INT64, {"a": 1.0}, r"^model input 'm' has key 'a' of type str, but the model declares map\(int64, tensor\(float\)\)$"),
+    (STRING, {1: 1.0}, r"^model input 'm' has key 1 of type int, but the model declares "
+                       r"map\(string, tensor\(float\)\)$"),
+    (INT64, {"a": 1.0}, r"^model input 'm' has key 'a' of type str, but the model declares "
+                        r"map\(int64, tensor\(float\)\)$"),
     (INT64, {True: 1.0}, r"key True of type bool"),
 ], ids=["list", "int-key-for-string", "str-key-for-int64", "bool-key"])
 def test_a_map_must_be_a_dict_with_keys_of_the_declared_type(key, given, message):

@@ -547,8 +547,8 @@ def test_a_wrong_input_count_is_an_arity_error(op, opset, inputs, expected, give
         assert isinstance(err, ValueError) and not isinstance(err, ShapeError)  # a count, not a shape
         tail = f"; missing: {missing}" if missing else ""
         assert str(err) == f"{op}-{since}: takes {expected}, got {given}{tail}"
-        low = 2 if op in ("Gather", "TensorScatter") else 3
-        assert (err.op, err.since_version, err.value, err.valid_range) == (op, since, given, (low, 3 if op != "Gather" else 2))
+        takes = {"Gather": (2, 2), "TensorScatter": (2, 3)}.get(op, (3, 3))
+        assert (err.op, err.since_version, err.value, err.valid_range) == (op, since, given, takes)
         assert err.input == (missing.split(", ")[0] if missing else None)
 
 
