@@ -189,6 +189,10 @@ CASES = [
          (DTypeError, r"^Gather-13: data\[1, 1\] = None is a NoneType, but data is an object array")),
     Case("object-broadcast-ints", lambda: gather(np.broadcast_to(np.array(5, dtype=object), (10**5, 10**5)), [0]),
          (DTypeError, r"^Gather-13: data\[0, 0\] = 5 is an int, but data is an object array")),
+    Case("object-0-d-string", lambda: scatter_nd(np.array(["a", "b"], dtype=object), np.array([0]),
+                                                  np.array("x", dtype=object)), np.array(["x", "b"], object)),
+    Case("object-0-d-int", lambda: scatter_nd(np.array(["a", "b"], dtype=object), np.array([0]), np.array(3, dtype=object)),
+         (DTypeError, r"^ScatterND-18: updates = 3 is an int, but updates is an object array")),
     Case("object-str-and-bytes", lambda: gather(np.array(["a", b"b"], dtype=object), [1]), np.array([b"b"], object)),
     Case("list-str-and-int", lambda: gather(["a", 1], [1]),  # NumPy alone makes it ['a', '1']
          (DTypeError, r"^Gather-13: data\[1\] = 1 is an int, but data is a list mixing strings with other values, "

@@ -79,7 +79,7 @@ def _only_strings(spec: OpVersion, input: str, array: np.ndarray, listed: bool =
     """DTypeError at the first item of the object array ``array`` (from a list if ``listed``)
     that is not ``str`` or ``bytes``: an object array stands for tensor(string)."""
     # Each item once: a broadcast axis repeats its first item (and the first bad item is there).
-    array = array[tuple(slice(0, 1) if st == 0 else slice(None) for st in array.strides)]
+    array = array[(*(slice(0, 1) if st == 0 else slice(None) for st in array.strides), ...)]  # 0-d stays an array
     if all(issubclass(t, (str, bytes)) for t in set(map(type, array.flat))):
         return
     position, item = next((p, v) for p, v in np.ndenumerate(array) if not isinstance(v, (str, bytes)))
