@@ -7,10 +7,12 @@ import re
 from typing import Any, Mapping
 
 from gather_scatter import (
+    ArityError,
     DTypeError,
     GatherScatterError,
     IndexOutOfBoundsError,
     InvalidAttributeError,
+    NodeError,
     OutputTooLargeError,
     ShapeError,
     UnsupportedOpError,
@@ -24,6 +26,8 @@ BUILTIN = {
     DTypeError: TypeError,
     UnsupportedOpError: LookupError,
     OutputTooLargeError: MemoryError,
+    ArityError: ValueError,
+    NodeError: RuntimeError,
 }
 
 

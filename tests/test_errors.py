@@ -19,10 +19,12 @@ import pytest
 
 from error_check import BUILTIN, assert_error
 from gather_scatter import (
+    ArityError,
     DTypeError,
     GatherScatterError,
     IndexOutOfBoundsError,
     InvalidAttributeError,
+    NodeError,
     OutputTooLargeError,
     ShapeError,
     UnsupportedOpError,
@@ -314,29 +316,31 @@ def test_output_too_large():
 
 
 def test_run_node_only_errors():
-    with pytest.raises(ShapeError) as info:
+    with pytest.raises(ArityError) as info:
         run_node("ScatterND", [np.zeros(2), A([[0]])], opset=18)
-    assert_error(info.value, ShapeError, re.escape("ScatterND-18: takes 3 inputs (data, indices, updates), got 2"),
+    assert_error(info.value, ArityError, re.escape("ScatterND-18: takes 3 inputs (data, indices, updates), got 2; "
+                                                   "missing: updates"),
                  dict(op="ScatterND", since_version=18, value=2))
     with pytest.raises(UnsupportedOpError) as info:
         run_node("Scatter", [np.zeros(2), A([0]), np.ones(1)], opset=11)
     assert_error(info.value, UnsupportedOpError, r"Scatter: opset 11 of domain ai\.onnx has no Scatter: .*; use "
                  "ScatterElements, which replaces it", dict(op="Scatter", input="opset", value=11))
-    with pytest.raises(ShapeError) as info:
+    with pytest.raises(ArityError) as info:
         run_node("TensorScatter", [np.zeros((1, 2))], opset=24)
-    assert_error(info.value, ShapeError, re.escape("TensorScatter-24: takes 2 to 3 inputs (past_cache, update, "
-                                                   "write_indices, the last 1 optional), got 1"),
+    assert_error(info.value, ArityError, re.escape("TensorScatter-24: takes 2 to 3 inputs (past_cache, update, "
+                                                   "write_indices, the last 1 optional), got 1; missing: update"),
                  dict(op="TensorScatter", since_version=24, value=1))
 
 
 def test_every_error_class_is_a_gather_scatter_error_and_its_builtin():
     classes = {IndexOutOfBoundsError, ShapeError, InvalidAttributeError, DTypeError, UnsupportedOpError,
-               OutputTooLargeError}
+               OutputTooLargeError, ArityError, NodeError}
     assert set(BUILTIN) == classes
     for cls, builtin in BUILTIN.items():
         assert issubclass(cls, GatherScatterError) and issubclass(cls, builtin)
     # Every class is raised by some row of the tables above (or its own test).
-    raised = {p.values[3] for p in TABLE} | {OutputTooLargeError, UnsupportedOpError}
+    raised = {p.values[3] for p in TABLE} | {OutputTooLargeError, UnsupportedOpError, ArityError}
+    raised |= {NodeError}  # raised only inside a model: tests/test_reference.py
     assert raised == classes
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from gather_scatter import (
+    ArityError,
     DTypeError,
     InvalidAttributeError,
     OutputTooLargeError,
@@ -68,7 +69,7 @@ CASES = [
     err("gather11-bfloat16", "Gather", 11, [[4], [2]], DTypeError, r"Gather-11: data has type tensor\(bfloat16\)", [BF16, I64]),
     err("gather13-int16-indices", "Gather", 13, [[4], [2]], DTypeError, r"indices has type tensor\(int16\)", [F32, I16]),
     err("gather13-opset-too-new", "Gather", 29, [[4], [2]], UnsupportedOpError, r"opset 29 .* newer"),
-    err("gather13-arity", "Gather", 13, [[4]], ShapeError, r"Gather-13: takes 2 inputs \(data, indices\), got 1"),
+    err("gather13-arity", "Gather", 13, [[4]], ArityError, r"Gather-13: takes 2 inputs \(data, indices\), got 1"),
     err("gather13-output-beyond-int64", "Gather", 13, [[2**40, 2**40], [2**40]], OutputTooLargeError,
         r"output of shape \(1099511627776, 1099511627776\) and dtype float64 would take \d+ bytes.*int64", [np.float64, I64]),
     err("gather13-bad-dim", "Gather", 13, [[2, -1], [1]], ShapeError, r"data shape \(2, -1\) has an invalid dimension -1 at 1"),
