@@ -9,8 +9,6 @@ and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_l
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
 """
 
-from importlib import metadata as _metadata
-
 from ._buffers import get_buffer_cache_size, set_buffer_cache_size
 from ._dispatch import OffSpecWarning, infer_shape, run_node
 from ._memory import memory_limit, set_memory_limit
@@ -28,11 +26,6 @@ from .errors import (
     ShapeError,
     UnsupportedOpError,
 )
-
-try:
-    __version__ = _metadata.version("gather_scatter")
-except _metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "ArityError",
@@ -67,10 +60,18 @@ __all__ = [
 
 def __dir__() -> list[str]:
     # dir() and help() list the lazy names too, which the module's __dict__ lacks until first use.
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | {"__version__"})
 
 
 def __getattr__(name: str):
+    if name == "__version__":  # importlib.metadata would be a quarter of the package's import time
+        from importlib import metadata
+
+        try:
+            globals()["__version__"] = metadata.version("gather_scatter")
+        except metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+            globals()["__version__"] = "0+unknown"
+        return globals()["__version__"]
     # run_model needs onnx.reference, which is slow to import: load it on first use only.
     if name == "run_model":
         from .reference import run_model
