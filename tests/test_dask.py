@@ -181,12 +181,36 @@ def test_graph_grows_with_blocks_not_indices():
     indices = rng.integers(0, 100_000, 1_000_000)
     result = gather(data, indices)
     layer = result.dask.layers[result.name]
-    # one task per touched block (10) and per output block of 10_000 rows (100)
-    assert len(layer) == 10 + 100, len(layer)
+    # one task per touched block (10) and per output block of array.chunk-size bytes (32 MB: one)
+    assert len(layer) == 10 + 1, len(layer)
     updated = scatter_nd(data, indices[:, None], np.ones((1_000_000, 8), np.float32), reduction="add")
     assert len(updated.dask.layers[updated.name]) == 10 + 1  # a task per block, and the updates once
     sparse = scatter_nd(data, np.array([[5], [7]]), np.ones((2, 8), np.float32))
     assert len(sparse.dask.layers[sparse.name]) == 10 + 1  # 1 touched block, 9 of data's own
+
+
+@pytest.mark.parametrize("chunk_size", [None, "4MiB"], ids=["default", "4MiB"])
+def test_graph_size_follows_bytes_not_block_length(chunk_size):
+    """1M indices into a (1000, 4) table of 100-row blocks: about a task per touched block and
+    one per array.chunk-size bytes of output (not one per 100 output rows), bitwise right."""
+    import dask
+    from dask.utils import parse_bytes
+
+    table = np.arange(4000.0).reshape(1000, 4)
+    data = da.from_array(table, chunks=(100, 4))
+    rng = np.random.default_rng(18)
+    indices = rng.integers(0, 1000, 1_000_000)
+    element_indices = rng.integers(0, 1000, (250_000, 4))
+    with dask.config.set({"array.chunk-size": chunk_size or dask.config.get("array.chunk-size")}):
+        limit = parse_bytes(dask.config.get("array.chunk-size"))
+        cases = [(gather(data, indices), table[indices]),
+                 (gather_nd(data, indices[:, None]), table[indices]),
+                 (gather_elements(data, element_indices), np.take_along_axis(table, element_indices, axis=0))]
+    for result, expected in cases:
+        bound = len(data.__dask_graph__()) + 10 + -(-expected.nbytes // limit)  # reads, touched, output
+        assert len(result.__dask_graph__()) <= bound, (len(result.__dask_graph__()), bound)
+        assert len(result.chunks[0]) == -(-expected.nbytes // limit)
+        assert same_bits(expected, result.compute())
 
 
 def test_zarr_out_writes_only_the_changed_chunks(tmp_path: pathlib.Path):
@@ -272,7 +296,7 @@ class _LoggingStore(_LocalStore):
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("distributed", reason="distributed not installed (pip install 'gather_scatter[dask]')")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None) as local:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0") as local:
         yield local
 
 

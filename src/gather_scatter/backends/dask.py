@@ -35,10 +35,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
+from dask.utils import parse_bytes
 
 from .. import _shapes
 from .._validate import as_array, check_bounds, out_of_bounds
@@ -329,14 +331,14 @@ def _tail(data: da.Array, m: int):
 
 def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Array:
     """Items of NumPy coordinates: a task per touched block, a task per output block. Output
-    blocks split the first axis of ``lead_shape`` (about a data block's count of items each),
-    so each holds a contiguous run of items."""
+    blocks split the first axis of ``lead_shape`` into runs of about dask's ``array.chunk-size``
+    bytes, so each holds a contiguous run of items."""
     n, m = rows.shape
     plan = _Plan(data, rows)
-    per_out = max(1, math.prod(max(c) for c in data.chunks[:m]))  # as many items as a block holds
     if lead_shape:
         inner = math.prod(lead_shape[1:])
-        step = max(1, per_out // max(inner, 1))
+        item_bytes = math.prod(max(c) for c in data.chunks[m:]) * data.dtype.itemsize
+        step = max(1, parse_bytes(dask.config.get("array.chunk-size")) // max(inner * item_bytes, 1))
         first = tuple(min(step, lead_shape[0] - lo) for lo in range(0, lead_shape[0], step)) or (0,)
         lead_chunks = (first,) + tuple((d,) for d in lead_shape[1:])
         runs = [(lo * inner, (lo + size) * inner, size) for lo, size in zip(np.cumsum((0,) + first), first)]
