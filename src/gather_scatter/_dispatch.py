@@ -295,7 +295,9 @@ def infer_shape(
         One per input. A dim is an int, a symbol name (str) or None (unknown); a shape of
         None means unknown rank.
     input_dtypes : sequence of dtype or None, optional
-        NumPy dtypes (``ml_dtypes.bfloat16``, ``object`` for strings); None entries are unknown.
+        NumPy dtypes or their names (``ml_dtypes.bfloat16``, ``object`` for strings), ONNX
+        element-type numbers (``onnx.TensorProto.FLOAT``) or type strings (``'tensor(float)'``);
+        None entries are unknown. Anything else is a DTypeError.
 
     Returns
     -------
