@@ -119,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     import warnings
 
     from ._dispatch import OffSpecWarning
+    from ._model_check import check_model
     from .errors import GatherScatterError
     from .reference import run_model
 
@@ -141,9 +142,11 @@ def _run(args: argparse.Namespace) -> int:
         model = _load_model(model_path)
         start = time.perf_counter()
         try:
+            if args.check:  # by path: a model over 2 GiB is checked from its file
+                check_model(model, path=model_path)
             with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
                 warnings.simplefilter("always", OffSpecWarning)
-                outputs = run_model(model, inputs, strict=args.strict)
+                outputs = run_model(model, inputs, strict=args.strict, check=False)
         except GatherScatterError as exc:
             raise _UserError(str(exc).replace("pass strict=False", "pass --no-strict")) from None
         except Exception as exc:  # noqa: BLE001 - an onnx.reference operator failed
@@ -191,18 +194,30 @@ def _add_run(subparsers: Any) -> None:
         help="run a node whose attribute or value exists only in a later version of its operator (as PyTorch "
         "writes ScatterElements reduction='max' at opset 17) as that version, with a warning (default: refuse it)",
     )
+    _add_no_check(parser)
     parser.set_defaults(func=_run)
+
+
+def _add_no_check(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-check", dest="check", action="store_false",
+        help="skip the validation of the model (well-formed names, graph, initializers, external data and "
+        "opsets) before it is used, for a model you trust (default: refuse an invalid model in one line)",
+    )
 
 
 def _shapes(args: argparse.Namespace) -> int:
     import onnx
 
+    from ._model_check import check_model
     from .errors import GatherScatterError
     from .shape_inference import infer_model_shapes, node_shapes
 
     model = _load_model(args.model, external_data=False)  # only shapes are read, not weights
     try:
-        lines = list(node_shapes(infer_model_shapes(model)))
+        if args.check:  # external data, not loaded, checked against the files beside the model
+            check_model(model, path=args.model)
+        lines = list(node_shapes(infer_model_shapes(model, check=False)))
     except (GatherScatterError, onnx.shape_inference.InferenceError) as exc:
         raise _UserError(str(exc)) from None
     print("\n".join(lines) if lines else f"{args.model}: no node of {_FAMILY}")
@@ -218,6 +233,7 @@ def _add_shapes(subparsers: Any) -> None:
         "the node.",
     )
     parser.add_argument("model", metavar="MODEL", help="an .onnx file")
+    _add_no_check(parser)
     parser.set_defaults(func=_shapes)
 
 

@@ -48,6 +48,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
+from . import _model_check
 from ._dispatch import node_attributes, resolve_node, run_version
 from .errors import DTypeError, GatherScatterError, ModelInputError, NodeError, ShapeError, node_label
 
@@ -308,6 +309,9 @@ class Evaluator(ReferenceEvaluator):
     strict : bool, optional
         As for :func:`run_model` (default True); a function's or subgraph's evaluator,
         built without it, takes its parent's.
+    check : bool, default True
+        As for :func:`run_model`: False skips the validation of a model (a ModelProto or a
+        path; a function or graph is not validated).
 
     Raises
     ------
@@ -318,7 +322,8 @@ class Evaluator(ReferenceEvaluator):
         Any other error from loading or running a node (onnx.reference's operators), naming
         the node, its operator, domain and opset; the original is its ``__cause__``.
     ModelInputError
-        A model tensor stored as external data that was not loaded.
+        A model tensor stored as external data that was not loaded; a model that is not
+        well-formed (see :func:`run_model`).
 
     Examples
     --------
@@ -336,14 +341,19 @@ class Evaluator(ReferenceEvaluator):
     """
 
     def __init__(
-        self, proto: Any, *args: Any, new_ops: Any = None, strict: bool | None = None, **kwargs: Any
+        self, proto: Any, *args: Any, new_ops: Any = None, strict: bool | None = None, check: bool = True,
+        **kwargs: Any,
     ) -> None:
+        path = None
         if isinstance(proto, (str, os.PathLike)):
-            proto = onnx.load(os.fspath(proto))
+            path = proto
+            proto = _model_check.load_model(proto) if check else onnx.load(os.fspath(proto))
         elif isinstance(proto, bytes):
             proto = onnx.load_model_from_string(proto)
         if isinstance(proto, onnx.ModelProto):
             _check_external_data(proto)
+            if check:
+                _model_check.check_model(proto, path=path)
         if isinstance(proto, (onnx.ModelProto, onnx.FunctionProto)):
             proto = _default_domain(proto)
         if new_ops is None:  # none from the caller, or a function's evaluator: the enclosing ones
@@ -533,7 +543,7 @@ def _check_shape(label: str, value: np.ndarray, dims: list[int | None], fields: 
 
 
 def run_model(
-    model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True
+    model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True, check: bool = True
 ) -> dict[str, Any]:
     """Evaluate an ONNX model: our kernels for every operator of the family (Gather, GatherND,
     ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; in the main graph,
@@ -557,6 +567,11 @@ def run_model(
         version that accepts it, with one :class:`~gather_scatter.OffSpecWarning` per
         node; True (the default) refuses it with an InvalidAttributeError that names that
         version.
+    check : bool, default True
+        Validate the model before anything runs (the file parses; names are valid UTF-8;
+        the graph is acyclic, in SSA form, every input defined; initializer sizes match
+        their dims and types; external data lies inside the model's folder and its file;
+        opset imports are known). False skips it, for a model you trust.
 
     Returns
     -------
@@ -569,7 +584,9 @@ def run_model(
     ModelInputError
         A declared input is missing, or a name is not a declared input, or None given for an
         input that is not optional; a tensor stored as external data that was not loaded
-        (``onnx.load(path, load_external_data=False)``).
+        (``onnx.load(path, load_external_data=False)``); with ``check``, a model file that
+        cannot be read, or a model that is not well-formed, in one line naming the node,
+        tensor or field at fault.
     DTypeError, ShapeError
         An input's dtype, rank or a fixed dim differs from the declaration; or it is not the
         declared kind of value (a sequence that is not a list, a map that is not a dict).
@@ -582,7 +599,7 @@ def run_model(
         onnx.reference's operators: the message starts with ``node '<name>' (<op_type>,
         domain <domain>, opset <opset>):``, the original is its ``__cause__``.
     OSError, onnx.onnx_cpp2py_export.checker.ValidationError, google.protobuf.message.DecodeError
-        As raised by ``onnx.load`` for a missing or unreadable model file.
+        With ``check=False``, as raised by ``onnx.load`` for a missing or unreadable model file.
 
     Examples
     --------
@@ -599,8 +616,13 @@ def run_model(
     ...
     gather_scatter.errors.IndexOutOfBoundsError: node 'write' (ScatterND): ScatterND-16: indices[1, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
     """
+    path = None
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(os.fspath(model))  # external data: read relative to the file, not the cwd
+        # External data: read relative to the file, not the cwd.
+        path, model = model, _model_check.load_model(model) if check else onnx.load(os.fspath(model))
+    if check:
+        _check_external_data(model)
+        _model_check.check_model(model, path=path)
     feeds = _check_inputs(model.graph, inputs)
-    session = Evaluator(model, strict=strict)
+    session = Evaluator(model, strict=strict, check=False)
     return dict(zip(session.output_names, session.run(None, feeds)))

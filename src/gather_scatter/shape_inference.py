@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from . import _model_check
 from ._dispatch import _OPS, infer_version, resolve_node
 from ._shapes import Shape, fmt_shape
 from ._versions import LATEST_OPSET, normalize_domain, resolve
@@ -171,7 +172,9 @@ def _informative(t: onnx.TypeProto) -> int:
     return (tt.elem_type != 0) + (tt.HasField("shape")) + dims
 
 
-def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike, *, strict: bool = True) -> onnx.ModelProto:
+def infer_model_shapes(
+    model: onnx.ModelProto | str | os.PathLike, *, strict: bool = True, check: bool = True
+) -> onnx.ModelProto:
     """A copy of ``model`` with the shape and type of every value filled in where known.
 
     Every node of the family (ai.onnx, and com.microsoft GatherND, which onnx's inference
@@ -189,6 +192,9 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike, *, strict: bo
         As for :func:`~gather_scatter.run_model`: False infers an off-spec node of the
         family (an attribute or value its version lacks and a later version has) as the
         earliest version that accepts it, with one OffSpecWarning per node.
+    check : bool, default True
+        As for :func:`~gather_scatter.run_model`: validate the model first (external data
+        not loaded is checked against the files beside a path); False skips it.
 
     Returns
     -------
@@ -206,13 +212,21 @@ def infer_model_shapes(model: onnx.ModelProto | str | os.PathLike, *, strict: bo
         leave optional inputs out, as TensorScatter's ``write_indices``); DTypeError for an output
         declared with another element type than its data input's, or an ``elem_type`` that
         ``onnx.TensorProto.DataType`` does not define.
+    ModelInputError
+        With ``check``, a model file that cannot be read, or a model that is not well-formed
+        (see :func:`~gather_scatter.run_model`).
     onnx.shape_inference.InferenceError
         As onnx's whole-model pass raises it for the other nodes.
     OSError, google.protobuf.message.DecodeError
-        As raised by ``onnx.load`` for a path that cannot be read.
+        With ``check=False``, as raised by ``onnx.load`` for a path that cannot be read.
     """
+    path = None
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(os.fspath(model), load_external_data=False)
+        path = model
+        model = _model_check.load_model(model, external_data=False) if check else onnx.load(
+            os.fspath(model), load_external_data=False)
+    if check:
+        _model_check.check_model(model, path=path)
     opsets = _opsets(model)
     for node in model.graph.node:  # onnx's own error for this would not name the node
         if _ours(node):

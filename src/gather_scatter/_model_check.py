@@ -1,0 +1,323 @@
+"""Model validation before anything runs: a model file read from anywhere is refused in one
+line, as a :class:`~gather_scatter.errors.ModelInputError`, before it reaches onnx.reference,
+onnx's shape inference or our kernels.
+
+:func:`check_model` is shared by ``run_model``, ``Evaluator``, ``infer_model_shapes`` and the
+``run`` and ``shapes`` commands (``check=False`` / ``--no-check`` skip it). It checks, in order:
+
+1. every string field (names, ``op_type``, domains, inputs, outputs; subgraphs and functions
+   included) is valid UTF-8: Python's protobuf hands back ``bytes`` for one that is not, which
+   onnx's C++ bindings refuse with a TypeError or UnicodeDecodeError;
+2. every opset import has a version >= 1, and the default domain's is one onnx knows;
+3. every tensor stored as external data names a file inside the model's folder, and its
+   offset and length lie within that file (where it exists: ``shapes`` reads no weights)
+   and match the tensor's dims and type;
+4. ``onnx.checker.check_model(model, full_check=False)``, the field's standard, for the rest:
+   the graph is acyclic and in SSA form (each value produced once, every input defined),
+   initializer sizes match their dims and types, node specs match their schemas.
+
+The checker refuses some models this project accepts on purpose. They are checked as a copy
+with those liberties removed, made only when the checker refuses the model as it is: the
+default domain imported as ``'ai.onnx'`` (read as ``''``), tensors without a shape in
+``value_info``, tensors whose external data was not loaded (checked by step 3), and the nodes
+of the family (Gather, GatherND, ScatterND, ...; com.microsoft GatherND), which our own rules
+check when they are loaded (an off-spec attribute with ``strict=False``, an input count as an
+ArityError) and the checker sees as nodes of a domain it does not know. A model too large to
+serialize (over 2 GiB, its weights loaded) is checked by its path when one is given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Iterator
+
+import numpy as np
+import onnx
+from google.protobuf.descriptor import FieldDescriptor
+
+from ._versions import REGISTRY, normalize_domain
+from .errors import ModelInputError
+
+__all__ = ["check_model", "load_model"]
+
+# The domain the checker's copy gives the family's nodes: one it has no schema for.
+_UNCHECKED_DOMAIN = "gather_scatter.unchecked"
+_FAMILY = frozenset((v.domain, v.op_type) for v in REGISTRY.values())
+_PROTO_LIMIT = 2**31 - 1  # protobuf cannot serialize a message this large
+_CONTEXT = re.compile(r"==> Context: Bad node spec for node\. Name: ?(\S*) OpType: ?(\S+)")
+_OF_NODE = re.compile(r"of node: name: ?(\S*) OpType: ?(\S+)")
+_SSA = re.compile(r"however '(.*)' has been used as output names multiple times")
+
+
+def load_model(path: str | os.PathLike, *, external_data: bool = True) -> onnx.ModelProto:
+    """``onnx.load(path)``, with a file that cannot be read or parsed, or external data that
+    cannot be loaded, refused as a ModelInputError (``cannot read model '<path>': ...``)."""
+    path = os.fspath(path)
+    try:
+        return onnx.load(path, load_external_data=external_data)
+    except Exception as exc:  # noqa: BLE001 - missing file, not a protobuf, bad external data
+        raise ModelInputError(
+            f"cannot read model {path!r}: {type(exc).__name__}: {_one_line(exc)}", value=path
+        ) from None
+
+
+def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None) -> None:
+    """Refuse a model that is not well-formed, before anything runs it.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model, its external data loaded or not. Not modified.
+    path : str or path-like, optional
+        The file it was read from: external data not loaded is checked against the files
+        beside it, and a model over 2 GiB is checked by reading this file again.
+
+    Raises
+    ------
+    ModelInputError
+        The first fault found, in one line naming the node, tensor or field and what is
+        wrong; ``node`` is set to the node's name where the fault is a node's.
+
+    Examples
+    --------
+    >>> import onnx.helper as oh
+    >>> a = oh.make_node("Gather", ["x", "b"], ["a"], name="first")
+    >>> b = oh.make_node("Gather", ["x", "a"], ["b"], name="second")
+    >>> graph = oh.make_graph([a, b], "cycle", [oh.make_tensor_value_info("x", 1, [4])], [])
+    >>> check_model(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.ModelInputError: invalid model: Nodes in a graph must be topologically sorted, however input 'b' of node: name: first OpType: Gather is not output of any previous nodes.
+    """
+    _check_strings(model, "model")
+    _check_opsets(model.opset_import, "model")
+    for function in model.functions:
+        _check_opsets(function.opset_import, f"function {function.name!r}")
+    base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
+    for tensor in _all_tensors(model):
+        if onnx.external_data_helper.uses_external_data(tensor):
+            _check_external(tensor, base_dir)
+    _run_checker(model, path)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _check_strings(message: Any, where: str) -> None:
+    """ModelInputError for the first string field holding bytes (not valid UTF-8)."""
+    for field, value in message.ListFields():
+        if field.type == FieldDescriptor.TYPE_STRING:
+            values = value if field.is_repeated else [value]
+            for i, item in enumerate(values):
+                if not isinstance(item, str):
+                    index = f"[{i}]" if field.is_repeated else ""
+                    raise ModelInputError(
+                        f"{where}: {field.name}{index} is not valid UTF-8 ({bytes(item)[:60]!r})",
+                        input=field.name, value=bytes(item)[:60], node=_node_name(message),
+                    )
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            items = value if field.is_repeated else [value]
+            for i, item in enumerate(items):
+                if field.is_repeated:
+                    label = _label(item, f"{field.name}[{i}]")
+                else:
+                    label = field.name
+                _check_strings(item, f"{where}.{label}" if where != "model" else label)
+
+
+def _node_name(message: Any) -> str | None:
+    if isinstance(message, onnx.NodeProto) and isinstance(message.name, str):
+        return message.name
+    return None
+
+
+def _label(item: Any, fallback: str) -> str:
+    name = getattr(item, "name", None)
+    if isinstance(name, str) and name and not isinstance(item, onnx.AttributeProto):
+        return f"{fallback} ({name!r})"
+    return fallback
+
+
+def _check_opsets(imports: Any, where: str) -> None:
+    latest = onnx.defs.onnx_opset_version()
+    for o in imports:
+        domain = o.domain or "ai.onnx"
+        if o.version < 1 or (normalize_domain(o.domain) == "" and o.version > latest):
+            known = f"1 to {latest}" if normalize_domain(o.domain) == "" else ">= 1"
+            raise ModelInputError(
+                f"{where} imports opset {o.version} of domain {domain!r}, which is not a known opset "
+                f"(onnx {onnx.__version__} knows {known})", value=o.version,
+            )
+
+
+def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    def of_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+        yield from graph.initializer
+        yield from of_nodes(graph.node)
+
+    def of_nodes(nodes: Any) -> Iterator[onnx.TensorProto]:
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                for graph in [attr.g, *attr.graphs]:
+                    yield from of_graph(graph)
+
+    yield from of_graph(model.graph)
+    for function in model.functions:
+        yield from of_nodes(function.node)
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes of a tensor's data, None for a type of no fixed size (strings) or unknown."""
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, ValueError, TypeError):
+        return None
+    if dtype == object:
+        return None
+    count = math.prod(tensor.dims)
+    if tensor.data_type in _PACKED:  # 4-bit and 2-bit types, two or four to a byte
+        return -(-count * _PACKED[tensor.data_type] // 8)
+    return count * dtype.itemsize
+
+
+_PACKED = {
+    getattr(onnx.TensorProto, name): bits
+    for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+    if hasattr(onnx.TensorProto, name)
+}
+
+
+def _check_external(tensor: onnx.TensorProto, base_dir: str | None) -> None:
+    """A tensor's external data: a relative location inside ``base_dir``, within the file's
+    size, as long as its dims and type say."""
+    what = f"tensor {tensor.name!r}"
+
+    def refuse(problem: str) -> None:
+        raise ModelInputError(f"{what} is stored as external data {problem}", input=tensor.name)
+
+    try:
+        info = onnx.external_data_helper.ExternalDataInfo(tensor)
+    except ValueError as exc:
+        refuse(f"with an invalid entry: {_one_line(exc)}")
+    location = info.location
+    if not location:
+        refuse("with no location")
+    if os.path.isabs(location) or os.path.splitdrive(location)[0] or location.startswith(("/", "\\")):
+        refuse(f"at {location!r}, an absolute path: it must be a path relative to the model's folder")
+    if base_dir is None:
+        return
+    root = os.path.realpath(base_dir)
+    full = os.path.realpath(os.path.join(root, location))
+    if os.path.commonpath([root, full]) != root:
+        refuse(f"at {location!r}, which points outside the model's folder {base_dir!r}")
+    if not os.path.exists(full):  # shapes need no weights: a missing file is refused when loaded
+        return
+    if not os.path.isfile(full):
+        refuse(f"in {location!r}, which is not a regular file")
+    size = os.path.getsize(full)
+    offset = info.offset or 0
+    if offset > size:
+        refuse(f"at offset {offset} of {location!r}, a file of {size} bytes")
+    length = info.length if info.length is not None else size - offset
+    if offset + length > size:
+        refuse(f"at offset {offset}, length {length} of {location!r}, a file of {size} bytes")
+    expected = _nbytes(tensor)
+    if expected is not None and length != expected:
+        dims = tuple(tensor.dims)
+        refuse(f"of {length} bytes in {location!r}, but its dims {dims} and type take {expected} bytes")
+
+
+def _run_checker(model: onnx.ModelProto, path: str | os.PathLike | None) -> None:
+    """onnx's checker on the model as it is; where it refuses it, its verdict on the copy
+    without the liberties this project accepts on purpose (see the module's docstring)."""
+    big = model.ByteSize() > _PROTO_LIMIT
+    if big:
+        if path is None:
+            return  # cannot be serialized for the checker; steps 1-3 have run
+        model = onnx.load(os.fspath(path), load_external_data=False)
+        for tensor in _all_tensors(model):  # the file checked above may differ from the proto
+            if onnx.external_data_helper.uses_external_data(tensor):
+                _check_external(tensor, os.path.dirname(os.path.abspath(os.fspath(path))))
+    try:
+        onnx.checker.check_model(model, full_check=False)
+        return
+    except Exception:  # noqa: BLE001 - judged on the copy below
+        pass
+    try:
+        onnx.checker.check_model(_checker_copy(model), full_check=False)
+    except (onnx.checker.ValidationError, ValueError, TypeError, RuntimeError) as exc:
+        text = _one_line(str(exc).split("==> Context:")[0])
+        context = _CONTEXT.search(" ".join(str(exc).split())) or _OF_NODE.search(text)
+        node = context.group(1) if context else None
+        twice = _SSA.search(text)
+        if twice and not context:  # name the node that writes the value a second time
+            writers = [n for n in model.graph.node if twice.group(1) in n.output]
+            if len(writers) > 1:
+                node = writers[-1].name
+                label = f"node {node!r}" if node else "unnamed node"
+                text = f"{label} ({writers[-1].op_type}): {text}"
+        if context and context.re is _CONTEXT:
+            label = f"node {node!r}" if node else "unnamed node"
+            text = f"{label} ({context.group(2)}): {text}"
+        raise ModelInputError(f"invalid model: {text}", node=node) from None
+
+
+def _checker_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    _as_checked(copy.opset_import)
+    _graph_copy(copy.graph)
+    for function in copy.functions:
+        _as_checked(function.opset_import)
+        _nodes_copy(function.node)
+    return copy
+
+
+def _as_checked(imports: Any) -> None:
+    seen = set()
+    for o in list(imports):
+        o.domain = normalize_domain(o.domain)
+        if o.domain in seen:
+            imports.remove(o)
+        seen.add(o.domain)
+    imports.add(domain=_UNCHECKED_DOMAIN, version=1)
+
+
+def _graph_copy(graph: onnx.GraphProto) -> None:
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        _give_shape(value.type)
+    for tensor in list(graph.initializer):  # external data: checked by _check_external
+        if onnx.external_data_helper.uses_external_data(tensor):
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+            graph.initializer.remove(tensor)
+    _nodes_copy(graph.node)
+
+
+def _give_shape(t: onnx.TypeProto) -> None:
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type" and not t.tensor_type.HasField("shape"):
+        t.tensor_type.shape.SetInParent()
+    elif kind == "sequence_type":
+        _give_shape(t.sequence_type.elem_type)
+    elif kind == "optional_type":
+        _give_shape(t.optional_type.elem_type)
+
+
+def _nodes_copy(nodes: Any) -> None:
+    for node in nodes:
+        node.domain = normalize_domain(node.domain)
+        if (node.domain, node.op_type) in _FAMILY:
+            node.domain = _UNCHECKED_DOMAIN
+        for attr in node.attribute:
+            if attr.HasField("t") and onnx.external_data_helper.uses_external_data(attr.t):
+                del attr.t.external_data[:]
+                attr.t.data_location = onnx.TensorProto.DEFAULT
+                attr.t.raw_data = bytes(_nbytes(attr.t) or 0)
+            for graph in [attr.g, *attr.graphs]:
+                _graph_copy(graph)

@@ -1,0 +1,179 @@
+"""Model validation (issue 19): each invalid model of the issue is a ModelInputError naming the
+node or tensor, one line and exit 2 at the command line, before anything runs; --no-check and
+check=False skip it; the models the project accepts on purpose still pass."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+from gather_scatter import ModelInputError, infer_model_shapes, run_model
+from gather_scatter._model_check import check_model
+from gather_scatter.cli import main
+from gather_scatter.reference import Evaluator
+
+DATA = Path(__file__).parent / "data"
+BUILTIN = Path(__file__).parents[1] / "src" / "gather_scatter" / "data" / "decoder_step.onnx"
+MODELS = sorted(DATA.glob("*.onnx")) + [BUILTIN]
+
+
+def _vi(name, elem, shape):
+    return oh.make_tensor_value_info(name, elem, shape)
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = oh.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def _gather(*, name="read", op_type="Gather"):
+    node = oh.make_node(op_type, ["x", "i"], ["y"], name=name)
+    return _model([node], [_vi("x", 1, [4]), _vi("i", 7, [2])], [_vi("y", 1, [2])])
+
+
+def _bad_utf8_op_type():
+    # Protobuf hands back bytes for a string field that is not valid UTF-8.
+    raw = _gather(op_type="Gathxx").SerializeToString().replace(b"Gathxx", b"Gath\xff\xfe")
+    model = onnx.load_model_from_string(raw)
+    assert isinstance(model.graph.node[0].op_type, bytes)
+    return model
+
+
+def _cycle():
+    a = oh.make_node("Gather", ["x", "b"], ["a"], name="first")
+    b = oh.make_node("Gather", ["x", "a"], ["b"], name="second")
+    return _model([a, b], [_vi("x", 7, [4])], [_vi("b", 7, None)])
+
+
+def _duplicate_output():
+    a = oh.make_node("Gather", ["x", "i"], ["y"], name="first")
+    b = oh.make_node("Gather", ["x", "i"], ["y"], name="second")
+    return _model([a, b], [_vi("x", 1, [4]), _vi("i", 7, [2])], [_vi("y", 1, [2])])
+
+
+def _short_initializer(raw):
+    values = np.arange(6, dtype=np.float32)
+    tensor = oh.make_tensor("w", 1, [2, 3], values.tobytes() if raw else values, raw=raw)
+    tensor.dims[:] = [1000, 3]
+    node = oh.make_node("Gather", ["w", "i"], ["y"], name="read")
+    return _model([node], [_vi("i", 7, [2])], [_vi("y", 1, [2, 3])], [tensor])
+
+
+# name -> (model, pattern of the message, node named)
+INVALID = {
+    "op_type not UTF-8": (_bad_utf8_op_type, r"graph\.node\[0\] \('read'\): op_type is not valid UTF-8", "read"),
+    "cycle": (_cycle, r"topologically sorted, however input 'b' of node: name: first OpType: Gather", "first"),
+    "value written twice": (_duplicate_output, r"node 'second' \(Gather\): .*single static assignment", "second"),
+    "initializer of 6 values, dims (1000, 3)": (
+        lambda: _short_initializer(False), r"tensor name: w\) float_data size \(6\) is too small", None),
+    "raw initializer of 6 values, dims (1000, 3)": (
+        lambda: _short_initializer(True), r"tensor name: w\) raw_data size \(24 bytes\) is too small", None),
+    "opset 0": (lambda: _model(_gather().graph.node, _gather().graph.input, _gather().graph.output, opset=0),
+                r"imports opset 0 of domain 'ai.onnx', which is not a known opset", None),
+}
+
+
+@pytest.mark.parametrize("case", INVALID)
+def test_invalid_model_is_one_model_input_error_everywhere(case, tmp_path, capsys):
+    build, pattern, node = INVALID[case]
+    model = build()
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    calls = {
+        "check_model": lambda: check_model(model),
+        "run_model": lambda: run_model(model, {}),
+        "run_model(path)": lambda: run_model(path, {}),
+        "Evaluator": lambda: Evaluator(model),
+        "infer_model_shapes": lambda: infer_model_shapes(model),
+        "infer_model_shapes(path)": lambda: infer_model_shapes(path),
+    }
+    for call in calls.values():
+        with pytest.raises(ModelInputError, match=pattern) as info:
+            call()
+        assert info.value.node == node
+    for command in (["run", str(path)], ["shapes", str(path)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith(f"gather-scatter {command[0]}: error: ")
+
+
+def test_no_check_skips_validation(tmp_path, capsys):
+    # Two writers of 'y': unchecked, onnx.reference runs the model as it did before.
+    model = _duplicate_output()
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    feeds = {"x": np.arange(4, dtype=np.float32), "i": np.array([2, 1])}
+    np.testing.assert_array_equal(run_model(model, feeds, check=False)["y"], [2, 1])
+    Evaluator(model, check=False)
+    infer_model_shapes(model, check=False)
+    np.save(tmp_path / "x.npy", feeds["x"])
+    np.save(tmp_path / "i.npy", feeds["i"])
+    inputs = ["--input", f"x={tmp_path / 'x.npy'}", "--input", f"i={tmp_path / 'i.npy'}"]
+    assert main(["run", str(path), *inputs, "--no-check"]) == 0
+    assert main(["shapes", str(path), "--no-check"]) == 0
+    assert main(["run", str(path), *inputs]) == 2
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
+def test_project_models_pass(path):
+    check_model(onnx.load(path), path=path)
+    check_model(onnx.load(path, load_external_data=False), path=path)
+    check_model(onnx.load(path, load_external_data=False))  # shapes from a proto need no weights
+
+
+@pytest.mark.parametrize("opset_domain", ["", "ai.onnx"])
+def test_accepted_on_purpose(opset_domain):
+    """The checker refuses these; the project accepts them: the default domain imported as
+    'ai.onnx', an off-spec attribute of the family (run with strict=False), a family node
+    with an attribute or input count its schema lacks (our own error, not the checker's),
+    com.microsoft GatherND, and unshaped value_info."""
+    x, i, u = _vi("d", 1, None), _vi("i", 7, None), _vi("u", 1, None)
+    for node, opset in (
+        (oh.make_node("ScatterElements", ["d", "i", "u"], ["y"], reduction="max"), 17),
+        (oh.make_node("GatherND", ["d", "i"], ["y"], batch_dims=1), 11),
+        (oh.make_node("Gather", ["d", "i"], ["y"], foo=1), 13),
+        (oh.make_node("Gather", ["d"], ["y"]), 13),
+    ):
+        graph = oh.make_graph([node], "g", [x, i, u], [_vi("y", 1, None)])
+        check_model(oh.make_model(graph, opset_imports=[oh.make_opsetid(opset_domain, opset)]))
+    node = oh.make_node("GatherND", ["d", "i"], ["y"], domain="com.microsoft")
+    graph = oh.make_graph([node], "g", [x, i], [_vi("y", 1, None)])
+    opsets = [oh.make_opsetid(opset_domain, 13), oh.make_opsetid("com.microsoft", 1)]
+    check_model(oh.make_model(graph, opset_imports=opsets))
+
+
+def _external_model(tmp_path, **entries):
+    src = onnx.load(DATA / "gather_elements.onnx", load_external_data=False)
+    shutil.copy(DATA / "gather_elements.onnx.data", tmp_path / "gather_elements.onnx.data")
+    tensor = next(t for t in src.graph.initializer if onnx.external_data_helper.uses_external_data(t))
+    for key, value in entries.items():
+        entry = next((e for e in tensor.external_data if e.key == key), None) or tensor.external_data.add(key=key)
+        entry.value = value
+    path = tmp_path / "model.onnx"
+    onnx.save(src, path)
+    return path
+
+
+@pytest.mark.parametrize("entries, pattern", [
+    ({"location": "../gather_elements.onnx.data"}, "points outside the model's folder"),
+    ({"location": "/etc/hostname"}, "an absolute path"),
+    ({"offset": "100000"}, "at offset 100000 of 'gather_elements.onnx.data', a file of"),
+    ({"length": "99999999"}, "length 99999999 of 'gather_elements.onnx.data', a file of"),
+    ({"length": "8"}, "of 8 bytes in 'gather_elements.onnx.data', but its dims \\(16, 48\\) and type take 3072"),
+    ({"offset": "-1"}, "invalid entry: External data offset must be non-negative"),
+])
+def test_external_data_stays_in_its_folder_and_file(tmp_path, capsys, entries, pattern):
+    path = _external_model(tmp_path, **entries)
+    with pytest.raises(ModelInputError, match=pattern):
+        infer_model_shapes(path)
+    with pytest.raises(ModelInputError):
+        run_model(path, {})
+    assert main(["shapes", str(path)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
