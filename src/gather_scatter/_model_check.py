@@ -35,7 +35,6 @@ from typing import Any, Iterator
 
 import numpy as np
 import onnx
-from google.protobuf.descriptor import FieldDescriptor
 
 from ._versions import REGISTRY, normalize_domain
 from .errors import ModelInputError
@@ -106,39 +105,73 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _check_strings(message: Any, where: str) -> None:
+def _check_strings(model: onnx.ModelProto, where: str) -> None:
     """ModelInputError for the first string field holding bytes (not valid UTF-8)."""
-    for field, value in message.ListFields():
-        if field.type == FieldDescriptor.TYPE_STRING:
-            values = value if field.is_repeated else [value]
-            for i, item in enumerate(values):
-                if not isinstance(item, str):
-                    index = f"[{i}]" if field.is_repeated else ""
-                    raise ModelInputError(
-                        f"{where}: {field.name}{index} is not valid UTF-8 ({bytes(item)[:60]!r})",
-                        input=field.name, value=bytes(item)[:60], node=_node_name(message),
-                    )
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            items = value if field.is_repeated else [value]
-            for i, item in enumerate(items):
-                if field.is_repeated:
-                    label = _label(item, f"{field.name}[{i}]")
-                else:
-                    label = field.name
-                _check_strings(item, f"{where}.{label}" if where != "model" else label)
+    _fields(model, where, ("producer_name", "producer_version", "domain", "doc_string"))
+    for i, entry in enumerate(model.metadata_props):
+        _fields(entry, f"metadata_props[{i}]", ("key", "value"))
+    for i, o in enumerate(model.opset_import):
+        _fields(o, f"opset_import[{i}]", ("domain",))
+    _graph_strings(model.graph, "graph")
+    for i, f in enumerate(model.functions):
+        at = f"functions[{i}]"
+        _fields(f, at, ("name",))
+        at += f" ({f.name!r})"
+        _fields(f, at, ("domain", "overload", "input", "output", "attribute", "doc_string"))
+        for j, o in enumerate(f.opset_import):
+            _fields(o, f"{at}.opset_import[{j}]", ("domain",))
+        _nodes_strings(f.node, at)
 
 
-def _node_name(message: Any) -> str | None:
-    if isinstance(message, onnx.NodeProto) and isinstance(message.name, str):
-        return message.name
-    return None
+def _fields(message: Any, where: str, names: tuple[str, ...], node: str | None = None) -> None:
+    for name in names:
+        value = getattr(message, name)
+        items = [value] if isinstance(value, (str, bytes)) else value
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                index = "" if isinstance(value, (str, bytes)) else f"[{i}]"
+                raise ModelInputError(
+                    f"{where}: {name}{index} is not valid UTF-8 ({bytes(item)[:60]!r})",
+                    input=name, value=bytes(item)[:60], node=node,
+                )
 
 
-def _label(item: Any, fallback: str) -> str:
-    name = getattr(item, "name", None)
-    if isinstance(name, str) and name and not isinstance(item, onnx.AttributeProto):
-        return f"{fallback} ({name!r})"
-    return fallback
+def _graph_strings(graph: onnx.GraphProto, where: str) -> None:
+    _fields(graph, where, ("name", "doc_string"))
+    for kind in ("input", "output", "value_info"):
+        for i, value in enumerate(getattr(graph, kind)):
+            _fields(value, f"{where}.{kind}[{i}]", ("name", "doc_string"))
+    for i, tensor in enumerate(graph.initializer):
+        _tensor_strings(tensor, f"{where}.initializer[{i}]")
+    for i, sparse in enumerate(graph.sparse_initializer):
+        _tensor_strings(sparse.values, f"{where}.sparse_initializer[{i}].values")
+        _tensor_strings(sparse.indices, f"{where}.sparse_initializer[{i}].indices")
+    _nodes_strings(graph.node, where)
+
+
+def _tensor_strings(tensor: onnx.TensorProto, where: str) -> None:
+    _fields(tensor, where, ("name", "doc_string"))
+    for i, entry in enumerate(tensor.external_data):
+        _fields(entry, f"{where}.external_data[{i}]", ("key", "value"))
+
+
+def _nodes_strings(nodes: Any, where: str) -> None:
+    for i, node in enumerate(nodes):
+        at = f"{where}.node[{i}]"
+        _fields(node, at, ("name",))
+        at += f" ({node.name!r})" if node.name else ""
+        _fields(node, at, ("op_type", "domain", "overload", "input", "output", "doc_string"), node.name)
+        for attr in node.attribute:
+            _fields(attr, f"{at}.attribute", ("name", "ref_attr_name", "doc_string"), node.name)
+            aat = f"{at}.attribute {attr.name!r}"
+            if attr.HasField("t"):
+                _tensor_strings(attr.t, f"{aat}.t")
+            for j, tensor in enumerate(attr.tensors):
+                _tensor_strings(tensor, f"{aat}.tensors[{j}]")
+            if attr.HasField("g"):
+                _graph_strings(attr.g, f"{aat}.g")
+            for j, graph in enumerate(attr.graphs):
+                _graph_strings(graph, f"{aat}.graphs[{j}]")
 
 
 def _check_opsets(imports: Any, where: str) -> None:
