@@ -12,7 +12,7 @@ import onnx
 import onnx.helper as oh
 import pytest
 
-from gather_scatter import ModelInputError, infer_model_shapes, run_model
+from gather_scatter import ModelInputError, OutputTooLargeError, infer_model_shapes, run_model, set_memory_limit
 from gather_scatter._model_check import check_model
 from gather_scatter.cli import main
 from gather_scatter.reference import Evaluator
@@ -177,3 +177,50 @@ def test_external_data_stays_in_its_folder_and_file(tmp_path, capsys, entries, p
         run_model(path, {})
     assert main(["shapes", str(path)]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def _constant_of_shape_gather(n=10**7):
+    shape = oh.make_tensor("shape", 7, [2], [n, n])
+    nodes = [oh.make_node("ConstantOfShape", ["shape"], ["big"], name="fill"),
+             oh.make_node("Gather", ["big", "i"], ["y"], name="read")]
+    return _model(nodes, [_vi("i", 7, [1])], [_vi("y", 1, None)], [shape])
+
+
+def test_memory_limit_covers_every_operator(tmp_path, capsys):
+    # ConstantOfShape to 10^7 x 10^7 (400 TB): refused before it allocates, naming the node.
+    model = _constant_of_shape_gather()
+    with pytest.raises(OutputTooLargeError, match=r"^node 'fill' \(ConstantOfShape\): output 'big' of shape "
+                       r"\(10000000, 10000000\) and dtype float32 would take 400000000000000 bytes") as info:
+        run_model(model, {"i": np.array([0])})
+    assert (info.value.node, info.value.op) == ("fill", "ConstantOfShape")
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "i.npy", np.array([0]))
+    assert main(["run", str(path), "--input", f"i={tmp_path / 'i.npy'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "node 'fill' (ConstantOfShape)" in err
+    # The limit set by the user applies too; shapes infers without it (the model may run elsewhere).
+    previous = set_memory_limit(1000)
+    try:
+        with pytest.raises(OutputTooLargeError, match="node 'fill'.* more than the memory limit of 1000 bytes"):
+            run_model(_constant_of_shape_gather(16), {"i": np.array([0])})
+    finally:
+        set_memory_limit(previous)
+    assert main(["shapes", str(path)]) == 0
+    assert "(1, 10000000)" in capsys.readouterr().out
+
+
+def test_memory_error_of_any_operator_names_the_node(monkeypatch):
+    # A size no inference fixed (the shape is a model input): the MemoryError, as a last resort.
+    from onnx.reference.ops import op_constant_of_shape
+
+    def fail(self, *args, **kwargs):
+        raise MemoryError("Unable to allocate 364. TiB for an array")
+
+    monkeypatch.setattr(op_constant_of_shape.ConstantOfShape, "_run", fail)
+    nodes = [oh.make_node("ConstantOfShape", ["shape"], ["big"], name="fill")]
+    model = _model(nodes, [_vi("shape", 7, [2])], [_vi("big", 1, None)])
+    with pytest.raises(OutputTooLargeError, match=r"^node 'fill' \(ConstantOfShape\): MemoryError: Unable to "
+                       "allocate 364. TiB") as info:
+        run_model(model, {"shape": np.array([2, 2])})
+    assert info.value.node == "fill"

@@ -48,7 +48,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-from . import _model_check
+from . import _model_check, _model_memory
 from ._dispatch import node_attributes, resolve_node, run_version
 from .errors import DTypeError, GatherScatterError, ModelInputError, NodeError, ShapeError, node_label
 
@@ -267,15 +267,22 @@ def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseExcept
     return err
 
 
-def _named(node: OpRun, run: Any) -> Any:
-    """``node.run`` raising our error as it is (out of any TypeError wrapping it), any other
-    as a NodeError naming the node, the original as its ``__cause__``."""
+def _named(node: OpRun, run: Any, sizes: Mapping[str, Any]) -> Any:
+    """``node.run`` raising our error as it is (out of any TypeError wrapping it), a
+    MemoryError as an OutputTooLargeError naming the node, any other as a NodeError naming
+    the node, the original as its ``__cause__``; refused before it runs where one of its
+    outputs, of a size in ``sizes`` (see ``_model_memory``), exceeds the memory limit."""
+    known = {name: sizes[name] for name in node.onnx_node.output if name in sizes}
 
     def named_run(*args: Any, **kwargs: Any) -> Any:
+        if known:
+            _model_memory.check_outputs(node.onnx_node, known)
         try:
             return run(*args, **kwargs)
         except GatherScatterError:
             raise
+        except MemoryError as exc:
+            raise _model_memory.from_memory_error(node.onnx_node, exc) from exc
         except Exception as exc:
             ours = _our_error(exc)
             if ours is not None:
@@ -380,8 +387,10 @@ class Evaluator(ReferenceEvaluator):
             if len(self.rt_inits_) < len({i.name for i in self.inits_}) or loaded >= len(self.nodes_):
                 raise  # an initializer, not a node
             raise _node_error(self.nodes_[loaded], self.opsets, exc) from exc
+        # Our nodes check their own outputs; the others against the sizes inference fixes.
+        sizes = _model_memory.static_sizes(self.proto_) if isinstance(self.proto_, onnx.ModelProto) else {}
         for node in self.rt_nodes_:
-            node.run = _named(node, node.run)
+            node.run = _named(node, node.run, {} if isinstance(node, _Node) else sizes)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         token = _STRICT.set(self.strict)  # for the nodes onnx.reference loads only when run
