@@ -2,6 +2,11 @@
 
 A library that is not installed is skipped with a reason (CI installs them all:
 ``.ci/run`` installs torch's CPU wheel; the test extra has jax and array-api-strict).
+
+JAX comes two ways: ``Library("jax")`` turns ``jax_enable_x64`` on (int64 and float64 as NumPy
+has them); ``Library("jax", x64=False)`` is JAX as users run it by default, for a test that
+holds ``jax.enable_x64(False)`` (no 64-bit types: int64 is held as int32, when the values fit;
+tests/test_jax_defaults.py runs the shared backend tests that way).
 """
 
 from __future__ import annotations
@@ -11,13 +16,16 @@ import pytest
 
 
 class Library:
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, x64: bool = True):
+        self.name, self.x64 = name, x64
         if name == "torch":
             self.mod = pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
         elif name == "jax":
             jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
-            jax.config.update("jax_enable_x64", True)  # int64 and float64 as NumPy has them
+            if x64:
+                jax.config.update("jax_enable_x64", True)  # int64 and float64 as NumPy has them
+            else:
+                assert not jax.config.jax_enable_x64, "hold jax.enable_x64(False) around the test"
             self.mod = jax
         else:
             self.mod = pytest.importorskip("array_api_strict", reason="array-api-strict not installed")
@@ -30,6 +38,8 @@ class Library:
             return dtype.name in _TORCH
         if self.name == "strict":
             return dtype.name in _STRICT
+        if self.name == "jax" and not self.x64:  # int64 as JAX holds it: int32, when the values fit
+            return dtype.name not in _WIDE or dtype.name == "int64" and _fits_int32(array)
         return True
 
     def convert(self, array):
@@ -47,6 +57,8 @@ class Library:
         if self.name == "jax":
             import jax.numpy as jnp
 
+            if not self.x64 and array.dtype == np.int64 and _fits_int32(array):
+                return jnp.asarray(array.astype(np.int32))  # what jnp.asarray gives, without its warning
             return jnp.asarray(array)
         return self.mod.asarray(array)
 
@@ -60,6 +72,8 @@ class Library:
             return result.numpy()
         if self.name == "jax":
             assert isinstance(result, self.mod.Array), type(result)
+            if not self.x64 and dtype == np.int64 and result.dtype == np.int32:
+                return np.asarray(result).astype(np.int64)  # int64 data as JAX holds it without x64
             return np.asarray(result)
         assert isinstance(result, self.mod._array_object.Array), type(result)
         return np.asarray(result._array)
@@ -71,7 +85,13 @@ _TORCH = {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32"
 _NUMPY_FROM_TORCH = _TORCH - {"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}
 _STRICT = {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float32", "float64",
            "complex64", "complex128"}
+_WIDE = {"int64", "uint64", "float64", "complex128"}  # JAX without x64 holds none of these
 NAMES = ("torch", "jax", "strict")
+
+
+def _fits_int32(array) -> bool:
+    array = np.asarray(array)
+    return not array.size or -(2**31) <= int(array.min()) and int(array.max()) < 2**31
 
 
 def same_bits(expected: np.ndarray, actual: np.ndarray) -> bool:

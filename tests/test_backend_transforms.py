@@ -73,7 +73,11 @@ def test_torch_gradient_skips_overwritten_updates():
 
 @pytest.fixture
 def jax():
-    return Library("jax").mod  # with jax_enable_x64
+    """JAX with x64 on (float64 finite differences), held by its context manager and restored
+    after the test; tests/test_jax_defaults.py runs jit, checkify and eager bounds with x64 off."""
+    jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
+    with jax.enable_x64(True):
+        yield jax
 
 
 @pytest.mark.parametrize("name, fn, inputs", OPS, ids=[o[0] for o in OPS])

@@ -376,7 +376,7 @@ class ArrayAPIBackend:
         return xp.reshape(result, shape)
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
-        from ..kernels.tensor_scatter import NAMES, write_index_error
+        from ..kernels.tensor_scatter import NAMES
 
         spec, xp = self.spec, self.xp
         dtype = self.dtype("past_cache", past_cache)
@@ -391,17 +391,26 @@ class ArrayAPIBackend:
         ax = _shapes.normalize_axis(spec, axis, len(shape))
         self.check_out(out, shape, dtype)
         _shapes.check_output_bytes(spec, shape, dtype)
-        batch, capacity, length = shape[0], shape[ax], ushape[ax]
         if absent:
-            write = xp.zeros(batch, dtype=xp.int64, device=self.device)
+            write = xp.zeros(shape[0], dtype=xp.int64, device=self.device)
+        write = self.checked_writes(write, shape[ax], ushape[ax], mode, ax)
+        return self.finish(self.write_rows(past_cache, update, write, ax), out, {"update": update})
+
+    def checked_writes(self, write: Any, capacity: int, length: int, mode: Mode, ax: int) -> Any:
+        """TensorScatter's ``write`` (one per batch) as int64, after checking each against the
+        sequence axis ``ax`` of size ``capacity`` for an update of ``length`` in ``mode``
+        (IndexOutOfBoundsError naming the first bad batch); keeps ``self.bad`` for guard()."""
+        from ..kernels.tensor_scatter import write_index_error
+
+        spec, xp = self.spec, self.xp
         write = xp.astype(write, xp.int64)
         bad = write < 0
         if mode is Mode.LINEAR:
             bad = bad | (write > capacity - length)
         self.raise_first_bad(write, bad, None, None,
                              lambda b, value: write_index_error(spec, b[0], value, length, capacity, mode, ax))
-        self.bad = xp.reshape(bad, (batch, 1, 1, 1))  # per batch, for guard()'s any over the last axis
-        return self.finish(self.write_rows(past_cache, update, write, ax), out, {"update": update})
+        self.bad = xp.reshape(bad, (self.shape(write)[0], 1, 1, 1))  # per batch, for guard()'s any(axis=-1)
+        return write
 
     def write_rows(self, past: Any, update: Any, write: Any, ax: int) -> Any:
         """TensorScatter's copy: ``past`` with ``update`` at sequence positions

@@ -1,41 +1,74 @@
 """JAX arrays: the operators in ``jnp.take``/``take_along_axis`` and ``.at[]`` scatters,
-eagerly and under ``jax.jit``.
+eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's default) or on.
 
 - Exactness: on the CPU, XLA applies a scatter's updates serially in index order (the
   spec's row-major order) and rounds every step in the data's type, so results are bitwise
-  the NumPy kernel's (tested). Reduction 'none' keeps each target's last update first
-  (``.at[].set`` leaves the winner of duplicates unspecified). On other devices (GPU/TPU),
-  eager scatters use the deterministic standard rounds of :class:`ArrayAPIBackend`; under
-  ``jit`` there they are XLA's native scatters, whose float add/mul order with duplicate
-  indices is not promised (set ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable
-  bits).
+  the NumPy kernel's (tested) — except subnormal floats in arithmetic: XLA's CPU runs with
+  flush-to-zero and denormals-are-zero, so a scatter with reduction 'add', 'mul', 'max' or
+  'min' on float32, float64, bfloat16, complex64 or complex128 data reads a subnormal
+  ``data`` or ``updates`` value as zero and returns a subnormal result as zero of the same
+  sign, where NumPy keeps it (float16 is computed in float32 there, so its subnormals stay).
+  Every result that involves no subnormal is bitwise NumPy's. Gathers, reduction 'none' and
+  TensorScatter only copy, so they keep subnormals bit for bit. Reduction 'none' keeps each
+  target's last update first (``.at[].set`` leaves the winner of duplicates unspecified).
+  On other devices (GPU/TPU), eager scatters use the deterministic standard rounds of
+  :class:`ArrayAPIBackend`; under ``jit`` there they are XLA's native scatters, whose float
+  add/mul order with duplicate indices is not promised (set
+  ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable bits).
 - Errors: shapes, types and attributes are static under ``jit``, so those errors raise at
-  trace time, as in eager mode. Index bounds follow JAX's convention for values known only
-  at run time: a ``checkify.check`` — run the function through
-  ``jax.experimental.checkify.checkify`` to get the error (the message names the operator,
-  the first bad position, the value and the valid range); without checkify, a bad index under
-  jit reads as the fill value (NaN, or the type's minimum) and its update is dropped, never
-  wrapped onto another element. Eagerly, bad indices raise IndexOutOfBoundsError.
+  trace time, as in eager mode. Indices given as NumPy arrays, lists or Python scalars are
+  values at trace time: they are checked on the host, as passed (int64 before any narrowing),
+  and a bad one raises IndexOutOfBoundsError eagerly and under ``jit`` alike. JAX array
+  indices are checked on the device: eagerly, a bad one raises IndexOutOfBoundsError; traced
+  (under ``jit``), bounds follow JAX's convention for values known only at run time, a
+  ``checkify.check`` — run the function through ``jax.experimental.checkify.checkify`` to get
+  the error (the eager message: operator, first bad position, value, axis, size and valid
+  range); without checkify, a bad index under jit reads as the fill value (NaN, or the type's
+  minimum) and its update is dropped, never wrapped onto another element.
 - Autodiff: ``jax.grad`` flows through every op.
-- Types: JAX's own (with ``jax_enable_x64`` for 64-bit ones). Without x64, JAX holds int64 as
-  int32, so GatherND/ScatterND (int64 indices only, as in ONNX) take their indices as a NumPy
-  int64 array, which is checked as passed and then moved to the device.
+- Types: JAX's own. Without x64 JAX has no int64 (it holds int64 as int32), so:
+  NumPy/list indices keep ONNX's int64 and are checked as passed, then moved to the device as
+  int32 (exact: every valid index fits); a JAX int32 index array counts as JAX's int64, so
+  GatherND, ScatterND and TensorScatter (int64 indices only, as in ONNX) accept it — the
+  values are the same, only JAX's width differs. Index arithmetic is then int32: an operator
+  whose indices or offsets would range over 2**31 positions or more (a GatherND/ScatterND
+  block, ScatterElements' data, a cache, one axis) raises OutputTooLargeError naming
+  ``jax_enable_x64`` rather than wrap. No call warns about int64 being truncated.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._versions import REGISTRY, Reduction
+from .._shapes import fmt_shape
+from .._validate import as_array, check_bounds, native_indices, out_of_bounds
+from .._versions import REGISTRY, Mode, Reduction
+from ..errors import IndexOutOfBoundsError, OutputTooLargeError
+from . import _foreign
 from .array_api import ArrayAPIBackend, numpy_dtype
 
 # The NumPy dtype a list or NumPy array given for an input must fit ("data": the first input's).
 _NEEDS = {"indices": np.int64, "write_indices": np.int64, "updates": "data", "update": "data"}
+_INDEX_INPUTS = ("indices", "write_indices")
+_INT32_POSITIONS = 2**31  # how many positions int32 offsets address
+_MARK = 10**15 + 1  # a value no message holds otherwise: where the run-time value goes in a template
+
+
+class _Namespace:
+    """``jax.numpy`` whose ``int64`` is JAX's widest int: int32 without x64, where asking for
+    int64 warns and truncates. The array-API steps build every index and offset with it."""
+
+    def __init__(self, xp: Any, index_dtype: np.dtype):
+        self._xp, self.int64 = xp, index_dtype
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._xp, name)
 
 
 class JaxBackend(ArrayAPIBackend):
@@ -52,6 +85,8 @@ class JaxBackend(ArrayAPIBackend):
         self.any_bad = jnp.zeros((), bool) if self.traced else None
         self.first = first
         self.staging = False  # traced by staged(): a bad index discards the result, so no guard
+        self.index_dtype = np.dtype(jax.dtypes.canonicalize_dtype(np.int64))  # int32 without x64
+        self.xp = _Namespace(xp, self.index_dtype)
 
     def gather(self, data, indices, axis=0, out=None):
         return self.staged("gather", {"indices": indices}, {"axis": axis}, out)
@@ -93,6 +128,13 @@ class JaxBackend(ArrayAPIBackend):
         arrays = {name: None if value is None else self.array(name, value, dtype if _NEEDS[name] == "data"
                                                                  else _NEEDS[name])
                   for name, value in inputs.items()}
+        for name in _INDEX_INPUTS:  # host indices that JAX holds exactly go in as they are, checked there
+            host = arrays.get(name)
+            if isinstance(host, np.ndarray) and host.dtype.kind == "i":
+                limits = np.iinfo(self.index_dtype)
+                if host.size and not limits.min <= int(host.min()) <= int(host.max()) <= limits.max:
+                    return eager()  # a value beyond int32 without x64: checked on the host
+                arrays[name] = self.from_numpy(host.astype(self.index_dtype, copy=False))
         if not all(v is None or isinstance(v, jax.Array) for v in arrays.values()):
             return eager()  # a type JAX cannot hold: the type rule raises
         spec = self.spec
@@ -108,13 +150,89 @@ class JaxBackend(ArrayAPIBackend):
             return True
         return super().same_device(array)
 
-    def from_numpy(self, host: np.ndarray) -> Any:
-        import warnings
+    def dtype(self, name: str, array: Any) -> np.dtype:
+        dtype = super().dtype(name, array)
+        held = name in _INDEX_INPUTS and name not in self.host_dtypes
+        if held and dtype == np.int32 and self.index_dtype == np.int32:
+            return np.dtype(np.int64)  # JAX's int64 without x64: the same values, held in int32
+        return dtype
 
-        with warnings.catch_warnings():  # int64 -> int32 without x64: checked as passed
-            warnings.simplefilter("ignore", UserWarning)
-            array = jnp.asarray(host)
+    def array(self, name: str, value: Any, dtype: Any = None) -> Any:
+        """Indices given as NumPy arrays, lists or scalars stay on the host as passed (int64
+        for a list): :meth:`bounds` and :meth:`checked_writes` check them there, before any
+        narrowing and at trace time under ``jit``, then move them to the device."""
+        if name in _INDEX_INPUTS and not isinstance(value, jax.Array) and not _foreign(value):
+            host = as_array(self.spec, name, value, dtype)
+            self.host_dtypes[name] = host.dtype
+            return host
+        return super().array(name, value, dtype)
+
+    def from_numpy(self, host: np.ndarray) -> Any:
+        if jax.dtypes.canonicalize_dtype(host.dtype) != host.dtype:
+            # float64 updates without x64, ...: never a type the op accepts here (it must be
+            # data's, a JAX type); the type rule refuses it as passed.
+            raise TypeError(f"JAX without x64 holds no {host.dtype}")
+        array = jnp.asarray(host)
         return array if self.device is None else jax.device_put(array, self.device)
+
+    def check_positions(self, positions: int, count: int) -> None:
+        """Without x64, every index and offset is int32: OutputTooLargeError naming
+        ``jax_enable_x64`` when ``positions`` (what one offset ranges over) or ``count`` (the
+        index values) reach 2**31, where int32 arithmetic would wrap."""
+        if self.index_dtype == np.int64 or max(positions, count) < _INT32_POSITIONS:
+            return
+        spec = self.spec
+        what = (f"{self.first_name} of shape {fmt_shape(self.shape(self.first))} needs offsets over {positions} "
+                f"positions" if positions >= count else f"{count} index values need positions up to {count}")
+        raise OutputTooLargeError(
+            f"{spec.name}: {what}, more than int32 holds (2**31); JAX without jax_enable_x64 indexes with int32, "
+            f"so enable it (jax.config.update('jax_enable_x64', True), or `with jax.enable_x64(True):`)",
+            op=spec.op_type, since_version=spec.since_version, input=self.first_name, value=max(positions, count),
+        )
+
+    def bounds(self, indices, sizes, axes):
+        shape = self.shape(self.first)
+        if isinstance(sizes, tuple):  # GatherND/ScatterND: offsets over the data's leading block
+            positions = math.prod(shape[: axes[-1] + 1] if axes else shape)
+        else:
+            positions = int(sizes)
+        self.check_positions(positions, math.prod(self.shape(indices)))
+        if not isinstance(indices, np.ndarray):
+            return super().bounds(indices, sizes, axes)
+        # Given on the host: checked there as passed, negatives resolved in int64, then moved
+        # (every value now fits the device's index type).
+        indices = native_indices(indices)
+        check_bounds(self.spec, indices, sizes, axes)
+        self.bad = None
+        norm = np.where(indices < 0, indices + np.asarray(sizes, dtype=np.int64), indices)
+        return self.from_numpy(norm.astype(self.index_dtype))
+
+    def scatter_along(self, data, norm, updates, axis, reduction):
+        self.check_positions(math.prod(self.shape(data)), 0)  # flat element offsets
+        return super().scatter_along(data, norm, updates, axis, reduction)
+
+    def checked_writes(self, write, capacity, length, mode, ax):
+        shape = self.shape(self.first)
+        self.check_positions(max(math.prod(shape[: ax + 1]), capacity + length), shape[0])
+        if not isinstance(write, np.ndarray):
+            return super().checked_writes(write, capacity, length, mode, ax)
+        from ..kernels.tensor_scatter import write_index_error
+
+        write = native_indices(write).astype(np.int64)
+        bad = write < 0
+        if mode is Mode.LINEAR:
+            bad |= write > capacity - length
+        if bad.any():
+            b = int(np.argmax(bad))
+            write_index_error(self.spec, b, int(write[b]), length, capacity, mode, ax)
+        self.bad = None
+        # Positions are (write + j) % capacity: reduced on the host, so any int64 fits the device.
+        return self.from_numpy((write % max(capacity, 1)).astype(self.index_dtype))
+
+    def write_rows(self, past, update, write, ax):
+        # (write + j) % capacity == (write % capacity + j) % capacity, without int32 overflow
+        # for a circular write near 2**31.
+        return super().write_rows(past, update, write % max(self.shape(past)[ax], 1), ax)
 
     def _tracing(self, *arrays: Any) -> bool:
         return self.traced or any(isinstance(a, jax.core.Tracer) for a in arrays)
@@ -135,25 +253,21 @@ class JaxBackend(ArrayAPIBackend):
         first = jnp.argmax(jnp.reshape(bad, (-1,)))
         position = jnp.unravel_index(first, indices.shape)
         value = jnp.reshape(indices, (-1,))[first]
-        spec = self.spec
-        if sizes is None:  # TensorScatter's write_indices
-            message = f"{spec.name}: write_indices[{{}}] = {{}} is out of bounds for the sequence axis"
-            args = (position[0], value)
-        elif isinstance(sizes, tuple):
-            sizes_, axes_ = jnp.asarray(sizes), jnp.asarray(axes)
-            size = sizes_[position[-1]]
-            place = ", ".join("{}" for _ in position)
-            message = (f"{spec.name}: indices[{place}] = {{}} is out of bounds for data axis {{}} of size {{}} "
-                       "(valid range [{}, {}])")
-            args = (*position, value, axes_[position[-1]], size, -size, size - 1)
-        else:
-            place = ", ".join("{}" for _ in position)
-            message = (f"{spec.name}: indices[{place}] = {{}} is out of bounds for data axis {axes} of size {sizes} "
-                       f"(valid range [{-sizes}, {sizes - 1}])")
-            args = (*position, value)
+        args = (*position, value)
         # A no-op unless the caller runs the function through checkify.checkify; without it a bad
         # index reads as the fill value and its update is dropped (see guard), JAX's own convention.
-        checkify.debug_check(~found, message, *args)
+        # The message is the eager one (one check per text it can take; only one can fail).
+        if error is not None:  # TensorScatter's write_indices: the text depends on the sign
+            for case, mark in ((value < 0, -1), (value >= 0, _MARK)):
+                checkify.debug_check(~(found & case), _template(error, (0,), mark), *args)
+        elif isinstance(sizes, tuple):  # one text per component: its axis and size
+            zeros = (0,) * (len(position) - 1)
+            for j in range(len(sizes)):
+                text = _template(lambda p, v: out_of_bounds(self.spec, p, v, sizes, axes), (*zeros, j), _MARK)
+                checkify.debug_check(~(found & (position[-1] == j)), text, *args)
+        else:
+            text = _template(lambda p, v: out_of_bounds(self.spec, p, v, sizes, axes), (0,) * len(position), _MARK)
+            checkify.debug_check(~found, text, *args)
 
     def guard(self, offsets, beyond, per_tuple=False):
         if not self.traced or self.bad is None or self.staging:
@@ -192,6 +306,20 @@ class JaxBackend(ArrayAPIBackend):
             return (at.max if reduction in (Reduction.ADD, Reduction.MAX) else at.min)(updates, mode="drop")
         apply = {Reduction.ADD: at.add, Reduction.MUL: at.multiply, Reduction.MAX: at.max, Reduction.MIN: at.min}
         return apply[reduction](updates, mode="drop")
+
+
+def _template(error: Any, position: tuple[int, ...], value: int) -> str:
+    """The message ``error(position, value)`` raises, with the position and the value as
+    ``{}`` fields for ``checkify`` to fill at run time: the eager text, never restated."""
+    try:
+        error(position, value)
+    except IndexOutOfBoundsError as exc:
+        text = str(exc).replace("{", "{{").replace("}", "}}")
+    else:  # pragma: no cover - error always raises
+        raise AssertionError("error() did not raise")
+    shown = f"[{', '.join(map(str, position))}] = {value}" if position else f"(a scalar) = {value}"
+    fields = f"[{', '.join('{}' for _ in position)}] = {{}}" if position else "(a scalar) = {}"
+    return text.replace(shown, fields, 1)
 
 
 def _readable(x, idx, axis):

@@ -1,0 +1,375 @@
+"""JAX as users run it: ``jax_enable_x64`` off, JAX's default (no 64-bit types; int64 is held
+as int32), next to x64 on. The flag is process-global: every test here holds
+``jax.enable_x64(...)`` (a context manager that restores it), so no test depends on another's
+order. Issue 15: host indices checked as passed before any narrowing, trace-time errors for
+indices known at trace time, no int32 overflow in index arithmetic, int32 JAX indices taken
+as JAX's int64, no warnings from our own casts, the eager text under checkify, and XLA's
+flushed subnormals stated and shown."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from backends import Library, same_bits
+
+jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
+jnp = jax.numpy
+from jax.experimental import checkify  # noqa: E402
+
+import gather_scatter as gs  # noqa: E402
+from gather_scatter import IndexOutOfBoundsError, OutputTooLargeError  # noqa: E402
+from gather_scatter._versions import REGISTRY  # noqa: E402
+
+BEYOND = 2**32 + 1  # int32 truncation makes it 1
+
+
+@pytest.fixture(params=[False, True], ids=["x64_off", "x64_on"])
+def x64(request):
+    with jax.enable_x64(request.param), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning from our own casts (int64 -> int32, ...)
+        yield request.param
+
+
+@pytest.fixture
+def lib_default():
+    with jax.enable_x64(False):
+        yield Library("jax", x64=False)
+
+
+def _numpy_error(fn, *args, **kwargs) -> str:
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+TABLE = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+CACHE = np.zeros((1, 2, 4, 2), np.float32)
+STEP = np.ones((1, 2, 1, 2), np.float32)
+
+# (name, call with data and indices, data, indices beyond int32): each must raise the NumPy error
+BEYOND_CASES = [
+    ("gather", lambda d, i: gs.gather(d, i), TABLE, [BEYOND]),
+    ("gather_scalar", lambda d, i: gs.gather(d, i), TABLE, BEYOND),
+    ("gather_nd", lambda d, i: gs.gather_nd(d, i), TABLE, [[2, BEYOND]]),
+    ("scatter_nd", lambda d, i: gs.scatter_nd(d, i, np.ones((1, 4), np.float32)), TABLE, [[2**32 + 2]]),
+    ("gather_elements", lambda d, i: gs.gather_elements(d, i), TABLE, [[BEYOND]]),
+    ("scatter_elements", lambda d, i: gs.scatter_elements(d, i, np.ones((1, 1), np.float32)), TABLE, [[BEYOND]]),
+    ("tensor_scatter", lambda c, i: gs.tensor_scatter(c, STEP, write_indices=i), CACHE, [BEYOND]),
+    ("tensor_scatter_negative", lambda c, i: gs.tensor_scatter(c, STEP, write_indices=i), CACHE, [-BEYOND]),
+]
+
+
+@pytest.mark.parametrize("name, fn, data, indices", BEYOND_CASES, ids=[c[0] for c in BEYOND_CASES])
+@pytest.mark.parametrize("kind", ["numpy", "list"])
+def test_indices_beyond_int32_raise_before_narrowing(x64, name, fn, data, indices, kind):
+    """#15.2: int64 NumPy indices (and lists) are checked as passed, eagerly and under jit."""
+    given = np.asarray(indices, dtype=np.int64) if kind == "numpy" else indices
+    expected = _numpy_error(fn, data, np.asarray(indices, dtype=np.int64))
+    assert _numpy_error(fn, jnp.asarray(data), given) == expected
+    assert _numpy_error(jax.jit(lambda d: fn(d, given)), jnp.asarray(data)) == expected
+
+
+def test_circular_write_beyond_int32_wraps_exactly(x64):
+    """TensorScatter's circular mode takes any write index >= 0: (w + j) % capacity, in int64,
+    not (w truncated to int32 + j) % capacity (capacity 3 does not divide 2**32)."""
+    cache = np.zeros((2, 1, 3, 2), np.float32)
+    step = np.arange(8, dtype=np.float32).reshape(2, 1, 2, 2) + 1
+    write = np.array([BEYOND, 2**31 - 1])
+    expected = gs.tensor_scatter(cache, step, write, axis=2, mode="circular")
+    eager = gs.tensor_scatter(jnp.asarray(cache), jnp.asarray(step), write, axis=2, mode="circular")
+    closed = jax.jit(lambda c, u: gs.tensor_scatter(c, u, write, axis=2, mode="circular"))  # write: a trace-time value
+    for got in (eager, closed(jnp.asarray(cache), jnp.asarray(step))):
+        assert same_bits(expected, np.asarray(got))
+    # JAX indices near 2**31: (w % capacity + j) % capacity, no int32 overflow in w + j
+    traced = jax.jit(lambda c, u, w: gs.tensor_scatter(c, u, w, axis=2, mode="circular"))
+    assert same_bits(expected[1:], np.asarray(traced(jnp.asarray(cache[1:]), jnp.asarray(step[1:]),
+                                                     jnp.asarray(write[1:]))))
+
+
+# ---- #15.4: indices known at trace time are checked at trace time -----------------------------
+
+TRACE_TIME = [
+    ("gather_list", lambda d: gs.gather(d, [5]), lambda d: gs.gather(d, np.array([5]))),
+    ("gather_scalar", lambda d: gs.gather(d, 5), lambda d: gs.gather(d, np.array(5))),
+    ("gather_numpy", lambda d: gs.gather(d, np.array([0, -4])), None),
+    ("gather_nd", lambda d: gs.gather_nd(d, [[0], [3]]), lambda d: gs.gather_nd(d, np.array([[0], [3]]))),
+    ("scatter_nd", lambda d: gs.scatter_nd(d, np.array([[3]]), np.ones(1, np.float32)), None),
+    ("gather_elements", lambda d: gs.gather_elements(d, np.array([1, 3])), None),
+    ("scatter_elements", lambda d: gs.scatter_elements(d, [-4], np.ones(1, np.float32)),
+     lambda d: gs.scatter_elements(d, np.array([-4]), np.ones(1, np.float32))),
+]
+
+
+@pytest.mark.parametrize("name, fn, numpy_fn", TRACE_TIME, ids=[c[0] for c in TRACE_TIME])
+def test_jit_with_concrete_bad_indices_raises_at_trace_time(x64, name, fn, numpy_fn):
+    data = np.arange(3.0, dtype=np.float32)
+    expected = _numpy_error(numpy_fn or fn, data)
+    assert _numpy_error(jax.jit(fn), jnp.asarray(data)) == expected  # never [nan]
+    with pytest.raises(IndexOutOfBoundsError):
+        jax.jit(fn).trace(jnp.asarray(data))  # at trace time: nothing runs
+
+
+def test_traced_indices_still_follow_checkify(x64):
+    f = jax.jit(lambda d, i: gs.gather(d, i))
+    data = jnp.arange(3.0, dtype=jnp.float32)
+    assert np.isnan(np.asarray(f(data, jnp.asarray([5])))[0])
+    err, _ = checkify.checkify(f)(data, jnp.asarray([5]))
+    assert err.get() == _numpy_error(gs.gather, np.arange(3.0), np.array([5])) + " (`check` failed)"
+
+
+# ---- #15.3: index arithmetic never wraps past 2**31 positions ----------------------------------
+
+BIG = jax.ShapeDtypeStruct((65536, 32769), jnp.int8)  # 2**31 + 65536 elements, never allocated
+BIG_CALLS = [
+    ("gather_nd", lambda h: gs.gather_nd(h, np.array([[65535, 5]])), (1,)),
+    ("gather_nd_traced", lambda h: gs.gather_nd(h, jnp.array([[65535, 5]])), (1,)),
+    ("scatter_nd", lambda h: gs.scatter_nd(h, np.array([[65535, 5]]), np.array([1], np.int8)), BIG.shape),
+    ("scatter_elements", lambda h: gs.scatter_elements(h, np.array([[1]]), np.array([[1]], np.int8)), BIG.shape),
+    ("tensor_scatter", lambda h: gs.tensor_scatter(h.reshape(1, 65536, 32769), jnp.ones((1, 65536, 1), jnp.int8),
+                                                   np.array([4]), axis=2), (1, 65536, 32769)),
+]
+
+
+@pytest.mark.parametrize("name, fn, shape", BIG_CALLS, ids=[c[0] for c in BIG_CALLS])
+def test_offsets_past_int32_refuse_without_x64(x64, name, fn, shape):
+    if x64:
+        assert jax.eval_shape(fn, BIG).shape == shape
+        return
+    with pytest.raises(OutputTooLargeError, match=r"more than int32 holds \(2\*\*31\); JAX without jax_enable_x64 "
+                                                  r"indexes with int32, so enable it") as info:
+        jax.eval_shape(fn, BIG)
+    assert info.value.value >= 2**31 and info.value.input in ("data", "past_cache")
+
+
+def test_per_axis_takes_on_big_data_need_no_x64(x64):
+    """Gather and GatherElements index one axis at a time (below 2**31): nothing to refuse."""
+    assert jax.eval_shape(lambda h: gs.gather(h, np.array([65535, 0])), BIG).shape == (2, 32769)
+    assert jax.eval_shape(lambda h: gs.gather(h, np.array([32768]), axis=1), BIG).shape == (65536, 1)
+    assert jax.eval_shape(lambda h: gs.gather_elements(h, jnp.zeros((2, 3), jnp.int32)), BIG).shape == (2, 3)
+
+
+def test_big_table_element_is_read_exactly():
+    """The issue's 2 GiB case on a real array: x64 on reads [65535, 5]; x64 off refuses, never [0, 0]."""
+    host = np.zeros((65536, 32769), np.int8)
+    host[65535, 5] = 7
+    with jax.enable_x64(True):
+        table = jnp.asarray(host)
+        assert np.asarray(gs.gather_nd(table, np.array([[65535, 5]]))).tolist() == [7]
+        del table
+    with jax.enable_x64(False):
+        table = jnp.asarray(host)
+        with pytest.raises(OutputTooLargeError, match="jax_enable_x64"):
+            gs.gather_nd(table, np.array([[65535, 5]]))
+        with pytest.raises(OutputTooLargeError, match="jax_enable_x64"):
+            gs.scatter_nd(table, np.array([[65535, 5]]), np.array([1], np.int8))
+
+
+# ---- #15.11: JAX int32 indices are JAX's int64 without x64; no warnings ----------------------
+
+
+def test_int32_jax_indices_are_int64_without_x64():
+    data = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    cache, step = np.zeros((2, 1, 5, 2), np.float32), np.ones((2, 1, 2, 2), np.float32)
+    indices, write = np.array([[1, 2], [0, -1]]), np.array([3, 0])
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        i32, w32 = jnp.asarray(indices.astype(np.int32)), jnp.asarray(write.astype(np.int32))
+        calls = [
+            (lambda d, i: gs.gather_nd(d, i), gs.gather_nd(data, indices), data, i32),
+            (lambda d, i: gs.scatter_nd(d, i, jnp.ones((2, 4), jnp.float32), reduction="add"),
+             gs.scatter_nd(data, indices, np.ones((2, 4), np.float32), reduction="add"), data, i32),
+            (lambda c, w: gs.tensor_scatter(c, jnp.asarray(step), w), gs.tensor_scatter(cache, step, write), cache, w32),
+        ]
+        for fn, expected, first, idx in calls:
+            assert same_bits(expected, np.asarray(fn(jnp.asarray(first), idx)))
+            assert same_bits(expected, np.asarray(jax.jit(fn)(jnp.asarray(first), idx)))
+        assert same_bits(gs.tensor_scatter(cache, step, write),
+                         np.asarray(jax.jit(gs.tensor_scatter)(jnp.asarray(cache), jnp.asarray(step), w32)))
+    with jax.enable_x64(True):  # with x64, int32 is int32 and ONNX's rule holds
+        with pytest.raises(gs.DTypeError, match=r"indices has type tensor\(int32\)"):
+            gs.gather_nd(jnp.asarray(data), jnp.asarray(indices, dtype=jnp.int32))
+
+
+def test_no_call_warns(x64):
+    """Every operator, NumPy/list and JAX indices, eager and jit, under warnings as errors."""
+    data = jnp.arange(12.0, dtype=jnp.float32).reshape(3, 4)
+    calls = [
+        lambda d, i: gs.gather(d, i), lambda d, i: gs.gather_elements(d, i[:, :1]),
+        lambda d, i: gs.scatter_elements(d, i[:, :1], jnp.ones((2, 1), jnp.float32), reduction="mul"),
+        lambda d, i: gs.gather_nd(d, i), lambda d, i: gs.scatter_nd(d, i, jnp.ones(2, jnp.float32)),
+        lambda d, i: gs.tensor_scatter(d[None], jnp.ones((1, 1, 4), jnp.float32), i[0, :1], axis=1, mode="circular"),
+    ]
+    for fn in calls:
+        for indices in (np.array([[1, 2], [0, -1]]), jnp.asarray([[1, 2], [0, -1]])):
+            fn(data, indices)
+            jax.jit(fn)(data, indices)
+
+
+# ---- #15.20: checkify carries the eager message ------------------------------------------------
+
+
+def test_checkify_messages_are_the_eager_ones(x64):
+    cache, step = np.zeros((2, 1, 4, 2), np.float32), np.ones((2, 1, 2, 2), np.float32)
+    w = jax.jit(lambda c, u, i: gs.tensor_scatter(c, u, i, axis=2))
+    for write in ([0, 3], [-2, 0], [0, -1]):  # too far for linear mode; negative
+        expected = _numpy_error(gs.tensor_scatter, cache, step, np.array(write), axis=2)
+        err, _ = checkify.checkify(w)(jnp.asarray(cache), jnp.asarray(step), jnp.asarray(write))
+        assert err.get() == expected + " (`check` failed)"
+    g = jax.jit(lambda d, i: gs.gather_nd(d, i))
+    empty = np.zeros((2, 0, 3), np.float32)
+    for data, indices in ((TABLE, [[1, 2], [0, 9]]), (TABLE, [[5, 0]]), (empty, [[1, 0]])):
+        expected = _numpy_error(gs.gather_nd, data, np.array(indices))
+        err, _ = checkify.checkify(g)(jnp.asarray(data), jnp.asarray(indices))
+        assert err.get() == expected + " (`check` failed)"
+
+
+# ---- #15.26: XLA's CPU flushes subnormals in arithmetic ---------------------------------------
+
+
+def test_subnormals_flush_in_arithmetic_reductions_only(x64):
+    """The documented exception to bitwise NumPy results: a 'mul' over 200k duplicates whose
+    product is subnormal (2**-127) ends at 0 in JAX where NumPy keeps it; 'add' of a subnormal
+    likewise. Copies (gathers, 'none', TensorScatter) keep subnormals, and float16 (computed
+    in float32 there) keeps its own."""
+    data = np.ones(2, np.float32)
+    updates = np.ones(200_000, np.float32)
+    updates[::1500][:127] = 0.5  # 127 halvings spread through 200k duplicate updates of element 0
+    indices = np.zeros((200_000, 1), np.int64)
+    expected = gs.scatter_nd(data, indices, updates, reduction="mul")
+    assert expected[0] == np.float32(2.0**-127) and expected[0] < np.finfo(np.float32).tiny  # subnormal
+    got = np.asarray(gs.scatter_nd(jnp.asarray(data), indices, jnp.asarray(updates), reduction="mul"))
+    assert got.tolist() == [0.0, 1.0]  # flushed: the documented difference
+    tiny = np.array([1e-39, 1.0], np.float32)  # a subnormal float32 and a normal one
+    add = np.asarray(gs.scatter_nd(jnp.asarray(tiny), np.array([[0], [1]]), jnp.zeros(2, jnp.float32),
+                                   reduction="add"))
+    assert add.tolist() == [0.0, 1.0] and gs.scatter_nd(tiny, np.array([[0], [1]]), np.zeros(2, np.float32),
+                                                        reduction="add")[0] == tiny[0]
+    # copies keep the bits
+    for fn in (lambda d: gs.gather(d, np.array([0, 0])), lambda d: gs.scatter_nd(d[::-1], np.array([[1]]), d[:1]),
+               lambda d: gs.tensor_scatter(d.reshape(1, 2, 1), d[:1].reshape(1, 1, 1), np.array([1]), axis=1)):
+        assert same_bits(fn(tiny), np.asarray(fn(jnp.asarray(tiny))))
+    half = np.array([1e-6, 1.0], np.float16)  # subnormal in float16, normal in float32
+    assert same_bits(gs.scatter_nd(half, np.array([[0]]), np.zeros(1, np.float16), reduction="add"),
+                     np.asarray(gs.scatter_nd(jnp.asarray(half), np.array([[0]]), jnp.zeros(1, jnp.float16),
+                                              reduction="add")))
+
+
+def test_normal_products_are_bitwise_numpy(x64):
+    """Where no subnormal arises, the same 200k-duplicate 'mul' is NumPy's bits."""
+    rng = np.random.default_rng(26)
+    data = np.ones(3, np.float32)
+    updates = (1 + rng.standard_normal(200_000) / 4096).astype(np.float32)
+    indices = rng.integers(0, 3, size=(200_000, 1))
+    expected = gs.scatter_nd(data, indices, updates, reduction="mul")
+    assert (np.abs(expected) >= np.finfo(np.float32).tiny).all()
+    got = gs.scatter_nd(jnp.asarray(data), indices, jnp.asarray(updates), reduction="mul")
+    assert same_bits(expected, np.asarray(got))
+
+
+# ---- the shared backend tests, as users run JAX -----------------------------------------------
+
+
+SPECS = sorted(REGISTRY.values(), key=lambda s: (s.domain, s.op_type, s.since_version))
+
+
+def _run(spec, inputs, attrs):
+    return gs.run_node(spec.op_type, inputs, attrs, opset=spec.since_version, domain=spec.domain)
+
+
+def _as_users_pass(spec, lib, inputs, numpy_indices):
+    """data as a JAX array (None if JAX holds no such type without x64); indices as JAX arrays
+    (int64 ones as the int32 JAX holds) or, with ``numpy_indices``, as NumPy; other inputs as
+    JAX arrays, or as NumPy where JAX holds no such type (the type rule judges them as passed)."""
+    if not lib.supports(inputs[0]) or inputs[0].dtype == np.int64:
+        return None
+    at = 2 if spec.op_type == "TensorScatter" else 1
+    converted = [lib.convert(inputs[0])]
+    for i, value in enumerate(inputs[1:], 1):
+        if i == at:
+            keep = value is None or numpy_indices or not lib.supports(value)
+        else:
+            keep = not isinstance(value, np.ndarray) or value.dtype == np.int64 or not lib.supports(value)
+        converted.append(value if keep else lib.convert(value))
+    return converted
+
+
+def test_valid_cases_without_x64(lib_default):
+    """The random cases of every version (as in test_backends), bitwise NumPy's, as users run JAX."""
+    from gather_scatter.check.cases import valid_cases
+
+    compared, failures = 0, []
+    for n, spec in enumerate(SPECS):
+        rng = np.random.default_rng(1000 + n)
+        for i, case in enumerate(valid_cases(spec, rng, per_combination=1)):
+            inputs = _as_users_pass(spec, lib_default, case.inputs, numpy_indices=i % 2 == 1)
+            if inputs is None:
+                continue
+            expected = _run(spec, case.inputs, case.attrs)
+            actual = lib_default.to_numpy(_run(spec, inputs, case.attrs), expected.dtype)
+            compared += 1
+            if expected.dtype.kind == "c" and case.attrs.get("reduction") == "mul":  # see test_backends
+                if not np.allclose(expected, actual, rtol=1e-6, equal_nan=True):
+                    failures.append(f"{spec.name}: {case.describe()}")
+            elif not same_bits(expected, actual):
+                failures.append(f"{spec.name}: {case.describe()}")
+    assert not failures, f"{len(failures)} of {compared} differ, e.g. {failures[:3]}"
+    assert compared > 300, compared
+
+
+def test_invalid_cases_without_x64(lib_default):
+    """The invalid cases (as in test_backends) raise the NumPy error, as users run JAX; the one
+    documented difference: int32 JAX indices are JAX's int64, so an int64-only version takes them."""
+    from error_check import raised
+    from gather_scatter.check.cases import invalid_cases
+    from strategies import more_invalid_cases
+
+    compared, failures = 0, []
+    for n, spec in enumerate(SPECS):
+        rng = np.random.default_rng(2000 + n)
+        for type_name in [t for t in ("float", "int32") if t in spec.data_types]:
+            for index_dtype in sorted(spec.index_types):
+                for source in (invalid_cases, more_invalid_cases):
+                    for kind, case, cls in source(spec, rng, type_name, index_dtype):
+                        if not isinstance(case.inputs[0], np.ndarray):
+                            continue
+                        inputs = _as_users_pass(spec, lib_default, case.inputs, numpy_indices=False)
+                        if inputs is None or kind in ("int32 indices", "write_indices int32"):
+                            continue
+                        expected = raised(lambda: _run(spec, case.inputs, case.attrs))
+                        actual = raised(lambda: _run(spec, inputs, case.attrs))
+                        compared += 1
+                        if type(actual) is not type(expected) or str(actual) != str(expected):
+                            failures.append(f"{spec.name} {kind}: numpy {expected!r} vs {actual!r}")
+    assert not failures, f"{len(failures)} of {compared} differ: {failures[:4]}"
+    assert compared > 100, compared
+
+
+def _error_rows():
+    from test_errors import TABLE as ROWS
+
+    return ROWS
+
+
+@pytest.mark.parametrize("row", [pytest.param(r.values, id=r.id) for r in _error_rows()])
+def test_error_table_without_x64(lib_default, row):
+    from test_backends import test_error_table
+
+    if row[0] in ("GatherND", "ScatterND") and any(getattr(a, "dtype", None) == np.int32 for a in row[1][1:2]):
+        pytest.skip("int32 JAX indices are JAX's int64 without x64 (test_int32_jax_indices_are_int64_without_x64)")
+    test_error_table(lib_default, row)
+
+
+def test_mixed_inputs_out_and_inputs_unchanged_without_x64(lib_default):
+    data = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    for idx in (np.array([2, 0]), [2, 0], jnp.asarray([2, 0])):
+        assert same_bits(gs.gather(data, np.array([2, 0])), np.asarray(gs.gather(jnp.asarray(data), idx)))
+    with pytest.raises(gs.DTypeError, match=r"ScatterND-18: out= cannot be written for .* \(immutable arrays\)"):
+        d = jnp.asarray(data)
+        gs.scatter_nd(d, np.array([[1]]), jnp.ones((1, 4), jnp.float32), out=d)
+    d, u = jnp.asarray(data), jnp.ones((3, 4), jnp.float32)
+    for reduction in ("none", "add", "mul", "max", "min"):
+        gs.scatter_nd(d, np.array([[1], [1], [-1]]), u, reduction=reduction)
+    assert same_bits(data, np.asarray(d)) and same_bits(np.ones((3, 4), np.float32), np.asarray(u))
