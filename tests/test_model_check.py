@@ -12,7 +12,7 @@ import onnx
 import onnx.helper as oh
 import pytest
 
-from gather_scatter import ModelInputError, OutputTooLargeError, infer_model_shapes, run_model, set_memory_limit
+from gather_scatter import DTypeError, ModelInputError, OutputTooLargeError, infer_model_shapes, run_model, set_memory_limit
 from gather_scatter._model_check import check_model
 from gather_scatter.cli import main
 from gather_scatter.reference import Evaluator
@@ -64,6 +64,14 @@ def _short_initializer(raw):
     return _model([node], [_vi("i", 7, [2])], [_vi("y", 1, [2, 3])], [tensor])
 
 
+def _long_raw_initializer():
+    # Found by tests/test_model_fuzz.py: onnx's checker refuses raw_data too short, not too long.
+    tensor = oh.make_tensor("w", 1, [6], np.arange(6, dtype=np.float32).tobytes(), raw=True)
+    tensor.raw_data = np.arange(7, dtype=np.float32).tobytes()
+    node = oh.make_node("Gather", ["w", "i"], ["y"], name="read")
+    return _model([node], [_vi("i", 7, [2])], [_vi("y", 1, [2])], [tensor])
+
+
 # name -> (model, pattern of the message, node named)
 INVALID = {
     "op_type not UTF-8": (_bad_utf8_op_type, r"graph\.node\[0\] \('read'\): op_type is not valid UTF-8", "read"),
@@ -72,7 +80,11 @@ INVALID = {
     "initializer of 6 values, dims (1000, 3)": (
         lambda: _short_initializer(False), r"tensor name: w\) float_data size \(6\) is too small", None),
     "raw initializer of 6 values, dims (1000, 3)": (
-        lambda: _short_initializer(True), r"tensor name: w\) raw_data size \(24 bytes\) is too small", None),
+        lambda: _short_initializer(True),
+        r"tensor 'w' has raw_data of 24 bytes, but its dims \(1000, 3\) and type take 12000 bytes", None),
+    "raw initializer of 7 values, dims (6,)": (
+        _long_raw_initializer, r"tensor 'w' has raw_data of 28 bytes, but its dims \(6,\) and type take 24 bytes",
+        None),
     "opset 0": (lambda: _model(_gather().graph.node, _gather().graph.input, _gather().graph.output, opset=0),
                 r"imports opset 0 of domain 'ai.onnx', which is not a known opset", None),
 }
@@ -224,3 +236,30 @@ def test_memory_error_of_any_operator_names_the_node(monkeypatch):
                        "allocate 364. TiB") as info:
         run_model(model, {"shape": np.array([2, 2])})
     assert info.value.node == "fill"
+
+
+def test_onnx_inference_refusal_is_a_model_input_error(tmp_path, capsys):
+    # Found by tests/test_model_fuzz.py: a node in domain 'ai.onnx' with only '' imported
+    # passes the check; onnx's inference refused it with an InferenceError, not our error.
+    model = _gather()
+    model.graph.node[0].domain = "ai.onnx"
+    check_model(model)
+    pattern = r"node 'read' \(Gather\): onnx's shape inference refuses the model: .*No opset import for domain ai.onnx"
+    with pytest.raises(ModelInputError, match=pattern) as info:
+        infer_model_shapes(model)
+    assert info.value.node == "read"
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["shapes", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gather-scatter shapes: error: node 'read' (Gather): onnx's")
+
+
+def test_undefined_input_elem_type_is_a_dtype_error():
+    # Found by tests/test_model_fuzz.py: the checker lets elem_type 99 through, and run_model's
+    # input check failed with a KeyError out of onnx.helper.
+    model = _gather()
+    model.graph.input[0].type.tensor_type.elem_type = 99
+    feeds = {"x": np.arange(4, dtype=np.float32), "i": np.array([2, 1])}
+    with pytest.raises(DTypeError, match=r"^model input 'x' is declared with elem_type 99, which is not an ONNX"):
+        run_model(model, feeds)

@@ -9,10 +9,11 @@ onnx's shape inference or our kernels.
    included) is valid UTF-8: Python's protobuf hands back ``bytes`` for one that is not, which
    onnx's C++ bindings refuse with a TypeError or UnicodeDecodeError;
 2. every opset import has a version >= 1, and the default domain's is one onnx knows;
-3. every tensor stored as external data names a file inside the model's folder, and its
+3. a tensor's ``raw_data`` holds exactly the bytes its dims and type take;
+4. every tensor stored as external data names a file inside the model's folder, and its
    offset and length lie within that file (where it exists: ``shapes`` reads no weights)
    and match the tensor's dims and type;
-4. ``onnx.checker.check_model(model, full_check=False)``, the field's standard, for the rest:
+5. ``onnx.checker.check_model(model, full_check=False)``, the field's standard, for the rest:
    the graph is acyclic and in SSA form (each value produced once, every input defined),
    initializer sizes match their dims and types, node specs match their schemas.
 
@@ -98,6 +99,8 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
     for tensor in _all_tensors(model):
         if onnx.external_data_helper.uses_external_data(tensor):
             _check_external(tensor, base_dir)
+        else:
+            _check_raw_size(tensor)
     _run_checker(model, path)
 
 
@@ -184,6 +187,19 @@ def _check_opsets(imports: Any, where: str) -> None:
                 f"{where} imports opset {o.version} of domain {domain!r}, which is not a known opset "
                 f"(onnx {onnx.__version__} knows {known})", value=o.version,
             )
+
+
+def _check_raw_size(tensor: onnx.TensorProto) -> None:
+    """A tensor's ``raw_data`` as long as its dims and type say (the checker refuses one too
+    short, not one too long, which numpy then fails to reshape)."""
+    if not tensor.raw_data:
+        return
+    expected = _nbytes(tensor)
+    if expected is not None and len(tensor.raw_data) != expected:
+        raise ModelInputError(
+            f"tensor {tensor.name!r} has raw_data of {len(tensor.raw_data)} bytes, but its dims "
+            f"{tuple(tensor.dims)} and type take {expected} bytes", input=tensor.name, value=len(tensor.raw_data),
+        )
 
 
 def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:

@@ -207,8 +207,6 @@ def _add_no_check(parser: argparse.ArgumentParser) -> None:
 
 
 def _shapes(args: argparse.Namespace) -> int:
-    import onnx
-
     from ._model_check import check_model
     from .errors import GatherScatterError
     from .shape_inference import infer_model_shapes, node_shapes
@@ -218,7 +216,7 @@ def _shapes(args: argparse.Namespace) -> int:
         if args.check:  # external data, not loaded, checked against the files beside the model
             check_model(model, path=args.model)
         lines = list(node_shapes(infer_model_shapes(model, check=False)))
-    except (GatherScatterError, onnx.shape_inference.InferenceError) as exc:
+    except GatherScatterError as exc:
         raise _UserError(str(exc)) from None
     print("\n".join(lines) if lines else f"{args.model}: no node of {_FAMILY}")
     return 0

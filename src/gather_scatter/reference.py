@@ -338,7 +338,8 @@ class Evaluator(ReferenceEvaluator):
     >>> pick = oh.make_node("GatherND", ["x", "i"], ["y"], name="pick")
     >>> function = oh.make_function("local", "Pick", ["x", "i"], ["y"], [pick], [oh.make_opsetid("", 13)])
     >>> call = oh.make_node("Pick", ["x", "i"], ["y"], domain="local")
-    >>> graph = oh.make_graph([call], "g", [], [])
+    >>> f = oh.make_tensor_value_info
+    >>> graph = oh.make_graph([call], "g", [f("x", 11, [4]), f("i", 7, [1, 1])], [f("y", 11, None)])
     >>> opsets = [oh.make_opsetid("ai.onnx", 13), oh.make_opsetid("local", 1)]
     >>> model = oh.make_model(graph, opset_imports=opsets, functions=[function])
     >>> Evaluator(model).run(None, {"x": np.arange(4.0), "i": np.array([[4]])})
@@ -521,7 +522,13 @@ def _as_feed(value: np.ndarray) -> np.ndarray:
 
 
 def _check_type(label: str, value: np.ndarray, elem_type: int, fields: dict) -> None:
-    want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    try:
+        want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except KeyError:  # found by tests/test_model_fuzz.py: was a KeyError out of onnx.helper
+        raise DTypeError(
+            f"{label} is declared with elem_type {elem_type}, which is not an ONNX tensor type", value=elem_type,
+            **fields,
+        ) from None
     native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
     if native == want or (want == object and value.dtype.kind in "OUS"):  # any byte order
         return

@@ -19,6 +19,7 @@ node 'pick' (com.microsoft.GatherND-1): y ('Q', 4) float32
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Iterator
 
 import numpy as np
@@ -29,7 +30,9 @@ from . import _model_check
 from ._dispatch import _OPS, infer_version, resolve_node
 from ._shapes import Shape, fmt_shape
 from ._versions import LATEST_OPSET, normalize_domain, resolve
-from .errors import ArityError, DTypeError, GatherScatterError, ShapeError, UnsupportedOpError, node_label
+from .errors import (
+    ArityError, DTypeError, GatherScatterError, ModelInputError, ShapeError, UnsupportedOpError, node_label,
+)
 
 __all__ = ["infer_model_shapes", "node_shapes"]
 
@@ -214,9 +217,8 @@ def infer_model_shapes(
         ``onnx.TensorProto.DataType`` does not define.
     ModelInputError
         With ``check``, a model file that cannot be read, or a model that is not well-formed
-        (see :func:`~gather_scatter.run_model`).
-    onnx.shape_inference.InferenceError
-        As onnx's whole-model pass raises it for the other nodes.
+        (see :func:`~gather_scatter.run_model`); onnx's whole-model pass refusing the model
+        (its InferenceError, in one line naming the node, is the ``__context__``).
     OSError, google.protobuf.message.DecodeError
         With ``check=False``, as raised by ``onnx.load`` for a path that cannot be read.
     """
@@ -235,7 +237,10 @@ def infer_model_shapes(
             except UnsupportedOpError as exc:
                 raise exc.in_node(node.name, node.op_type) from None
     declared = _known_types(model.graph)
-    out = onnx.shape_inference.infer_shapes(model)  # returns a new model
+    try:
+        out = onnx.shape_inference.infer_shapes(model)  # returns a new model
+    except onnx.shape_inference.InferenceError as exc:
+        raise _refused(model, exc) from None
     graph = out.graph
     types = _known_types(graph)
     changed: dict[str, onnx.TypeProto] = {}
@@ -265,6 +270,18 @@ def infer_model_shapes(
         else:
             target.type.CopyFrom(t)
     return out
+
+
+_INFERENCE_NODE = re.compile(r"for node name ([^ .]*)")
+
+
+def _refused(model: onnx.ModelProto, exc: Exception) -> ModelInputError:
+    """onnx's whole-model inference refusing the model, as one line naming the node."""
+    text = " ".join(str(exc).split())
+    error = ModelInputError(f"onnx's shape inference refuses the model: {text}")
+    found = _INFERENCE_NODE.search(text)
+    nodes = [n for n in model.graph.node if found and found.group(1) and n.name == found.group(1)]
+    return error.in_node(nodes[0].name, nodes[0].op_type) if nodes else error
 
 
 def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
