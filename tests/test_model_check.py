@@ -72,6 +72,14 @@ def _long_raw_initializer():
     return _model([node], [_vi("i", 7, [2])], [_vi("y", 1, [2])], [tensor])
 
 
+def _undefined_data_type():
+    # Found by tests/test_model_fuzz.py: the checker lets data_type 99 through, and
+    # onnx.reference failed with a KeyError.
+    model = _long_raw_initializer()
+    model.graph.initializer[0].data_type = 99
+    return model
+
+
 # name -> (model, pattern of the message, node named)
 INVALID = {
     "op_type not UTF-8": (_bad_utf8_op_type, r"graph\.node\[0\] \('read'\): op_type is not valid UTF-8", "read"),
@@ -85,6 +93,8 @@ INVALID = {
     "raw initializer of 7 values, dims (6,)": (
         _long_raw_initializer, r"tensor 'w' has raw_data of 28 bytes, but its dims \(6,\) and type take 24 bytes",
         None),
+    "initializer of data_type 99": (
+        _undefined_data_type, r"tensor 'w' has data_type 99, which is not an ONNX tensor type", None),
     "opset 0": (lambda: _model(_gather().graph.node, _gather().graph.input, _gather().graph.output, opset=0),
                 r"imports opset 0 of domain 'ai.onnx', which is not a known opset", None),
 }

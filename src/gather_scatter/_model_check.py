@@ -9,7 +9,8 @@ onnx's shape inference or our kernels.
    included) is valid UTF-8: Python's protobuf hands back ``bytes`` for one that is not, which
    onnx's C++ bindings refuse with a TypeError or UnicodeDecodeError;
 2. every opset import has a version >= 1, and the default domain's is one onnx knows;
-3. a tensor's ``raw_data`` holds exactly the bytes its dims and type take;
+3. a tensor's ``data_type`` is one onnx defines, and its ``raw_data`` holds exactly the
+   bytes its dims and type take;
 4. every tensor stored as external data names a file inside the model's folder, and its
    offset and length lie within that file (where it exists: ``shapes`` reads no weights)
    and match the tensor's dims and type;
@@ -97,6 +98,7 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
         _check_opsets(function.opset_import, f"function {function.name!r}")
     base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
     for tensor in _all_tensors(model):
+        _check_data_type(tensor)
         if onnx.external_data_helper.uses_external_data(tensor):
             _check_external(tensor, base_dir)
         else:
@@ -187,6 +189,18 @@ def _check_opsets(imports: Any, where: str) -> None:
                 f"{where} imports opset {o.version} of domain {domain!r}, which is not a known opset "
                 f"(onnx {onnx.__version__} knows {known})", value=o.version,
             )
+
+
+def _check_data_type(tensor: onnx.TensorProto) -> None:
+    """A tensor's ``data_type`` one that onnx maps to a NumPy dtype (the checker lets 99
+    through, and onnx.reference then fails with a KeyError)."""
+    try:
+        onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except KeyError:
+        raise ModelInputError(
+            f"tensor {tensor.name!r} has data_type {tensor.data_type}, which is not an ONNX tensor type",
+            input=tensor.name, value=tensor.data_type,
+        ) from None
 
 
 def _check_raw_size(tensor: onnx.TensorProto) -> None:
