@@ -157,3 +157,34 @@ def test_mutated_models_long_run(tmp_path):
     if not LONG_CASES:
         pytest.skip("set GATHER_SCATTER_FUZZ=N for the long run of N cases")
     _fuzz(tmp_path, LONG_CASES, ort=True)
+
+
+_FAKE_WORKER = '''
+import json, os, sys, time
+cases = [json.loads(line) for line in open(sys.argv[1])]
+with open(sys.argv[2], "a") as out:
+    for case in cases[int(sys.argv[3]):]:
+        out.write(json.dumps({"start": case["i"]}) + "\\n")
+        out.flush()
+        if case["what"] == "crash":
+            os.abort()
+        if case["what"] == "hang":
+            time.sleep(60)
+        out.write(json.dumps({"i": case["i"], "problems": [], "seconds": 0.0}) + "\\n")
+        out.flush()
+'''
+
+
+def test_a_crash_or_a_hang_is_a_failure_naming_the_case(tmp_path, monkeypatch):
+    # The harness itself: a worker that aborts on one case and hangs on another is restarted
+    # after each, and both cases are reported by name and file.
+    script = tmp_path / "worker.py"
+    script.write_text(_FAKE_WORKER)
+    monkeypatch.setattr(model_fuzz, "__file__", str(script))
+    monkeypatch.setattr(sys.modules[__name__], "CASE_SECONDS", 1.0)
+    cases = [{"i": i, "what": what, "model": f"m{i}.onnx"} for i, what in enumerate(["ok", "crash", "hang", "ok"])]
+    results, failures = _run_all(tmp_path, cases)
+    assert sorted(results) == [0, 1, 2, 3]
+    assert len(failures) == 2
+    assert failures[0].startswith("case 1 (crash) killed the worker (exit -6;") and failures[0].endswith("m1.onnx")
+    assert failures[1] == "case 2 (hang) ran past 1 s: m2.onnx"
