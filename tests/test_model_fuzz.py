@@ -68,28 +68,30 @@ def _run_all(root: Path, cases: list[dict]) -> tuple[dict[int, dict], list[str]]
     cases_path.write_text("".join(json.dumps(c) + "\n" for c in cases))
     results: dict[int, dict] = {}
     failures: list[str] = []
-    start = 0
+    start, offset = 0, 0
     while start < len(cases):
         log = open(root / f"worker-{start}.log", "wb")
         worker = subprocess.Popen(
             [sys.executable, model_fuzz.__file__, str(cases_path), str(results_path), str(start)],
             stdout=log, stderr=subprocess.STDOUT, env=model_fuzz.worker_env(),
         )
-        current, since, seen = None, time.monotonic(), 0
+        current, since = None, time.monotonic()
         while True:
             time.sleep(0.02)
-            lines = results_path.read_text().splitlines() if results_path.exists() else []
-            for line in lines[seen:]:
-                if not line.endswith("}"):
-                    break  # half written
+            exited = worker.poll() is not None  # before the last look, so it sees every line
+            with open(results_path, "ab+") as results_file:  # the lines written since the last look
+                results_file.seek(offset)
+                fresh = results_file.read()
+            complete = fresh[: fresh.rfind(b"\n") + 1]  # not a half-written line
+            offset += len(complete)
+            for line in complete.decode().splitlines():
                 record = json.loads(line)
-                seen += 1
                 if "start" in record:
                     current, since = record["start"], time.monotonic()
                 else:
                     results[record["i"]] = record
                     current = None
-            if worker.poll() is not None:
+            if exited:
                 break
             if current is not None and time.monotonic() - since > CASE_SECONDS:
                 worker.kill()
