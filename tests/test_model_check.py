@@ -80,6 +80,13 @@ def _undefined_data_type():
     return model
 
 
+def _split_num_outputs():
+    # Found by tests/test_model_fuzz.py: onnx's shape inference aborts the process (a C++
+    # assertion) for a Split with fewer num_outputs than outputs.
+    node = oh.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=1, name="halves")
+    return _model([node], [_vi("x", 1, [4])], [_vi("a", 1, [2]), _vi("b", 1, [2])], opset=18)
+
+
 # name -> (model, pattern of the message, node named)
 INVALID = {
     "op_type not UTF-8": (_bad_utf8_op_type, r"graph\.node\[0\] \('read'\): op_type is not valid UTF-8", "read"),
@@ -95,6 +102,8 @@ INVALID = {
         None),
     "initializer of data_type 99": (
         _undefined_data_type, r"tensor 'w' has data_type 99, which is not an ONNX tensor type", None),
+    "Split of num_outputs 1 with two outputs": (
+        _split_num_outputs, r"^node 'halves' \(Split\): num_outputs = 1, but the node has 2 outputs$", "halves"),
     "opset 0": (lambda: _model(_gather().graph.node, _gather().graph.input, _gather().graph.output, opset=0),
                 r"imports opset 0 of domain 'ai.onnx', which is not a known opset", None),
 }
@@ -273,3 +282,23 @@ def test_undefined_input_elem_type_is_a_dtype_error():
     feeds = {"x": np.arange(4, dtype=np.float32), "i": np.array([2, 1])}
     with pytest.raises(DTypeError, match=r"^model input 'x' is declared with elem_type 99, which is not an ONNX"):
         run_model(model, feeds)
+
+
+def test_external_data_location_with_nul_is_refused(tmp_path, capsys):
+    # Found by tests/test_model_fuzz.py: os.path.realpath raised ValueError (embedded null
+    # byte) out of the check, a traceback from gather-scatter shapes.
+    model = _short_initializer(True)
+    tensor = model.graph.initializer[0]
+    tensor.dims[:] = [2, 3]
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "w\x00.data"
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    pattern = r"tensor 'w' is stored as external data at 'w\\x00.data', a path with a NUL character"
+    with pytest.raises(ModelInputError, match=pattern):
+        infer_model_shapes(path)
+    assert main(["shapes", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err

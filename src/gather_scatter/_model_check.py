@@ -8,7 +8,9 @@ onnx's shape inference or our kernels.
 1. every string field (names, ``op_type``, domains, inputs, outputs; subgraphs and functions
    included) is valid UTF-8: Python's protobuf hands back ``bytes`` for one that is not, which
    onnx's C++ bindings refuse with a TypeError or UnicodeDecodeError;
-2. every opset import has a version >= 1, and the default domain's is one onnx knows;
+2. every opset import has a version >= 1, and the default domain's is one onnx knows; no
+   node is one whose shape inference aborts the process (a Split whose ``num_outputs``
+   is not its output count);
 3. a tensor's ``data_type`` is one onnx defines, and its ``raw_data`` holds exactly the
    bytes its dims and type take;
 4. every tensor stored as external data names a file inside the model's folder, and its
@@ -39,7 +41,7 @@ import numpy as np
 import onnx
 
 from ._versions import REGISTRY, normalize_domain
-from .errors import ModelInputError
+from .errors import ModelInputError, node_label
 
 __all__ = ["check_model", "load_model"]
 
@@ -94,6 +96,7 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
     """
     _check_strings(model, "model")
     _check_opsets(model.opset_import, "model")
+    _check_aborts(model)
     for function in model.functions:
         _check_opsets(function.opset_import, f"function {function.name!r}")
     base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
@@ -216,6 +219,35 @@ def _check_raw_size(tensor: onnx.TensorProto) -> None:
         )
 
 
+def _check_aborts(model: onnx.ModelProto) -> None:
+    """ModelInputError for a node that onnx's shape inference (run by our inference, the memory
+    limit and onnx.reference) answers with an assertion that aborts the process: a Split with
+    fewer ``num_outputs`` than outputs (onnx 1.23, found by tests/test_model_fuzz.py); the spec
+    wants them equal."""
+    for node in _all_nodes(model):
+        if normalize_domain(node.domain) != "" or node.op_type != "Split":
+            continue
+        for attr in node.attribute:
+            if attr.name == "num_outputs" and attr.i != len(node.output):
+                raise ModelInputError(
+                    f"{node_label(node.name)} (Split): num_outputs = {attr.i}, but the node has "
+                    f"{len(node.output)} outputs", node=node.name, value=attr.i,
+                )
+
+
+def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    def of_nodes(nodes: Any) -> Iterator[onnx.NodeProto]:
+        for node in nodes:
+            yield node
+            for attr in node.attribute:
+                for graph in [attr.g, *attr.graphs]:
+                    yield from of_nodes(graph.node)
+
+    yield from of_nodes(model.graph.node)
+    for function in model.functions:
+        yield from of_nodes(function.node)
+
+
 def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     def of_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
         yield from graph.initializer
@@ -271,6 +303,8 @@ def _check_external(tensor: onnx.TensorProto, base_dir: str | None) -> None:
     location = info.location
     if not location:
         refuse("with no location")
+    if "\x00" in location:  # os.path raises ValueError for it
+        refuse(f"at {location!r}, a path with a NUL character")
     if os.path.isabs(location) or os.path.splitdrive(location)[0] or location.startswith(("/", "\\")):
         refuse(f"at {location!r}, an absolute path: it must be a path relative to the model's folder")
     if base_dir is None:
