@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).parents[1]
-SOURCES = sorted((ROOT / "tests" / "data").glob("*.onnx")) + [ROOT / "src" / "gather_scatter" / "data" / "decoder_step.onnx"]
+SOURCES = [*sorted((ROOT / "tests" / "data").glob("*.onnx")),
+           ROOT / "src" / "gather_scatter" / "data" / "decoder_step.onnx"]
 MEMORY_LIMIT = 512 << 20  # GATHER_SCATTER_MEMORY_LIMIT in the worker
 ADDRESS_LIMIT = 6 << 30  # RLIMIT_AS of the worker: a runaway allocation fails there, not the machine
 RSS_LIMIT = 2 << 30  # a case whose peak RSS passes this is a finding

@@ -137,7 +137,8 @@ def _summary(cases: list[dict], results: dict[int, dict], seconds: float) -> str
         lines.append("accepted and run by onnxruntime too: " + ", ".join(f"{k} {v}" for k, v in ort.most_common()))
         differ = [cases[r["i"]]["what"] for r in results.values() if r.get("ort") == "differ"]
         lines += [f"  differs from onnxruntime: {what}" for what in differ[:10]]
-    lines.append(f"slowest (run_model, infer_model_shapes, run and shapes together): {slowest['seconds'] * 1e3:.0f} ms, case {slowest['i']} ({cases[slowest['i']]['what']})")
+    lines.append(f"slowest (run_model, infer_model_shapes, run and shapes together): "
+                 f"{slowest['seconds'] * 1e3:.0f} ms, case {slowest['i']} ({cases[slowest['i']]['what']})")
     return "\n".join(lines)
 
 
