@@ -104,7 +104,8 @@ def _run_all(root: Path, cases: list[dict]) -> tuple[dict[int, dict], list[str]]
         log.close()
         if current is None:  # finished (or died between cases)
             if worker.returncode != 0 and len(results) < len(cases):
-                raise AssertionError(f"the worker died outside a case: see {log.name}")
+                tail = Path(log.name).read_text(errors="replace")[-1500:]
+                raise AssertionError(f"the worker died outside a case ({log.name}):\n{tail}")
             break
         case = cases[current]
         start = current + 1
