@@ -37,6 +37,7 @@ __all__ = [
     "NodeError",
     "OffSpecWarning",
     "OutputTooLargeError",
+    "Session",
     "ShapeError",
     "UnsupportedOpError",
     "gather",
@@ -74,9 +75,13 @@ def __getattr__(name: str):
         return globals()["__version__"]
     # run_model needs onnx.reference, which is slow to import: load it on first use only.
     if name == "run_model":
-        from .reference import run_model
+        from .session import run_model
 
         return run_model
+    if name == "Session":
+        from .session import Session
+
+        return Session
     if name == "infer_model_shapes":  # imports onnx, also slow
         from .shape_inference import infer_model_shapes
 

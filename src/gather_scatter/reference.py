@@ -41,16 +41,15 @@ from __future__ import annotations
 import itertools
 import os
 from contextvars import ContextVar
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
-from . import _model_check, _model_memory
+from . import _memory, _model_check, _model_memory
 from ._dispatch import node_attributes, resolve_node, run_version
-from .errors import DTypeError, GatherScatterError, ModelInputError, NodeError, ShapeError, node_label
+from .errors import GatherScatterError, ModelInputError, NodeError, node_label
 
 __all__ = [
     "NEW_OPS",
@@ -79,7 +78,7 @@ class _Node(OpRun):
         # Refuse an attribute or opset the version lacks when the model is loaded, not run; an
         # off-spec node of a non-strict evaluator gets its version (and its warning) once, here.
         try:
-            self._spec, _ = resolve_node(
+            self._spec, self._values = resolve_node(
                 onnx_node.op_type, self._attrs(), opset=self._opset, domain=self.op_domain, strict=_STRICT.get(),
                 node=onnx_node.name,
             )
@@ -101,6 +100,27 @@ class _Node(OpRun):
         except GatherScatterError as exc:
             raise exc.in_node(self.onnx_node.name, self.onnx_node.op_type) from None
         return (output,)
+
+    def direct_run(self) -> Callable[..., tuple[Any]]:
+        """What the evaluator calls as ``run`` for a node with no linked attribute: the
+        kernel straight, the attributes (defaults filled in) taken once from the load, and
+        the errors as :func:`_named` gives them, without ``OpRun.run``'s per-call work."""
+        spec, values, node = self._spec, self._values, self.onnx_node
+        opsets = self.run_params["opsets"]
+
+        def run(*inputs: Any) -> tuple[Any]:
+            while inputs and inputs[-1] is None:  # trailing optional inputs the node leaves out
+                inputs = inputs[:-1]
+            try:
+                return (run_version(spec, inputs, values),)
+            except GatherScatterError as exc:
+                raise exc.in_node(node.name, node.op_type) from None
+            except MemoryError as exc:
+                raise _model_memory.from_memory_error(node, exc) from exc
+            except Exception as exc:
+                raise _node_error(node, opsets, exc) from exc
+
+        return run
 
     def run(self, *args, **kwargs):
         try:
@@ -267,15 +287,16 @@ def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseExcept
     return err
 
 
-def _named(node: OpRun, run: Any, sizes: Mapping[str, Any]) -> Any:
+def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | None = None) -> Any:
     """``node.run`` raising our error as it is (out of any TypeError wrapping it), a
     MemoryError as an OutputTooLargeError naming the node, any other as a NodeError naming
     the node, the original as its ``__cause__``; refused before it runs where one of its
-    outputs, of a size in ``sizes`` (see ``_model_memory``), exceeds the memory limit."""
+    outputs, of a size in ``sizes`` (see ``_model_memory``), exceeds the memory limit, checked
+    while ``guard[0]`` is true (the evaluator sets it once per run: some size exceeds it)."""
     known = {name: sizes[name] for name in node.onnx_node.output if name in sizes}
 
     def named_run(*args: Any, **kwargs: Any) -> Any:
-        if known:
+        if known and guard[0]:
             _model_memory.check_outputs(node.onnx_node, known)
         try:
             return run(*args, **kwargs)
@@ -390,10 +411,19 @@ class Evaluator(ReferenceEvaluator):
             raise _node_error(self.nodes_[loaded], self.opsets, exc) from exc
         # Our nodes check their own outputs; the others against the sizes inference fixes.
         sizes = _model_memory.static_sizes(self.proto_) if isinstance(self.proto_, onnx.ModelProto) else {}
+        # The nodes check their sizes in a run only where the largest of them exceeds the
+        # limit then: one reading of the limit per run, not one per node.
+        self._largest = max((nbytes for _, _, nbytes in sizes.values()), default=0)
+        self._guard = [False]
         for node in self.rt_nodes_:
-            node.run = _named(node, node.run, {} if isinstance(node, _Node) else sizes)
+            if isinstance(node, _Node):
+                node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()
+            else:
+                node.run = _named(node, node.run, sizes, self._guard)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        if self._largest:
+            self._guard[0] = _memory.exceeded(self._largest) is not None
         token = _STRICT.set(self.strict)  # for the nodes onnx.reference loads only when run
         try:
             return super().run(*args, **kwargs)
@@ -414,231 +444,10 @@ def _our_error(exc: BaseException | None) -> GatherScatterError | None:
     return exc if isinstance(exc, GatherScatterError) else None
 
 
-def _check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """``inputs`` as the evaluator takes them, each checked against its graph input's declared
-    type (see :func:`run_model`); initializers listed as inputs may be left out."""
-    initializers = {init.name for init in graph.initializer}
-    declared = {i.name: i for i in graph.input}
-    unknown = sorted(set(inputs) - set(declared))
-    if unknown:
-        raise ModelInputError(
-            f"the model has no input {unknown[0]!r} (inputs: {', '.join(declared) or 'none'})", input=unknown[0]
-        )
-    missing = [name for name in declared if name not in inputs and name not in initializers]
-    if missing:
-        raise ModelInputError(f"model input {missing[0]!r} is missing (inputs: {', '.join(declared)})", input=missing[0])
-    return {name: _feed(name, (), value, declared[name].type) for name, value in inputs.items()}
+def __getattr__(name: str) -> Any:
+    # run_model lives in session.py (on top of Session), which imports this module.
+    if name == "run_model":
+        from .session import run_model
 
-
-def _type_str(t: onnx.TypeProto) -> str:
-    """An ONNX type as the operator docs write it: ``seq(tensor(float))``, ``map(string, tensor(int64))``."""
-    kind = t.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        elem = getattr(t, kind).elem_type
-        name = onnx.TensorProto.DataType.Name(elem).lower() if elem in onnx.TensorProto.DataType.values() else elem
-        return f"{kind[:-5]}({name})" if elem else kind[:-5]
-    if kind == "sequence_type":
-        return f"seq({_type_str(t.sequence_type.elem_type)})"
-    if kind == "optional_type":
-        return f"optional({_type_str(t.optional_type.elem_type)})"
-    if kind == "map_type":
-        key = onnx.TensorProto.DataType.Name(t.map_type.key_type).lower()
-        return f"map({key}, {_type_str(t.map_type.value_type)})"
-    return kind or "no type"
-
-
-def _label(name: str, position: tuple[int, ...]) -> str:
-    """How messages name an input or one element of it: ``model input 'seq'[1]``."""
-    return f"model input {name!r}" + "".join(f"[{i}]" for i in position)
-
-
-def _feed(name: str, position: tuple[int, ...], value: Any, declared: onnx.TypeProto) -> Any:
-    """One input value as onnx.reference takes it, checked against its declared type: a tensor
-    as an array (its element type, rank and fixed dims checked), a sequence as a list of its
-    checked elements (ragged or not), an optional as None or its checked element, a map as a
-    dict (key type checked, values as given)."""
-    kind = declared.WhichOneof("value")
-    fields = dict(input=name, position=position or None)
-    if kind == "optional_type":
-        return None if value is None else _feed(name, position, value, declared.optional_type.elem_type)
-    if value is None and kind is not None:
-        raise ModelInputError(
-            f"{_label(name, position)} is None, but the model declares {_type_str(declared)}, which is not "
-            "optional", value=None, **fields,
-        )
-    if kind == "sequence_type":
-        if not isinstance(value, (list, tuple)):
-            raise DTypeError(
-                f"{_label(name, position)} is a {type(value).__name__}, but the model declares "
-                f"{_type_str(declared)}: feed a list of its elements", value=type(value).__name__, **fields,
-            )
-        elem = declared.sequence_type.elem_type
-        return [_feed(name, (*position, i), v, elem) for i, v in enumerate(value)]
-    if kind == "map_type":
-        if not isinstance(value, Mapping):
-            raise DTypeError(
-                f"{_label(name, position)} is a {type(value).__name__}, but the model declares "
-                f"{_type_str(declared)}: feed a dict", value=type(value).__name__, **fields,
-            )
-        _check_keys(name, position, value, declared)
-        return dict(value)
-    if kind is None and (value is None or isinstance(value, (list, tuple, Mapping))):
-        return value  # no declared type: not ours to convert
-    if kind not in ("tensor_type", None):
-        return value  # a sparse tensor or an opaque value: as given
-    value = np.asarray(value)
-    tensor = declared.tensor_type
-    if tensor.elem_type:
-        _check_type(_label(name, position), value, tensor.elem_type, fields)
-    if tensor.HasField("shape"):
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
-        _check_shape(_label(name, position), value, dims, fields)
-    return _as_feed(value)
-
-
-def _check_keys(name: str, position: tuple[int, ...], value: Mapping, declared: onnx.TypeProto) -> None:
-    key_type = declared.map_type.key_type
-    strings = key_type == onnx.TensorProto.STRING
-    for key in value:
-        ok = isinstance(key, (str, bytes)) if strings else (
-            isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)))
-        if not ok:
-            raise DTypeError(
-                f"{_label(name, position)} has key {key!r} of type {type(key).__name__}, but the model declares "
-                f"{_type_str(declared)}", input=name, position=position or None, value=type(key).__name__,
-            )
-
-
-def _as_feed(value: np.ndarray) -> np.ndarray:
-    """A checked input as every operator expects it: native byte order, and strings as an
-    object array of str (so string outputs are object arrays whatever was fed)."""
-    if value.dtype.kind == "S":
-        return np.char.decode(value, "utf-8").astype(object)
-    if value.dtype.kind == "U":
-        return value.astype(object)
-    if not value.dtype.isnative:
-        return value.astype(value.dtype.newbyteorder("="))
-    return value
-
-
-def _check_type(label: str, value: np.ndarray, elem_type: int, fields: dict) -> None:
-    try:
-        want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
-    except KeyError:  # found by tests/test_model_fuzz.py: was a KeyError out of onnx.helper
-        raise DTypeError(
-            f"{label} is declared with elem_type {elem_type}, which is not an ONNX tensor type", value=elem_type,
-            **fields,
-        ) from None
-    native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
-    if native == want or (want == object and value.dtype.kind in "OUS"):  # any byte order
-        return
-    shown = onnx.TensorProto.DataType.Name(elem_type).lower()
-    raise DTypeError(
-        f"{label} has NumPy dtype {value.dtype}, but the model declares tensor({shown}) (NumPy {want})",
-        value=str(value.dtype),
-        **fields,
-    )
-
-
-def _check_shape(label: str, value: np.ndarray, dims: list[int | None], fields: dict) -> None:
-    if value.ndim != len(dims):
-        raise ShapeError(
-            f"{label} has rank {value.ndim} (shape {value.shape}), but the model declares rank {len(dims)}",
-            value=value.shape,
-            **fields,
-        )
-    for axis, (size, want) in enumerate(zip(value.shape, dims)):
-        if want is not None and size != want:
-            shown = tuple("?" if d is None else d for d in dims)
-            raise ShapeError(
-                f"{label} has shape {value.shape}, but the model declares {shown} (axis {axis} must be {want})",
-                value=value.shape,
-                axis=axis,
-                **fields,
-            )
-
-
-def run_model(
-    model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True, check: bool = True
-) -> dict[str, Any]:
-    """Evaluate an ONNX model: our kernels for every operator of the family (Gather, GatherND,
-    ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; in the main graph,
-    subgraphs and model-local functions), onnx.reference for every other operator.
-
-    Parameters
-    ----------
-    model : str, path-like or onnx.ModelProto
-        The model, or the path of an ``.onnx`` file (external data is read beside it).
-    inputs : mapping of str to value
-        One value per graph input, by name, as its declared type says: a tensor as an
-        array_like with the declared element type (in any byte order; strings as object,
-        ``'U'`` or ``'S'`` arrays), rank and fixed dims; a sequence as a list (or tuple) of
-        its elements, each checked as its element type (tensors of different shapes too); an
-        optional as None (no value) or a value of its element type; a map as a dict (key
-        type checked, values passed as given). A sparse tensor is passed as given.
-    strict : bool, default True
-        False runs a node of the family that is off-spec in a way other engines tolerate (an
-        attribute or attribute value its version lacks and a later version has, as PyTorch's
-        exporter writes ScatterElements ``reduction='max'`` at opset 17) as the earliest
-        version that accepts it, with one :class:`~gather_scatter.OffSpecWarning` per
-        node; True (the default) refuses it with an InvalidAttributeError that names that
-        version.
-    check : bool, default True
-        Validate the model before anything runs (the file parses; names are valid UTF-8;
-        the graph is acyclic, in SSA form, every input defined; initializer sizes match
-        their dims and types; external data lies inside the model's folder and its file;
-        opset imports are known). False skips it, for a model you trust.
-
-    Returns
-    -------
-    dict of str to value
-        The graph's outputs by name, in the graph's order: an ndarray for a tensor, a list for
-        a sequence, None for an empty optional.
-
-    Raises
-    ------
-    ModelInputError
-        A declared input is missing, or a name is not a declared input, or None given for an
-        input that is not optional; a tensor stored as external data that was not loaded
-        (``onnx.load(path, load_external_data=False)``); with ``check``, a model file that
-        cannot be read, or a model that is not well-formed, in one line naming the node,
-        tensor or field at fault.
-    DTypeError, ShapeError
-        An input's dtype, rank or a fixed dim differs from the declaration; or it is not the
-        declared kind of value (a sequence that is not a list, a map that is not a dict).
-    GatherScatterError
-        Any of our errors raised by a node, with ``node`` set to its name and the message
-        starting with ``node '<name>' (<op_type>):``; the class is kept, so
-        ``except IndexError`` still catches an out-of-bounds index.
-    NodeError
-        Any other error raised by a node (or by loading it), that is by one of
-        onnx.reference's operators: the message starts with ``node '<name>' (<op_type>,
-        domain <domain>, opset <opset>):``, the original is its ``__cause__``.
-    OSError, onnx.onnx_cpp2py_export.checker.ValidationError, google.protobuf.message.DecodeError
-        With ``check=False``, as raised by ``onnx.load`` for a missing or unreadable model file.
-
-    Examples
-    --------
-    >>> import numpy as np, onnx.helper as oh
-    >>> node = oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="write", reduction="add")
-    >>> f = lambda name, elem, shape: oh.make_tensor_value_info(name, elem, shape)
-    >>> graph = oh.make_graph([node], "g", [f("x", 1, [4]), f("i", 7, [2, 1]), f("u", 1, [2])], [f("y", 1, [4])])
-    >>> model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)])
-    >>> feeds = {"x": np.zeros(4, np.float32), "i": np.array([[1], [1]]), "u": np.ones(2, np.float32)}
-    >>> run_model(model, feeds)
-    {'y': array([0., 2., 0., 0.], dtype=float32)}
-    >>> run_model(model, {**feeds, "i": np.array([[1], [4]])})
-    Traceback (most recent call last):
-    ...
-    gather_scatter.errors.IndexOutOfBoundsError: node 'write' (ScatterND): ScatterND-16: indices[1, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
-    """
-    path = None
-    if not isinstance(model, onnx.ModelProto):
-        # External data: read relative to the file, not the cwd.
-        path, model = model, _model_check.load_model(model) if check else onnx.load(os.fspath(model))
-    if check:
-        _check_external_data(model)
-        _model_check.check_model(model, path=path)
-    feeds = _check_inputs(model.graph, inputs)
-    session = Evaluator(model, strict=strict, check=False)
-    return dict(zip(session.output_names, session.run(None, feeds)))
+        return run_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,255 @@
+"""A model built once and run many times: :class:`Session`, and :func:`run_model`, its
+one-shot form.
+
+A Session does at build what depends only on the model, as onnxruntime's
+``InferenceSession`` does: reading and validating it (``_model_check``), loading every node
+(our operators resolve their version and attributes), sizing the values onnx's inference
+fixes for the memory limit (``_model_memory``), and preparing the checks of the feeds
+(``_feeds.FeedPlan``). A run checks the feeds' values and evaluates the graph with the one
+:class:`~gather_scatter.reference.Evaluator` it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import onnx
+
+from . import _model_check
+from ._feeds import FeedPlan, check_inputs, type_str
+from .errors import ModelInputError
+from .reference import Evaluator, _check_external_data
+
+__all__ = ["NodeArg", "Session", "run_model"]
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """A graph input or output, as onnxruntime's ``NodeArg`` describes it.
+
+    Attributes
+    ----------
+    name : str
+    type : str
+        The ONNX type as the operator docs write it: ``'tensor(float)'``,
+        ``'seq(tensor(int64))'``, ``'optional(tensor(float))'``.
+    shape : list of (int, str or None), or None
+        A tensor's dims: an int where fixed, the symbol (``'batch'``) where named, None where
+        neither; None for an unknown rank or a value that is not a tensor.
+    """
+
+    name: str
+    type: str
+    shape: list[int | str | None] | None
+
+
+def _node_arg(value: onnx.ValueInfoProto) -> NodeArg:
+    t = value.type
+    shape = None
+    kind = t.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type") and getattr(t, kind).HasField("shape"):
+        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in getattr(t, kind).shape.dim]
+    return NodeArg(value.name, type_str(t), shape)
+
+
+def _load(model: str | os.PathLike | bytes | onnx.ModelProto, check: bool) -> onnx.ModelProto:
+    """The model as a ModelProto, validated with ``check``."""
+    path = None
+    if isinstance(model, bytes):
+        try:
+            model = onnx.load_model_from_string(model)
+        except Exception as exc:  # noqa: BLE001 - any bytes that do not parse
+            if not check:
+                raise
+            raise ModelInputError(f"cannot read model from bytes: {type(exc).__name__}: {exc}") from None
+    elif not isinstance(model, onnx.ModelProto):
+        # External data: read relative to the file, not the cwd.
+        path, model = model, _model_check.load_model(model) if check else onnx.load(os.fspath(model))
+    if check:
+        _check_external_data(model)
+        _model_check.check_model(model, path=path)
+    return model
+
+
+class Session:
+    """An ONNX model built once, to run many times: our kernels for every operator of the
+    family (in the main graph, subgraphs and model-local functions), onnx.reference for the
+    others, as :func:`run_model` evaluates it.
+
+    Parameters
+    ----------
+    model : str, path-like, bytes or onnx.ModelProto
+        The model, the path of an ``.onnx`` file (external data is read beside it), or its
+        serialized bytes.
+    strict : bool, default True
+        As for :func:`run_model`; an :class:`~gather_scatter.OffSpecWarning` is issued at
+        build, once per off-spec node.
+    check : bool, default True
+        As for :func:`run_model`: validate the model, once, at build.
+
+    Raises
+    ------
+    ModelInputError
+        At build: a model that cannot be read or is not well-formed (with ``check``), or a
+        tensor stored as external data that was not loaded.
+    GatherScatterError, NodeError
+        At build, from loading a node (an attribute or opset its version lacks), as for
+        :func:`run_model`.
+
+    Examples
+    --------
+    >>> import numpy as np, onnx.helper as oh
+    >>> node = oh.make_node("Gather", ["table", "ids"], ["rows"], name="embed")
+    >>> f = oh.make_tensor_value_info
+    >>> graph = oh.make_graph([node], "g", [f("table", 1, [4, 2]), f("ids", 7, ["n"])], [f("rows", 1, ["n", 2])])
+    >>> session = Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
+    >>> [(i.name, i.type, i.shape) for i in session.get_inputs()]
+    [('table', 'tensor(float)', [4, 2]), ('ids', 'tensor(int64)', ['n'])]
+    >>> table = np.arange(8, dtype=np.float32).reshape(4, 2)
+    >>> session.run(None, {"table": table, "ids": np.array([3, 0])})
+    [array([[6., 7.],
+           [0., 1.]], dtype=float32)]
+    >>> session.run(["nope"], {"table": table, "ids": np.array([0])})
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.ModelInputError: the model has no output 'nope' (outputs: rows)
+    """
+
+    def __init__(
+        self, model: str | os.PathLike | bytes | onnx.ModelProto, *, strict: bool = True, check: bool = True
+    ) -> None:
+        proto = _load(model, check)
+        self._plan = FeedPlan(proto.graph)
+        self._evaluator = Evaluator(proto, strict=strict, check=False)
+        initializers = {init.name for init in proto.graph.initializer}
+        self._inputs = [_node_arg(i) for i in proto.graph.input if i.name not in initializers]
+        self._outputs = [_node_arg(o) for o in proto.graph.output]
+        self._output_names = [o.name for o in self._outputs]
+        self._known_outputs = frozenset(self._output_names)
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The graph inputs to feed (those an initializer backs may be fed too, and are not listed)."""
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The graph outputs, in the graph's order."""
+        return list(self._outputs)
+
+    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
+        """Evaluate the model on ``feeds``.
+
+        Parameters
+        ----------
+        output_names : sequence of str, or None
+            The graph outputs to return, in this order; None for all, in the graph's order.
+        feeds : mapping of str to value
+            One value per graph input, by name, as :func:`run_model` takes them.
+
+        Returns
+        -------
+        list
+            One value per name of ``output_names``: an ndarray for a tensor, a list for a
+            sequence, None for an empty optional.
+
+        Raises
+        ------
+        ModelInputError
+            A name of ``output_names`` that is not a graph output; a feed as
+            :func:`run_model` describes.
+        DTypeError, ShapeError, GatherScatterError, NodeError
+            As for :func:`run_model`.
+        """
+        if output_names is None:
+            names = self._output_names
+        else:
+            names = list(output_names)
+            for name in names:
+                if name not in self._known_outputs:
+                    raise ModelInputError(
+                        f"the model has no output {name!r} (outputs: {', '.join(self._output_names) or 'none'})",
+                        value=name,
+                    )
+        return self._evaluator.run(names, self._plan.check(feeds))
+
+
+def run_model(
+    model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True, check: bool = True
+) -> dict[str, Any]:
+    """Evaluate an ONNX model: our kernels for every operator of the family (Gather, GatherND,
+    ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; in the main graph,
+    subgraphs and model-local functions), onnx.reference for every other operator.
+
+    Parameters
+    ----------
+    model : str, path-like or onnx.ModelProto
+        The model, or the path of an ``.onnx`` file (external data is read beside it).
+    inputs : mapping of str to value
+        One value per graph input, by name, as its declared type says: a tensor as an
+        array_like with the declared element type (in any byte order; strings as object,
+        ``'U'`` or ``'S'`` arrays), rank and fixed dims; a sequence as a list (or tuple) of
+        its elements, each checked as its element type (tensors of different shapes too); an
+        optional as None (no value) or a value of its element type; a map as a dict (key
+        type checked, values passed as given). A sparse tensor is passed as given.
+    strict : bool, default True
+        False runs a node of the family that is off-spec in a way other engines tolerate (an
+        attribute or attribute value its version lacks and a later version has, as PyTorch's
+        exporter writes ScatterElements ``reduction='max'`` at opset 17) as the earliest
+        version that accepts it, with one :class:`~gather_scatter.OffSpecWarning` per
+        node; True (the default) refuses it with an InvalidAttributeError that names that
+        version.
+    check : bool, default True
+        Validate the model before anything runs (the file parses; names are valid UTF-8;
+        the graph is acyclic, in SSA form, every input defined; initializer sizes match
+        their dims and types; external data lies inside the model's folder and its file;
+        opset imports are known). False skips it, for a model you trust.
+
+    Returns
+    -------
+    dict of str to value
+        The graph's outputs by name, in the graph's order: an ndarray for a tensor, a list for
+        a sequence, None for an empty optional.
+
+    Raises
+    ------
+    ModelInputError
+        A declared input is missing, or a name is not a declared input, or None given for an
+        input that is not optional; a tensor stored as external data that was not loaded
+        (``onnx.load(path, load_external_data=False)``); with ``check``, a model file that
+        cannot be read, or a model that is not well-formed, in one line naming the node,
+        tensor or field at fault.
+    DTypeError, ShapeError
+        An input's dtype, rank or a fixed dim differs from the declaration; or it is not the
+        declared kind of value (a sequence that is not a list, a map that is not a dict).
+    GatherScatterError
+        Any of our errors raised by a node, with ``node`` set to its name and the message
+        starting with ``node '<name>' (<op_type>):``; the class is kept, so
+        ``except IndexError`` still catches an out-of-bounds index.
+    NodeError
+        Any other error raised by a node (or by loading it), that is by one of
+        onnx.reference's operators: the message starts with ``node '<name>' (<op_type>,
+        domain <domain>, opset <opset>):``, the original is its ``__cause__``.
+    OSError, onnx.onnx_cpp2py_export.checker.ValidationError, google.protobuf.message.DecodeError
+        With ``check=False``, as raised by ``onnx.load`` for a missing or unreadable model file.
+
+    Examples
+    --------
+    >>> import numpy as np, onnx.helper as oh
+    >>> node = oh.make_node("ScatterND", ["x", "i", "u"], ["y"], name="write", reduction="add")
+    >>> f = lambda name, elem, shape: oh.make_tensor_value_info(name, elem, shape)
+    >>> graph = oh.make_graph([node], "g", [f("x", 1, [4]), f("i", 7, [2, 1]), f("u", 1, [2])], [f("y", 1, [4])])
+    >>> model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 16)])
+    >>> feeds = {"x": np.zeros(4, np.float32), "i": np.array([[1], [1]]), "u": np.ones(2, np.float32)}
+    >>> run_model(model, feeds)
+    {'y': array([0., 2., 0., 0.], dtype=float32)}
+    >>> run_model(model, {**feeds, "i": np.array([[1], [4]])})
+    Traceback (most recent call last):
+    ...
+    gather_scatter.errors.IndexOutOfBoundsError: node 'write' (ScatterND): ScatterND-16: indices[1, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
+    """
+    model = _load(model, check)
+    # The feeds are checked before the nodes are loaded, as they always were here.
+    feeds = check_inputs(model.graph, inputs)
+    session = Session(model, strict=strict, check=False)
+    return dict(zip(session._output_names, session.run(None, feeds)))

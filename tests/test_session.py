@@ -1,0 +1,197 @@
+"""gather_scatter.Session: built once (validation and memory sizing at build), run many times
+like onnxruntime's InferenceSession, equal to run_model on every shipped model."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+import gather_scatter as gs
+from gather_scatter import DTypeError, IndexOutOfBoundsError, ModelInputError, Session, ShapeError, run_model
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MODELS = sorted([*(ROOT / "tests" / "data").glob("*.onnx"), *(ROOT / "src" / "gather_scatter" / "data").glob("*.onnx")])
+
+
+def inputs_of(path):
+    with np.load(path.with_name(f"{path.stem}_inputs.npz")) as archive:
+        return dict(archive)
+
+
+def one_gather(index_shape=()):
+    node = oh.make_node("Gather", ["data", "index"], ["y"], name="pick")
+    graph = oh.make_graph(
+        [node, oh.make_node("Identity", ["data"], ["same"], name="copy")], "g",
+        [oh.make_tensor_value_info("data", onnx.TensorProto.INT64, [3]),
+         oh.make_tensor_value_info("index", onnx.TensorProto.INT64, index_shape)],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.INT64, None),
+         oh.make_tensor_value_info("same", onnx.TensorProto.INT64, ["n"])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+
+
+DATA = np.array([10, 20, 30])
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_run_equals_run_model_on_every_shipped_model(path):
+    inputs = inputs_of(path)
+    expected = run_model(path, inputs)
+    external = path.with_name(path.name + ".data").exists()  # bytes hold no external data
+    for model in (path, str(path), onnx.load(str(path)), *([] if external else [path.read_bytes()])):
+        session = Session(model)
+        assert [o.name for o in session.get_outputs()] == list(expected)
+        for _ in range(2):  # reused: the same result every time
+            got = session.run(None, inputs)
+            assert len(got) == len(expected)
+            for value, want in zip(got, expected.values()):
+                np.testing.assert_array_equal(value, want)
+
+
+def test_output_names_pick_a_subset_in_the_order_given():
+    session = Session(one_gather())
+    feeds = {"data": DATA, "index": np.array(2)}
+    assert session.run(None, feeds)[0] == 30
+    same, y = session.run(["same", "y"], feeds)
+    assert y == 30 and same.tolist() == [10, 20, 30]
+    assert [v.tolist() for v in session.run(["y", "y"], feeds)] == [30, 30]
+    assert session.run([], feeds) == []
+
+
+def test_metadata_reads_like_onnxruntime_node_args():
+    model = one_gather(["b", None])
+    model.graph.input[1].type.tensor_type.shape.dim[1].Clear()  # neither a value nor a name
+    session = Session(model)
+    assert [(i.name, i.type, i.shape) for i in session.get_inputs()] == [
+        ("data", "tensor(int64)", [3]), ("index", "tensor(int64)", ["b", None])]
+    assert [(o.name, o.type, o.shape) for o in session.get_outputs()] == [
+        ("y", "tensor(int64)", None), ("same", "tensor(int64)", ["n"])]
+    session.get_inputs().clear()  # a copy each time
+    assert len(session.get_inputs()) == 2
+
+
+def test_an_input_backed_by_an_initializer_is_not_listed_and_may_be_fed():
+    model = one_gather()
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(1, np.int64), "index"))
+    session = Session(model)
+    assert [i.name for i in session.get_inputs()] == ["data"]
+    assert session.run(["y"], {"data": DATA})[0] == 20
+    assert session.run(["y"], {"data": DATA, "index": np.array(0)})[0] == 10
+
+
+@pytest.mark.parametrize(
+    "output_names, feeds, error, message",
+    [
+        (None, {"data": DATA}, ModelInputError, "model input 'index' is missing"),
+        (None, {"data": DATA, "index": np.array(0), "other": 1}, ModelInputError, "the model has no input 'other'"),
+        (["y", "nope"], {"data": DATA, "index": np.array(0)}, ModelInputError,
+         r"the model has no output 'nope' \(outputs: y, same\)"),
+        (None, {"data": DATA.astype(np.int32), "index": np.array(0)}, DTypeError, "has NumPy dtype int32"),
+        (None, {"data": DATA[:2], "index": np.array(0)}, ShapeError, r"axis 0 must be 3"),
+        (None, {"data": DATA, "index": np.array([0])}, ShapeError, "declares rank 0"),
+        (None, {"data": DATA, "index": np.array(3)}, IndexOutOfBoundsError, "node 'pick' .Gather.: Gather-13"),
+    ],
+)
+def test_errors_are_typed_and_name_the_culprit(output_names, feeds, error, message):
+    session = Session(one_gather())
+    with pytest.raises(error, match=message):
+        session.run(output_names, feeds)
+    assert session.run(["y"], {"data": DATA, "index": np.array(1)})[0] == 20  # still usable after an error
+
+
+def test_feeds_are_converted_as_run_model_converts_them():
+    session = Session(one_gather())
+    feeds = {"data": [10, 20, 30], "index": np.array(1).astype(">i8")}  # a list, a non-native byte order
+    assert session.run(["y"], feeds)[0] == 20
+    strings = onnx.helper.make_graph(
+        [oh.make_node("Gather", ["s", "i"], ["y"])], "g",
+        [oh.make_tensor_value_info("s", onnx.TensorProto.STRING, [2]),
+         oh.make_tensor_value_info("i", onnx.TensorProto.INT64, [])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.STRING, [])])
+    session = Session(oh.make_model(strings, opset_imports=[oh.make_opsetid("", 13)]))
+    assert session.run(None, {"s": np.array([b"a", b"b"]), "i": np.array(1)})[0] == "b"
+
+
+def test_reuse_across_many_runs_with_different_inputs():
+    path = ROOT / "src" / "gather_scatter" / "data" / "decoder_step.onnx"
+    inputs = inputs_of(path)
+    session = Session(path)
+    rng = np.random.default_rng(16)
+    for _ in range(5):
+        feeds = {name: (rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v)
+                 for name, v in inputs.items()}
+        got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        want = run_model(path, feeds)
+        assert got.keys() == want.keys()
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_validation_and_memory_sizing_run_once_at_build(monkeypatch):
+    from gather_scatter import _model_check, _model_memory
+
+    calls = {"check": 0, "sizes": 0}
+    check, sizes = _model_check.check_model, _model_memory.static_sizes
+
+    def counting_check(*args, **kwargs):
+        calls["check"] += 1
+        return check(*args, **kwargs)
+
+    def counting_sizes(*args, **kwargs):
+        calls["sizes"] += 1
+        return sizes(*args, **kwargs)
+
+    monkeypatch.setattr(_model_check, "check_model", counting_check)
+    monkeypatch.setattr(_model_memory, "static_sizes", counting_sizes)
+    session = Session(one_gather())
+    for i in range(3):
+        assert session.run(["y"], {"data": DATA, "index": np.array(i)})[0] == DATA[i]
+    assert calls == {"check": 1, "sizes": 1}
+    Session(one_gather(), check=False).run(None, {"data": DATA, "index": np.array(0)})
+    assert calls == {"check": 1, "sizes": 2}
+
+
+def test_build_errors_come_at_build():
+    with pytest.raises(ModelInputError, match="cannot read model from bytes"):
+        Session(b"not a model")
+    with pytest.raises(ModelInputError, match="cannot read model"):
+        Session(ROOT / "no-such-model.onnx")
+    node = oh.make_node("GatherND", ["x", "i"], ["y"], name="read", batch_dims=1)
+    f = oh.make_tensor_value_info
+    graph = oh.make_graph([node], "g", [f("x", 1, [2, 2]), f("i", 7, [2, 1])], [f("y", 1, None)])
+    old = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)])
+    with pytest.raises(gs.InvalidAttributeError, match="node 'read' .GatherND.: GatherND-11: has no attribute"):
+        Session(old)
+    with pytest.warns(gs.OffSpecWarning):
+        session = Session(old, strict=False)
+    x = np.array([[1, 2], [3, 4]], np.float32)
+    assert session.run(None, {"x": x, "i": np.array([[1], [0]])})[0].tolist() == [2, 3]  # x[b, i[b]]
+
+
+def test_the_memory_limit_is_read_at_each_run(monkeypatch):
+    # A node that is not ours, sized at build: refused at run once the limit is below its size.
+    node = oh.make_node("ConstantOfShape", ["shape"], ["big"], name="fill")
+    f = oh.make_tensor_value_info
+    graph = oh.make_graph([node], "g", [], [f("big", 1, None)],
+                          [onnx.numpy_helper.from_array(np.array([1000, 1000], np.int64), "shape")])
+    session = Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]))
+    assert session.run(None, {})[0].shape == (1000, 1000)
+    previous = gs.set_memory_limit(1000)
+    try:
+        with pytest.raises(gs.OutputTooLargeError, match="node 'fill' .ConstantOfShape.: output 'big'"):
+            session.run(None, {})
+    finally:
+        gs.set_memory_limit(previous)
+    assert session.run(None, {})[0].shape == (1000, 1000)
+
+
+def test_session_is_exported_lazily():
+    assert "Session" in gs.__all__ and "Session" in dir(gs)
+    from gather_scatter.reference import run_model as from_reference
+    from gather_scatter.session import Session as from_session
+
+    assert gs.Session is from_session and from_reference is gs.run_model
