@@ -77,3 +77,10 @@ def test_readme_dask_example_runs_as_it_says(tmp_path, monkeypatch):
     assert scope["rows"].shape == (10_000, 64)
     counts = np.bincount(ids, minlength=1_000_000).astype(np.float32)
     assert np.array_equal(table[:, 0], counts) and np.array_equal(table[:, 63], counts)
+
+
+def test_readme_session_example_runs_as_it_says():
+    scope: dict = {}
+    exec(_block("gs.Session("), scope)
+    assert scope["inputs"] == [("table", "tensor(float)", [4, 2]), ("ids", "tensor(int64)", ["n"])]
+    assert scope["rows"].tolist() == [[2.0, 3.0]] and scope["rows"].dtype == np.float32

@@ -195,3 +195,28 @@ def test_session_is_exported_lazily():
     from gather_scatter.session import Session as from_session
 
     assert gs.Session is from_session and from_reference is gs.run_model
+
+
+def test_cli_repeat_runs_one_session_and_reports_the_median(capsys, monkeypatch):
+    from gather_scatter import session
+    from gather_scatter.cli import main
+
+    builds = []
+    monkeypatch.setattr(session.Session, "__init__", _counting(session.Session.__init__, builds))
+    assert main(["run", "--repeat", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(builds) == 1
+    assert out[4].startswith("wall time: ")
+    assert out[5].startswith("5 runs of one Session: first ") and " ms, median " in out[5]
+    assert out[5].endswith(" ms)") and "ms per run (built in " in out[5]
+    with pytest.raises(SystemExit):
+        main(["run", "--repeat", "0"])
+    assert "--repeat: " in capsys.readouterr().err
+
+
+def _counting(function, calls):
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return function(*args, **kwargs)
+
+    return counted
