@@ -13,7 +13,6 @@ from ._buffers import get_buffer_cache_size, set_buffer_cache_size
 from ._dispatch import OffSpecWarning, infer_shape, run_node
 from ._memory import memory_limit, set_memory_limit
 from ._parallel import get_num_threads, set_num_threads
-from .kernels import gather, gather_elements, gather_nd, scatter_elements, scatter_nd, tensor_scatter
 from .errors import (
     ArityError,
     DTypeError,
@@ -26,6 +25,7 @@ from .errors import (
     ShapeError,
     UnsupportedOpError,
 )
+from .ops import gather, gather_elements, gather_nd, scatter_elements, scatter_nd, tensor_scatter
 
 __all__ = [
     "ArityError",

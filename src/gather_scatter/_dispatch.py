@@ -19,11 +19,9 @@ import numpy as np
 from . import _memory, _shapes
 from ._versions import REGISTRY, Mode, OpVersion, Reduction, _choice_value, first_accepting, fix_hint, resolve
 from .errors import ArityError, InvalidAttributeError, node_label
-from .kernels.elements import run_gather_elements, run_scatter_elements
-from .kernels.gather import run_gather
-from .kernels.gather_nd import run_gather_nd
-from .kernels.scatter_nd import run_scatter_nd
-from .kernels.tensor_scatter import run_tensor_scatter
+from .ops import (
+    run_gather, run_gather_elements, run_gather_nd, run_scatter_elements, run_scatter_nd, run_tensor_scatter,
+)
 
 
 class OffSpecWarning(UserWarning):

@@ -431,9 +431,10 @@ def _span(chunks: tuple, i: int) -> tuple[int, int]:
 def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction: str) -> np.ndarray:
     """The NumPy kernel on one block: ScatterND-18 semantics (row-major order, every reduction
     rule), which is every scatter's rule once targets are coordinates."""
-    from ..kernels.scatter_nd import scatter_nd
+    from .._versions import SCATTER_ND
+    from ..kernels.scatter_nd import run_scatter_nd
 
-    return scatter_nd(block, local, updates, reduction=reduction)
+    return run_scatter_nd(SCATTER_ND, block, local, updates, reduction)
 
 
 # ---- dask indices: a plan per index chunk, made in its task ------------------------------

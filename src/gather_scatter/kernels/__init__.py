@@ -5,12 +5,9 @@ last-wins assignment, reductions, dtype rules), ``_compiled``/``_loops`` (numba 
 
 Each ``run_<op>(spec, ...)`` computes the same thing for every version of its operator; the
 ``spec`` (an OpVersion) only says what that version accepts and names it in errors.
+
+NumPy only: the kernels import nothing above ``_validate`` (``_versions``, ``_shapes``,
+``_validate``, ``_buffers``, ``_parallel``, ``_memory``). The public functions, and the choice of
+a backend for another library's arrays, are :mod:`gather_scatter.ops`'s; ``backends/`` and
+``ops`` import the kernels, never the reverse (tests/test_layout.py).
 """
-
-from .elements import gather_elements, scatter_elements
-from .gather import gather
-from .gather_nd import gather_nd
-from .scatter_nd import scatter_nd
-from .tensor_scatter import tensor_scatter
-
-__all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "tensor_scatter"]

@@ -9,16 +9,12 @@ object arrays of ``str``.
 
 from __future__ import annotations
 
-from typing import Any, overload
-
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
-from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices, same_memory
-from .._versions import GATHER_ELEMENTS, SCATTER_ELEMENTS, OpVersion, Reduction
+from .._versions import OpVersion, Reduction
 from . import _compiled
-from ._types import ArrayT, NDArray, NumPyInput, ReductionName
 from ._writes import (
     UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
 )
@@ -48,9 +44,6 @@ def _window(array: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
 
 
 def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
-    backend = backend_for(spec, {"data": data, "indices": indices})
-    if backend is not None:
-        return backend.gather_elements(data, indices, axis, out)
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
@@ -81,9 +74,6 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
 
 
 def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> np.ndarray:
-    backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
-    if backend is not None:
-        return backend.scatter_elements(data, indices, updates, axis, reduction, out)
     in_place = out is not None and same_memory(out, data)
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
@@ -150,146 +140,3 @@ def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray,
         return
     with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
         UFUNCS[reduction].at(target, np.unravel_index(offsets, target.shape), values)
-
-
-@overload
-def gather_elements(data: NumPyInput, indices: Any, axis: int = 0, *, out: NDArray | None = None) -> NDArray: ...
-@overload
-def gather_elements(data: ArrayT, indices: Any, axis: int = 0, *, out: ArrayT | None = None) -> ArrayT: ...
-def gather_elements(data: Any, indices: Any, axis: int = 0, *, out: Any = None) -> Any:
-    """GatherElements-13: ``output[i...] = data[i... with the axis coordinate = indices[i...]]``.
-
-    The operator behind ``torch.gather`` and ``np.take_along_axis``.
-
-    Parameters
-    ----------
-    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        Any of the 16 ONNX tensor types (strings as object or str arrays, bfloat16 via ml_dtypes).
-    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
-        The rank of data; ``I_d <= D_d`` for every ``d != axis`` (smaller is allowed), ``I_axis``
-        free. Values in ``[-s, s-1]`` where ``s = D_axis``; negatives count from the end.
-    axis : int, default 0
-        In ``[-r, r-1]``.
-    out : ndarray, optional
-        Where to write the result: writeable, any layout, of exactly ``indices.shape`` and the
-        result's dtype, sharing no memory with the inputs. Nothing is written unless every
-        index is valid.
-
-    Returns
-    -------
-    ndarray, shape ``indices.shape``, dtype of data (strings: object arrays of str); ``out`` when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        An index outside ``[-s, s-1]``: the first bad position, its value and the valid range.
-    ShapeError
-        Ranks that differ, rank 0, or ``I_d > D_d`` off the axis.
-    InvalidAttributeError
-        ``axis`` out of range; ``out`` read-only, broadcast or overlapping an input.
-    DTypeError
-        A data or index type GatherElements-13 does not allow; ``out`` not an ndarray of the
-        result's dtype.
-
-    Notes
-    -----
-    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
-    (computed there, returned as one of that library on data's device, with these errors:
-    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
-    Implements ONNX GatherElements-13 (https://onnx.ai/onnx/operators/onnx__GatherElements.html).
-    The spec's loop, for ``axis = 1`` of a 2-D tensor, ``output[i][j] = data[i][indices[i][j]]``;
-    in general::
-
-        for idx in np.ndindex(indices.shape):
-            position = list(idx); position[axis] = indices[idx]
-            output[idx] = data[tuple(position)]
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> gather_elements(np.array([[1, 2], [3, 4]]), np.array([[0, 0], [1, 0]]), axis=1)
-    array([[1, 1],
-           [4, 3]])
-    >>> gather_elements(np.arange(100.0), np.array([99, -100]))
-    array([99.,  0.])
-    """
-    return run_gather_elements(GATHER_ELEMENTS, data, indices, axis, out=out)
-
-
-@overload
-def scatter_elements(data: NumPyInput, indices: Any, updates: Any, axis: int = 0, reduction: ReductionName = "none", *,
-                     out: NDArray | None = None) -> NDArray: ...
-@overload
-def scatter_elements(data: ArrayT, indices: Any, updates: Any, axis: int = 0, reduction: ReductionName = "none", *,
-                     out: ArrayT | None = None) -> ArrayT: ...
-def scatter_elements(
-    data: Any,
-    indices: Any,
-    updates: Any,
-    axis: int = 0,
-    reduction: ReductionName = "none",
-    *,
-    out: Any = None,
-) -> Any:
-    """ScatterElements-18: a copy of ``data`` with each update written (or reduced) at its
-    index along ``axis``.
-
-    The operator behind ``torch.Tensor.scatter``, ``scatter_add`` and ``scatter_reduce``.
-
-    Parameters
-    ----------
-    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        Any of the 16 ONNX tensor types. Never modified, unless ``out`` is data's memory (data or an identical view).
-    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
-        The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
-    updates : ndarray, shape ``indices.shape``, dtype of data
-    axis : int, default 0
-        In ``[-r, r-1]``.
-    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
-        Duplicates apply in row-major order of ``indices`` (for 'none' the last wins). Bool:
-        add = or, mul = and, max = or, min = and. Strings: add concatenates, max/min compare
-        by code point, mul is a DTypeError. Complex max/min is a DTypeError. float16 and
-        bfloat16 round after every update. Numeric max/min are ``np.maximum``/``np.minimum``.
-    out : ndarray, optional
-        ``out=data`` updates ``data`` in place at a cost that follows the updates, not the size
-        of ``data`` (any writeable view; the same view made again, ``c[:, 3]`` twice, is data
-        too). Any other ``out`` (data's shape, the result's dtype,
-        writeable) must not overlap an input; ``data`` is copied into it first.
-
-    Returns
-    -------
-    ndarray, shape and dtype of data (strings: object arrays of str); ``out`` when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError, ShapeError, InvalidAttributeError, DTypeError
-        As for :func:`gather_elements`, plus updates whose shape differs from indices', an
-        unknown reduction, and a reduction the type lacks. Every check runs before the first
-        write: on an error ``out`` (``data`` itself included) is unchanged.
-
-    Notes
-    -----
-    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
-    (computed there, returned as one of that library on data's device, with these errors:
-    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
-    Implements ONNX ScatterElements-18 (https://onnx.ai/onnx/operators/onnx__ScatterElements.html),
-    whose loop, for ``axis = 0`` of a 2-D tensor, is
-    ``output[indices[i][j]][j] = f(output[indices[i][j]][j], updates[i][j])``; in general::
-
-        output = np.copy(data)
-        for idx in np.ndindex(indices.shape):
-            position = list(idx); position[axis] = indices[idx]
-            output[tuple(position)] = f(output[tuple(position)], updates[idx])
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> scatter_elements(np.zeros((3, 3)), np.array([[1, 0, 2], [0, 2, 1]]),
-    ...                  np.array([[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]]))
-    array([[2. , 1.1, 0. ],
-           [1. , 0. , 2.2],
-           [0. , 2.1, 1.2]])
-    >>> scatter_elements(np.zeros(2), np.array([1, 1, 0]), np.array([1.0, 2.0, 3.0]), reduction="add")
-    array([3., 3.])
-    """
-    return run_scatter_elements(SCATTER_ELEMENTS, data, indices, updates, axis, reduction, out=out)

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, overload
-
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
-from ..backends import backend_for
 from .._validate import as_array, check_bounds, check_out, native_indices
-from .._versions import GATHER, OpVersion
-from ._types import ArrayT, NDArray, NumPyInput
+from .._versions import OpVersion
 from ._writes import strings_as_objects
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
-    backend = backend_for(spec, {"data": data, "indices": indices})
-    if backend is not None:
-        return backend.gather(data, indices, axis, out)
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.gather_shape(spec, data.shape, indices.shape, axis)
@@ -66,64 +59,3 @@ def _take_rows(src: np.ndarray, idx: np.ndarray, dst: np.ndarray) -> None:
     else:
         chunks = _parallel.ranges(dst.shape[0], dst.nbytes)
         _parallel.run(lambda lo, hi: np.take(src[lo:hi], idx, 1, dst[lo:hi], "wrap"), chunks)
-
-
-@overload
-def gather(data: NumPyInput, indices: Any, axis: int = 0, *, out: NDArray | None = None) -> NDArray: ...
-@overload
-def gather(data: ArrayT, indices: Any, axis: int = 0, *, out: ArrayT | None = None) -> ArrayT: ...
-def gather(data: Any, indices: Any, axis: int = 0, *, out: Any = None) -> Any:
-    """Gather-13: take entries of ``data`` along ``axis`` at ``indices``.
-
-    ``output[j_0..j_{axis-1}, i_0..i_{q-1}, j_{axis+1}..] = data[j_0..j_{axis-1}, indices[i_0..i_{q-1}], j_{axis+1}..]``
-
-    Parameters
-    ----------
-    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        Any of the 16 ONNX tensor types (strings as object, ``U`` or ``S`` arrays; bfloat16 via
-        ml_dtypes).
-    indices : ndarray of int32 or int64, any shape (Q...), rank 0 allowed
-        Values in ``[-s, s-1]`` where ``s = data.shape[axis]``; negatives count from the end.
-    axis : int, default 0
-        In ``[-r, r-1]``.
-    out : ndarray, optional
-        Where to write the result: writeable, any layout (a strided view is written through), of
-        exactly the output's shape and dtype, sharing no memory with ``data`` or ``indices``.
-        Nothing is written to it unless every index is valid.
-
-    Returns
-    -------
-    ndarray, shape ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``, dtype of data
-        (strings: an object array of str). ``out`` when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        An index outside ``[-s, s-1]``; the message names the first bad position.
-    InvalidAttributeError
-        ``axis`` outside ``[-r, r-1]``.
-    ShapeError
-        ``data`` is a scalar.
-    DTypeError
-        A data or index type Gather-13 does not allow; ``out`` not an ndarray of data's dtype.
-    ShapeError, InvalidAttributeError
-        ``out`` of the wrong shape; read-only, broadcast or overlapping an input.
-
-    Notes
-    -----
-    Other array libraries: ``data`` may be a PyTorch tensor, a JAX array or any array-API array
-    (computed there, returned as one of that library on data's device, with these errors:
-    :mod:`gather_scatter.backends`), or a dask array (a lazy result: ``backends.dask``).
-    Implements ONNX Gather-13 (https://onnx.ai/onnx/operators/onnx__Gather.html; bounds as in
-    Gather-11 for every version).
-    The reference is ``numpy.take(data, indices, axis)`` after the bounds check.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> gather(np.array([[1.0, 1.2], [2.3, 3.4], [4.5, 5.7]]), np.array([[0, 1], [1, 2]])).shape
-    (2, 2, 2)
-    >>> gather(np.arange(10), np.array([0, -9, -10]))
-    array([0, 1, 0])
-    """
-    return run_gather(GATHER, data, indices, axis, out=out)

@@ -10,17 +10,13 @@ type — float8 and 4-bit included — is copied exactly.
 
 from __future__ import annotations
 
-from typing import Any, Literal, overload
-
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
 from . import _compiled
-from ..backends import backend_for
 from .._validate import as_array, native_indices, same_memory
-from .._versions import TENSOR_SCATTER, Mode, OpVersion
+from .._versions import Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
-from ._types import ArrayT, NDArray, NumPyInput
 from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
 
 NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
@@ -58,9 +54,6 @@ def write_index_error(spec: OpVersion, b: int, value: int, length: int, capacity
 
 def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
                        out=None) -> np.ndarray:
-    backend = backend_for(spec, {"past_cache": past_cache, "update": update, "write_indices": write_indices})
-    if backend is not None:
-        return backend.tensor_scatter(past_cache, update, write_indices, axis, mode, out)
     in_place = out is not None and same_memory(out, past_cache)
     past = as_array(spec, "past_cache", past_cache)
     update = as_array(spec, "update", update, past.dtype)
@@ -113,93 +106,3 @@ def _write_rows_numpy(output: np.ndarray, update: np.ndarray, write: np.ndarray,
     positions = (np.arange(length, dtype=np.int64) + start[:, None]) % capacity  # (batch, length)
     view = np.moveaxis(output, ax, 1)
     view[np.arange(batch)[:, None], positions] = np.moveaxis(strings_as_objects(update), ax, 1)
-
-
-@overload
-def tensor_scatter(past_cache: NumPyInput, update: Any, write_indices: Any = None, *, axis: int = -2,
-                   mode: Literal["linear", "circular"] = "linear", out: NDArray | None = None) -> NDArray: ...
-@overload
-def tensor_scatter(past_cache: ArrayT, update: Any, write_indices: Any = None, *, axis: int = -2,
-                   mode: Literal["linear", "circular"] = "linear", out: ArrayT | None = None) -> ArrayT: ...
-def tensor_scatter(
-    past_cache: Any,
-    update: Any,
-    write_indices: Any = None,
-    *,
-    axis: int = -2,
-    mode: Literal["linear", "circular"] = "linear",
-    out: Any = None,
-) -> Any:
-    """TensorScatter-24: the cache with ``update`` written along the sequence ``axis`` at each
-    batch's write index.
-
-    Parameters
-    ----------
-    past_cache : ndarray, shape (batch, D_1, ..., max_sequence_length, ..., D_n), rank >= 2
-        Any of TensorScatter's 24 types: the 16 of the other ops plus float8 (e4m3fn,
-        e4m3fnuz, e5m2, e5m2fnuz, e8m0) and 4-bit (int4, uint4, float4e2m1) as ml_dtypes
-        arrays. Never modified, unless ``out`` is past_cache's memory (past_cache or an identical view).
-    update : ndarray, shape (batch, D_1, ..., sequence_length, ..., D_n), dtype of past_cache
-        ``sequence_length <= max_sequence_length``; every other dim equals past_cache's.
-    write_indices : ndarray of int64, shape (batch,), optional
-        Where each batch's update starts on the sequence axis; all zeros when absent. Every
-        value ``>= 0``; in 'linear' mode also ``write_indices[b] + sequence_length <= max_sequence_length``.
-    axis : int, default -2
-        The sequence axis, in ``[-r, r-1]`` and never the batch axis 0.
-    mode : {'linear', 'circular'}, default 'linear'
-        'circular' wraps positions modulo ``max_sequence_length`` (a ring buffer).
-    out : ndarray, optional
-        ``out=past_cache`` is the decode-step write in place: its cost follows ``update``, not
-        the cache (any writeable view; the same view made again, ``c[:, 3]`` twice, is
-        past_cache too). Any other ``out`` (past_cache's shape, the result's dtype,
-        writeable) must not overlap an input; ``past_cache`` is copied into it first.
-
-    Returns
-    -------
-    ndarray, shape and dtype of past_cache (strings: object arrays of str); ``out`` when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        A negative write index, or in linear mode one that leaves no room for the update
-        (first bad batch, its value and the valid range).
-    ShapeError
-        Ranks that differ or below 2, dims that differ off the axis, ``sequence_length >
-        max_sequence_length``, ``write_indices`` not of shape (batch,).
-    InvalidAttributeError
-        ``axis`` out of range or 0, an unknown ``mode``; ``out`` read-only, broadcast or overlapping an
-        input.
-    DTypeError
-        A type TensorScatter-24 does not allow, update's type differing from the cache's,
-        ``write_indices`` not int64; ``out`` not an ndarray of the result's dtype.
-
-    Notes
-    -----
-    Other array libraries: ``past_cache`` may be a PyTorch tensor, a JAX array or any array-API
-    array (computed there, returned as one of that library on its device, with these errors:
-    :mod:`gather_scatter.backends`); a dask array is refused.
-    Implements ONNX TensorScatter-24 (https://onnx.ai/onnx/operators/onnx__TensorScatter.html),
-    whose loop is::
-
-        for prefix_idx in np.ndindex(past_cache.shape[:axis]):
-            batch_idx = prefix_idx[0]
-            for sequence_idx in range(sequence_length):
-                cache_sequence_idx = write_indices[batch_idx] + sequence_idx
-                if mode == "circular":
-                    cache_sequence_idx = cache_sequence_idx % max_sequence_length
-                present_cache[(*prefix_idx, cache_sequence_idx)] = update[(*prefix_idx, sequence_idx)]
-
-    Every check runs before the first write: on an error ``out`` is unchanged.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> cache = np.zeros((2, 4, 1), dtype=np.float32)
-    >>> tensor_scatter(cache, np.ones((2, 1, 1), np.float32), np.array([3, 1]))[..., 0]
-    array([[0., 0., 0., 1.],
-           [0., 1., 0., 0.]], dtype=float32)
-    >>> tensor_scatter(cache, np.ones((2, 2, 1), np.float32), np.array([3, 0]), mode="circular")[..., 0]
-    array([[1., 0., 0., 1.],
-           [1., 1., 0., 0.]], dtype=float32)
-    """
-    return run_tensor_scatter(TENSOR_SCATTER, past_cache, update, write_indices, axis, mode, out=out)
