@@ -220,3 +220,12 @@ def _counting(function, calls):
         return function(*args, **kwargs)
 
     return counted
+
+
+def test_an_unchecked_model_reading_an_undefined_value_fails_as_onnx_reference_says():
+    node = oh.make_node("Gather", ["data", "nowhere"], ["y"], name="pick")
+    f = oh.make_tensor_value_info
+    graph = oh.make_graph([node], "g", [f("data", 7, [3])], [f("y", 7, None)])
+    session = Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), check=False)
+    with pytest.raises(RuntimeError, match="Unable to find input 'nowhere'"):
+        session.run(None, {"data": DATA})

@@ -420,6 +420,36 @@ class Evaluator(ReferenceEvaluator):
                 node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()
             else:
                 node.run = _named(node, node.run, sizes, self._guard)
+        self._steps = [(node.run, node.input, node.output, node.need_context()) for node in self.rt_nodes_]
+
+    def run_graph(self, output_names: list[str], feeds: Mapping[str, Any]) -> list[Any]:
+        """``run(output_names, feeds)`` of a model's main graph, the same results and errors,
+        without ``ReferenceEvaluator.run``'s per-call work that the main graph of a model run
+        this way never needs (logging, shape annotations, the attributes a function's body
+        links to): a list of the values named ``output_names`` (graph outputs)."""
+        if self.check_shape_annotations_ or self.verbose or not isinstance(self.proto_, onnx.ModelProto):
+            return self.run(output_names, feeds)
+        if self._largest:
+            self._guard[0] = _memory.exceeded(self._largest) is not None
+        results = {"": None, **self.rt_inits_}
+        results.update(feeds)
+        token = _STRICT.set(self.strict)  # for the nodes onnx.reference loads only when run
+        try:
+            for run, inputs, outputs, context in self._steps:
+                try:
+                    args = [results[name] for name in inputs]
+                except KeyError as exc:  # a model not checked (check=False), as onnx.reference says it
+                    raise RuntimeError(f"Unable to find input {exc.args[0]!r} in known results {sorted(results)}")
+                values = run(*args, context=results) if context else run(*args)
+                results.update(zip(outputs, values))
+            return [results[name] for name in output_names]
+        except TypeError as exc:
+            ours = _our_error(exc)
+            if ours is None:
+                raise
+            raise ours from None
+        finally:
+            _STRICT.reset(token)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         if self._largest:
