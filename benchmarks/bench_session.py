@@ -7,13 +7,16 @@ and every ``*.onnx`` in ``tests/data`` and ``src/gather_scatter/data`` with its
 ``*_inputs.npz``. Each is built once per engine; then rounds alternate the engines (ours first
 in even rounds, theirs in odd ones), each round timing M runs of each; the figures are the
 medians over rounds of the time per run. The target (issue 16) is ratio <= 1.0 everywhere.
-Where plain onnx.reference cannot run a model (our kernels exist for such cases), its column
-says so and the ratio is left out. A measurement, never an assertion.
+The right half times the model's nodes of the family alone (each engine's own, on the
+inputs a run gives them): what the whole-model ratio owes to the kernels rather than to the
+adapter. Where plain onnx.reference cannot run a model or a node (our kernels exist for such
+cases), its column says "fails" and the ratio is left out. A measurement, never an assertion.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -51,20 +54,39 @@ def models() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray]]]:
 
 
 def ours(model: onnx.ModelProto):
-    try:
-        from gather_scatter import Session
-    except ImportError:  # before Session: what it replaces, a reused Evaluator and run_model's input check
-        from gather_scatter.reference import Evaluator, _check_inputs
+    from gather_scatter import Session
 
-        evaluator = Evaluator(model)
-        return lambda feeds: evaluator.run(None, _check_inputs(model.graph, feeds))
     session = Session(model)
-    return lambda feeds: session.run(None, feeds)
+    return session, lambda feeds: session.run(None, feeds)
 
 
-def theirs(model: onnx.ModelProto):
-    evaluator = ReferenceEvaluator(model)
-    return lambda feeds: evaluator.run(None, feeds)
+FAMILY = {"Gather", "GatherND", "ScatterND", "GatherElements", "ScatterElements", "Scatter", "TensorScatter"}
+
+
+def indexing_nodes(session, plain, feeds):
+    """Two functions running the model's nodes of the family once each, on the inputs they
+    get in a run: ours (as a Session runs them) and onnx.reference's (None where one fails)."""
+    evaluator = session._evaluator
+    values = evaluator.run(None, feeds, intermediate=True)
+    calls = [(k, [values[name] for name in node.input]) for k, node in enumerate(evaluator.rt_nodes_)
+             if node.op_type in FAMILY]
+
+    def ours(_feeds):
+        for k, args in calls:
+            evaluator.rt_nodes_[k].run(*args)
+
+    def theirs(_feeds):
+        for k, args in calls:
+            plain_nodes[k].run(*args)
+
+    if plain is None:
+        return ours, None
+    plain_nodes = plain.rt_nodes_
+    try:
+        theirs(feeds)
+    except Exception:  # noqa: BLE001
+        return ours, None
+    return ours, theirs
 
 
 def per_run(run, feeds, count: int) -> float:
@@ -74,36 +96,44 @@ def per_run(run, feeds, count: int) -> float:
     return (time.perf_counter() - start) / count
 
 
+def _pair(mine: float, plain: float | None) -> str:
+    if plain is None:
+        return f"{mine * 1e6:9.1f}us {'fails':>11} {'-':>7}"
+    return f"{mine * 1e6:9.1f}us {plain * 1e6:9.1f}us {mine / plain:7.2f}"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
     parser.add_argument("--per-round", type=int, default=0,
                         help="runs per round and engine (default: about 20 ms of runs)")
     args = parser.parse_args(argv)
-    print(f"{'model':<20} {'ours':>11} {'onnx.reference':>15} {'ratio':>7}")
+    print(f"{'':<18} {'whole model, per run':^38} {'its indexing nodes, summed':^38}")
+    print(f"{'model':<18} {'ours':>11} {'onnx.ref':>11} {'ratio':>7}     {'ours':>11} {'onnx.ref':>11} {'ratio':>7}")
     for name, model, feeds in models():
-        mine = ours(model)
+        session, mine = ours(model)
         try:
-            plain = theirs(model)
+            reference = ReferenceEvaluator(model)
+            plain = functools.partial(reference.run, None)
             plain(feeds)
-        except Exception as exc:  # noqa: BLE001 - plain onnx.reference fails where ours is needed
-            plain, failure = None, f"fails ({type(exc).__name__})"
+        except Exception:  # noqa: BLE001 - plain onnx.reference fails where ours is needed
+            reference, plain = None, None
+        nodes_mine, nodes_plain = indexing_nodes(session, reference, feeds)
         mine(feeds)
         count = args.per_round or max(1, int(0.02 / per_run(mine, feeds, 3)))
-        times: dict[str, list[float]] = {"ours": [], "theirs": []}
+        engines = {"ours": mine, "theirs": plain, "ours_nodes": nodes_mine, "theirs_nodes": nodes_plain}
+        times: dict[str, list[float]] = {key: [] for key in engines}
         for i in range(args.rounds):
-            order = [("ours", mine), ("theirs", plain)][:: 1 if i % 2 == 0 else -1]
+            order = list(engines.items())[:: 1 if i % 2 == 0 else -1]
             for key, run in order:
                 if run is not None:
                     times[key].append(per_run(run, feeds, count))
-        t_ours = statistics.median(times["ours"])
-        if plain is None:
-            print(f"{name:<20} {t_ours * 1e6:9.1f}us {failure:>15} {'-':>7}")
-            continue
-        t_theirs = statistics.median(times["theirs"])
-        print(f"{name:<20} {t_ours * 1e6:9.1f}us {t_theirs * 1e6:13.1f}us {t_ours / t_theirs:7.2f}")
+        median = {key: statistics.median(t) if t else None for key, t in times.items()}
+        print(f"{name:<18} {_pair(median['ours'], median['theirs'])}     "
+              f"{_pair(median['ours_nodes'], median['theirs_nodes'])}")
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+

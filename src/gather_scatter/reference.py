@@ -420,7 +420,7 @@ class Evaluator(ReferenceEvaluator):
                 node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()
             else:
                 node.run = _named(node, node.run, sizes, self._guard)
-        self._steps = [(node.run, node.input, node.output, node.need_context()) for node in self.rt_nodes_]
+        self._steps = [(node.run, tuple(node.input), tuple(node.output), node.need_context()) for node in self.rt_nodes_]
 
     def run_graph(self, output_names: list[str], feeds: Mapping[str, Any]) -> list[Any]:
         """``run(output_names, feeds)`` of a model's main graph, the same results and errors,
