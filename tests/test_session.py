@@ -229,3 +229,16 @@ def test_an_unchecked_model_reading_an_undefined_value_fails_as_onnx_reference_s
     session = Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), check=False)
     with pytest.raises(RuntimeError, match="Unable to find input 'nowhere'"):
         session.run(None, {"data": DATA})
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_evaluator_lean_run_equals_reference_evaluators_run(path):
+    # run(names, feeds) runs the steps listed at load; any other argument takes onnx.reference's run.
+    from gather_scatter.reference import Evaluator
+
+    evaluator, inputs = Evaluator(path), inputs_of(path)
+    lean, full = evaluator.run(None, inputs), evaluator.run(None, inputs, intermediate=False)
+    for a, b in zip(lean, full, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(RuntimeError, match="Unable to find output name 'nope'"):
+        evaluator.run(["nope"], inputs)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import itertools
 import os
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import onnx
 from onnx.reference import ReferenceEvaluator
@@ -420,43 +420,25 @@ class Evaluator(ReferenceEvaluator):
                 node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()
             else:
                 node.run = _named(node, node.run, sizes, self._guard)
-        self._steps = [(node.run, tuple(node.input), tuple(node.output), node.need_context()) for node in self.rt_nodes_]
-
-    def run_graph(self, output_names: list[str], feeds: Mapping[str, Any]) -> list[Any]:
-        """``run(output_names, feeds)`` of a model's main graph, the same results and errors,
-        without ``ReferenceEvaluator.run``'s per-call work that the main graph of a model run
-        this way never needs (logging, shape annotations, the attributes a function's body
-        links to): a list of the values named ``output_names`` (graph outputs)."""
-        if self.check_shape_annotations_ or self.verbose or not isinstance(self.proto_, onnx.ModelProto):
-            return self.run(output_names, feeds)
-        if self._largest:
-            self._guard[0] = _memory.exceeded(self._largest) is not None
-        results = {"": None, **self.rt_inits_}
-        results.update(feeds)
-        token = _STRICT.set(self.strict)  # for the nodes onnx.reference loads only when run
-        try:
-            for run, inputs, outputs, context in self._steps:
-                try:
-                    args = [results[name] for name in inputs]
-                except KeyError as exc:  # a model not checked (check=False), as onnx.reference says it
-                    raise RuntimeError(f"Unable to find input {exc.args[0]!r} in known results {sorted(results)}")
-                values = run(*args, context=results) if context else run(*args)
-                results.update(zip(outputs, values))
-            return [results[name] for name in output_names]
-        except TypeError as exc:
-            ours = _our_error(exc)
-            if ours is None:
-                raise
-            raise ours from None
-        finally:
-            _STRICT.reset(token)
+        # What run(output_names, feeds) calls, in order: a model's nodes only (a function's or
+        # subgraph's evaluator is run with attributes or a context, by ReferenceEvaluator.run).
+        self._steps = None
+        if isinstance(self.proto_, onnx.ModelProto):
+            self._steps = [(node.run, tuple(node.input), tuple(node.output), node.need_context())
+                           for node in self.rt_nodes_]
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        """As ``ReferenceEvaluator.run``, our errors given back from onnx.reference's
+        wrapping. ``run(output_names, feeds)`` of a model (no other argument, no verbose
+        logging or shape annotations) runs the nodes listed once at load, without
+        ``ReferenceEvaluator.run``'s per-call work that such a run never needs."""
         if self._largest:
             self._guard[0] = _memory.exceeded(self._largest) is not None
+        lean = len(args) == 2 and not kwargs and self._steps is not None
+        lean = lean and not (self.check_shape_annotations_ or self.verbose)
         token = _STRICT.set(self.strict)  # for the nodes onnx.reference loads only when run
         try:
-            return super().run(*args, **kwargs)
+            return self._run_steps(*args) if lean else super().run(*args, **kwargs)
         except TypeError as exc:
             ours = _our_error(exc)
             if ours is None:
@@ -464,6 +446,21 @@ class Evaluator(ReferenceEvaluator):
             raise ours from None
         finally:
             _STRICT.reset(token)
+
+    def _run_steps(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
+        results = {"": None, **self.rt_inits_}
+        results.update(feeds)
+        for run, inputs, outputs, context in self._steps:
+            try:
+                args = [results[name] for name in inputs]
+            except KeyError as exc:  # a model not checked (check=False), as onnx.reference says it
+                raise RuntimeError(f"Unable to find input {exc.args[0]!r} in known results {sorted(results)}") from None
+            values = run(*args, context=results) if context else run(*args)
+            results.update(zip(outputs, values))
+        try:
+            return [results[name] for name in (self.output_names if output_names is None else output_names)]
+        except KeyError as exc:
+            raise RuntimeError(f"Unable to find output name {exc.args[0]!r} in {sorted(results)}") from None
 
 
 def _our_error(exc: BaseException | None) -> GatherScatterError | None:

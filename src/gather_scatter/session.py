@@ -171,7 +171,7 @@ class Session:
                         f"the model has no output {name!r} (outputs: {', '.join(self._output_names) or 'none'})",
                         value=name,
                     )
-        return self._evaluator.run_graph(names, self._plan.check(feeds))
+        return self._evaluator.run(names, self._plan.check(feeds))
 
 
 def run_model(
