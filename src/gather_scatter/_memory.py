@@ -7,7 +7,9 @@ environment variable (bytes, an int >= 0), or the memory available now (``MemAva
 Both follow the one rule of ``_settings``: :func:`set_memory_limit` raises ValueError for
 anything but an integer >= 0 (or None), and a value of the variable it would refuse is
 ignored with one RuntimeWarning per value, never an error from a kernel. The variable is
-read at each call, so a change to ``os.environ`` applies from the next call on.
+read at each call, so a change to ``os.environ`` applies from the next call on: the read is
+one lookup in ``os.environ``'s own mapping (``os.environ.get`` costs a microsecond, most of a
+small call's budget), and a value is parsed once, when it first appears.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ INT64_MAX = 2**63 - 1
 _QUERY_FLOOR = 1 << 20
 
 _limit: int | None = None
+# os.environ's backing dict and the key as it stores it (bytes on POSIX): what os.environ.get
+# reads, without the encode and decode; os.environ.get where an implementation lacks them.
+try:
+    _ENV_KEY, _ENV_DATA = os.environ.encodekey(ENV_VAR), os.environ._data  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover
+    _ENV_KEY, _ENV_DATA = ENV_VAR, os.environ
+_parsed: tuple = (None, None)  # (the variable's raw value, its limit): parsed once per value
 
 
 def set_memory_limit(nbytes: int | None) -> int | None:
@@ -80,9 +89,15 @@ def exceeded(nbytes: int) -> int | None:
 
 
 def _configured() -> int | None:
+    global _parsed
     if _limit is not None:
         return _limit
-    return from_env(ENV_VAR, 0, "the memory available")
+    raw = _ENV_DATA.get(_ENV_KEY)
+    if raw is None:
+        return None
+    if _parsed[0] != raw:
+        _parsed = (raw, from_env(ENV_VAR, 0, "the memory available"))
+    return _parsed[1]
 
 
 def available_memory() -> int:

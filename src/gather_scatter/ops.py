@@ -5,12 +5,23 @@ the newest one, :mod:`gather_scatter._dispatch` the version in effect at an opse
 the version accepts. The first array input decides the library (:func:`backends.backend_for`):
 an array of torch, JAX, dask or any array-API library goes to its backend, NumPy input to the
 NumPy kernels in :mod:`gather_scatter.kernels`. Per-call policy lives here, nowhere below.
+
+Small calls take a fast path. What a call's checks depend on splits in two: its signature
+(the version, the dtypes, the ranks or shapes, the attributes) and its values (the indices'
+bounds). The first call of a signature runs the kernel with every check; once it succeeds
+the signature is remembered (:data:`_ACCEPTED`, as onnxruntime checks a node once at session
+build), and later calls of it on plain ndarrays, with an output small enough for one thread
+and no arena, go straight to NumPy's own checked indexing: its bounds check is the one pass
+over the values, and when it fails the kernel runs again to raise the error with its facts.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, overload
 
+import numpy as np
+
+from . import _memory
 from ._types import ArrayT, NDArray, NumPyInput, ReductionName
 from ._versions import GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER, OpVersion
 from .backends import backend_for
@@ -23,7 +34,57 @@ from .kernels import tensor_scatter as _tensor_scatter
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "tensor_scatter"]
 
 
+_ndarray = np.ndarray
+# The largest output a fast call makes: one thread's work (_parallel.MIN_CHUNK_BYTES is 1 MiB),
+# and below _memory's floor, under which only a configured limit can refuse an output.
+SMALL_BYTES = 64 << 10
+# Signatures whose static checks passed -> what the fast path needs (the normalized axis). A
+# version is its id: the OpVersions are the registry's, alive as long as the process.
+# Bounded: a process that makes endless new signatures starts it afresh.
+_ACCEPTED: dict[tuple, Any] = {}
+_MAX_SIGNATURES = 4096
+
+
+def _accept(key: tuple, value: Any) -> None:
+    if len(_ACCEPTED) >= _MAX_SIGNATURES:
+        _ACCEPTED.clear()
+    _ACCEPTED[key] = value
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _small(nbytes: int) -> bool:
+    """Whether an output of ``nbytes`` may take the fast path (a configured memory limit still
+    refuses it on the kernel's path, with its error)."""
+    if nbytes > SMALL_BYTES:
+        return False
+    limit = _memory._configured()
+    return limit is None or nbytes <= limit
+
+
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
+    if out is None and type(data) is _ndarray and type(indices) is _ndarray and type(axis) is int:
+        key = (id(spec), data.dtype, indices.dtype, data.ndim, indices.ndim, axis)
+        ax = _ACCEPTED.get(key)
+        if ax is not None:
+            n = data.shape[ax]
+            if n and _small(data.nbytes // n * indices.size):
+                try:
+                    result = data.take(indices, ax)  # mode 'raise': Gather's bounds, negatives included
+                except IndexError:
+                    pass  # the kernel raises the error with its facts
+                else:  # a rank-0 output comes back as a NumPy scalar: the kernel's is a 0-d array
+                    return result if type(result) is _ndarray else np.array(result, data.dtype)
+        else:
+            result = _gather.run_gather(spec, data, indices, axis)
+            if data.dtype.kind in "biufc":  # not strings (object results), not ml_dtypes' types
+                _accept(key, axis % data.ndim)
+            return result
     backend = backend_for(spec, {"data": data, "indices": indices})
     if backend is not None:
         return backend.gather(data, indices, axis, out)
@@ -31,6 +92,23 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any:
+    if out is None and type(data) is _ndarray and type(indices) is _ndarray and type(batch_dims) is int:
+        key = (id(spec), data.dtype, indices.dtype, data.ndim, indices.ndim, indices.shape[-1:], batch_dims)
+        k = _ACCEPTED.get(key)
+        if k is not None:
+            n = _size(data.shape[:k])
+            if n and _small(data.nbytes // n * (indices.size // k)):
+                try:  # NumPy's own checked indexing (negatives from the end), its index tuples spelled out
+                    result = data.take(indices[..., 0], 0) if k == 1 else data[tuple(indices[..., j] for j in range(k))]
+                except IndexError:
+                    pass
+                else:
+                    return result if type(result) is _ndarray else np.array(result, data.dtype)
+        else:
+            result = _gather_nd.run_gather_nd(spec, data, indices, batch_dims)
+            if data.dtype.kind in "biufc" and batch_dims == 0:
+                _accept(key, indices.shape[-1])
+            return result
     backend = backend_for(spec, {"data": data, "indices": indices})
     if backend is not None:
         return backend.gather_nd(data, indices, batch_dims, out)
@@ -45,6 +123,24 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
 
 
 def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
+    if out is None and type(data) is _ndarray and type(indices) is _ndarray and type(axis) is int:
+        key = (id(spec), data.dtype, indices.dtype, data.shape, indices.shape, axis)
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            ax, window = accepted
+            if data.shape[ax] and _small(indices.size * data.itemsize):
+                try:  # the part of data that indices cover, then NumPy's own checked indexing
+                    return np.take_along_axis(data if window is None else data[window], indices, ax)
+                except IndexError:
+                    pass
+        else:
+            result = _elements.run_gather_elements(spec, data, indices, axis)
+            if data.dtype.kind in "biufc":
+                ax = axis % data.ndim
+                cut = any(d != ax and m != n for d, (m, n) in enumerate(zip(indices.shape, data.shape)))
+                window = tuple(slice(None) if d == ax else slice(0, m) for d, m in enumerate(indices.shape))
+                _accept(key, (ax, window if cut else None))
+            return result
     backend = backend_for(spec, {"data": data, "indices": indices})
     if backend is not None:
         return backend.gather_elements(data, indices, axis, out)

@@ -1,0 +1,116 @@
+"""The fast path for small calls (ops.py): once a signature's first call has passed every
+check, later calls skip the static checks and use NumPy's checked indexing. It must give what
+the kernels give — values, dtype, type (a 0-d result is an ndarray, not a NumPy scalar),
+errors with their facts, the memory limit — on every call, not only the first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gather_scatter as gs
+from gather_scatter import ops
+from gather_scatter._versions import GATHER, GATHER_ELEMENTS, GATHER_ND
+from gather_scatter.kernels.elements import run_gather_elements
+from gather_scatter.kernels.gather import run_gather
+from gather_scatter.kernels.gather_nd import run_gather_nd
+
+RNG = np.random.default_rng(16)
+
+
+def _variants(array: np.ndarray):
+    """The array, a strided view of a bigger one, a read-only copy, byte-swapped."""
+    yield array
+    wide = np.repeat(array[..., None], 2, axis=-1)[..., 0] if array.ndim else array
+    yield wide
+    frozen = array.copy()
+    frozen.flags.writeable = False
+    yield frozen
+    if array.dtype.itemsize > 1:
+        yield array.astype(array.dtype.newbyteorder())
+
+
+def _same(fast, slow):
+    assert type(fast) is type(slow) is np.ndarray
+    assert fast.dtype == slow.dtype and fast.shape == slow.shape
+    np.testing.assert_array_equal(fast, slow)
+
+
+CASES = [
+    # (public function, kernel, spec, data shape, indices maker, attribute)
+    (gs.gather, run_gather, GATHER, (3,), lambda: np.array(1), 0),
+    (gs.gather, run_gather, GATHER, (3,), lambda: np.array(-3), 0),
+    (gs.gather, run_gather, GATHER, (4, 5), lambda: RNG.integers(-5, 5, (2, 3)), 1),
+    (gs.gather, run_gather, GATHER, (4, 5), lambda: RNG.integers(-4, 4, (0,)), -2),
+    (gs.gather, run_gather, GATHER, (2, 3, 4), lambda: RNG.integers(-3, 3, ()).astype(np.int32), 1),
+    (gs.gather_nd, run_gather_nd, GATHER_ND, (3, 4), lambda: np.array([1, -1]), 0),
+    (gs.gather_nd, run_gather_nd, GATHER_ND, (3, 4), lambda: RNG.integers(-3, 3, (2, 1)), 0),
+    (gs.gather_nd, run_gather_nd, GATHER_ND, (3, 4, 2), lambda: np.stack(
+        [RNG.integers(-3, 3, (5,)), RNG.integers(-4, 4, (5,))], -1), 0),
+    (gs.gather_nd, run_gather_nd, GATHER_ND, (2, 3, 4), lambda: RNG.integers(0, 3, (2, 1)), 1),
+    (gs.gather_elements, run_gather_elements, GATHER_ELEMENTS, (3, 4), lambda: RNG.integers(-3, 3, (3, 4)), 0),
+    (gs.gather_elements, run_gather_elements, GATHER_ELEMENTS, (3, 4), lambda: RNG.integers(-4, 4, (2, 2)), 1),
+    (gs.gather_elements, run_gather_elements, GATHER_ELEMENTS, (5,), lambda: RNG.integers(-5, 5, (7,)), 0),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.complex64, np.uint8])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_every_call_gives_what_the_kernel_gives(case, dtype):
+    public, kernel, spec, shape, make, attr = CASES[case]
+    base = (RNG.random(shape) * 10).astype(dtype)
+    for data in _variants(base):
+        for indices in _variants(np.asarray(make())):
+            slow = kernel(spec, data, indices, attr)
+            for _ in range(3):  # the first call checks the signature, the next take the fast path
+                _same(public(data, indices, attr), slow)
+
+
+@pytest.mark.parametrize("public, args, message", [
+    (gs.gather, (np.arange(3.0), np.array([0, 3])), r"Gather-13: indices\[1\] = 3 is out of bounds"),
+    (gs.gather, (np.arange(3.0), np.array(-4)), r"indices \(a scalar\) = -4 is out of bounds"),
+    (gs.gather_nd, (np.zeros((3, 4)), np.array([[1, 1], [0, -5]])), r"GatherND-13: indices\[1, 1\] = -5"),
+    (gs.gather_elements, (np.zeros((3, 4)), np.array([[1, 1], [0, 3]])), r"GatherElements-13: indices\[1, 1\] = 3"),
+])
+def test_a_bad_index_on_the_fast_path_is_the_kernels_error(public, args, message):
+    good = [np.zeros_like(args[1])] if args[1].size else []
+    public(args[0], *good)  # the signature, accepted
+    for _ in range(2):
+        with pytest.raises(gs.IndexOutOfBoundsError, match=message):
+            public(*args)
+
+
+def test_the_memory_limit_applies_to_every_call(monkeypatch):
+    data, indices = np.zeros(10), np.zeros(20, dtype=np.int64)
+    gs.gather(data, indices)  # accepted without a limit
+    previous = gs.set_memory_limit(100)
+    try:
+        with pytest.raises(gs.OutputTooLargeError):
+            gs.gather(data, indices)
+    finally:
+        gs.set_memory_limit(previous)
+    monkeypatch.setenv("GATHER_SCATTER_MEMORY_LIMIT", "100")
+    with pytest.raises(gs.OutputTooLargeError):
+        gs.gather(data, indices)
+    monkeypatch.setenv("GATHER_SCATTER_MEMORY_LIMIT", "1000")
+    assert gs.gather(data, indices).shape == (20,)
+
+
+def test_a_signature_the_checks_refuse_is_never_remembered():
+    before = dict(ops._ACCEPTED)
+    for _ in range(2):
+        with pytest.raises(gs.InvalidAttributeError):
+            gs.gather(np.zeros(3), np.array(0), axis=1)
+        with pytest.raises(gs.DTypeError):
+            gs.gather(np.zeros(3), np.array(0.0))
+    assert {k: v for k, v in ops._ACCEPTED.items() if k not in before} == {}
+
+
+def test_strings_and_bool_axis_keep_the_kernels_path():
+    words = np.array(["a", "bc", "d"])
+    for _ in range(2):
+        assert gs.gather(words, np.array([2, 0])).tolist() == ["d", "a"]
+        assert gs.gather(words, np.array([2, 0])).dtype == object
+    gs.gather(np.zeros((2, 2)), np.array(0), 1)
+    with pytest.raises(gs.GatherScatterError):
+        gs.gather(np.zeros((2, 2)), np.array(0), True)
