@@ -29,7 +29,9 @@ def check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str,
         )
     missing = [name for name in declared if name not in inputs and name not in initializers]
     if missing:
-        raise ModelInputError(f"model input {missing[0]!r} is missing (inputs: {', '.join(declared)})", input=missing[0])
+        raise ModelInputError(
+            f"model input {missing[0]!r} is missing (inputs: {', '.join(declared)})", input=missing[0]
+        )
     return {name: _feed(name, (), value, declared[name].type) for name, value in inputs.items()}
 
 
