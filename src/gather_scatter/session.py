@@ -37,7 +37,8 @@ class NodeArg:
         ``'seq(tensor(int64))'``, ``'optional(tensor(float))'``.
     shape : list of (int, str or None), or None
         A tensor's dims: an int where fixed, the symbol (``'batch'``) where named, None where
-        neither; None for an unknown rank or a value that is not a tensor.
+        neither; None for an unknown rank or a value that is not a tensor (where
+        onnxruntime gives ``[]``, which also describes a rank-0 tensor).
     """
 
     name: str
