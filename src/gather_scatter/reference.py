@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import onnx
 from onnx.reference import ReferenceEvaluator
-from onnx.reference.op_run import OpRun
+from onnx.reference.op_run import OpFunction, OpRun
 
 from . import _memory, _model_check, _model_memory
 from ._dispatch import node_attributes, resolve_node, run_version
@@ -313,6 +313,26 @@ def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | 
     return named_run
 
 
+def _direct(node: OpRun) -> Callable[..., tuple[Any, ...]] | None:
+    """onnx.reference's ``node.run`` without ``OpRun.run``'s per-call work where none of it
+    applies to the node (its class keeps OpRun's run; no context, subgraph, linked attribute
+    or function body): the attributes read once at load, the outputs checked as ``OpRun.run``
+    checks them. None for any other node. An error from the operator comes out unwrapped,
+    which :func:`_named` names as it names the wrapped one."""
+    plain = type(node).run is OpRun.run and not isinstance(node, OpFunction)
+    if not plain or node.need_context() or node.has_subgraph or node.has_linked_attribute:
+        return None
+    if not all(hasattr(node, name) for name in node.attributes_names_):
+        return None  # OpRun.run's NameError, at run as before
+    attrs = {name: getattr(node, name) for name in node.attributes_names_}
+    run, fix = node._run, node._check_and_fix_outputs
+
+    def direct(*args: Any) -> tuple[Any, ...]:
+        return fix(run(*args, **attrs))
+
+    return direct
+
+
 class Evaluator(ReferenceEvaluator):
     """``onnx.reference.ReferenceEvaluator`` with this library's kernels for every operator of
     the family, everywhere: the main graph, subgraphs (If, Loop, Scan) and model-local
@@ -419,7 +439,7 @@ class Evaluator(ReferenceEvaluator):
             if isinstance(node, _Node):
                 node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()
             else:
-                node.run = _named(node, node.run, sizes, self._guard)
+                node.run = _named(node, _direct(node) or node.run, sizes, self._guard)
         # What run(output_names, feeds) calls, in order: a model's nodes only (a function's or
         # subgraph's evaluator is run with attributes or a context, by ReferenceEvaluator.run).
         self._steps = None
