@@ -1,6 +1,6 @@
 """A reused ``gather_scatter.Session`` against a reused plain ``onnx.reference.ReferenceEvaluator``.
 
-    python benchmarks/bench_session.py [--rounds N] [--per-round M]
+    python benchmarks/bench_session.py [MODEL ...] [--rounds N] [--per-round M]
 
 Models: a one-Gather model (a 3-element int64 vector at a 0-d index, built with onnx.helper)
 and every ``*.onnx`` in ``tests/data`` and ``src/gather_scatter/data`` with its
@@ -104,6 +104,7 @@ def _pair(mine: float, plain: float | None) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="MODEL", help="only these models (default: all)")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
     parser.add_argument("--per-round", type=int, default=0,
                         help="runs per round and engine (default: about 20 ms of runs)")
@@ -111,6 +112,8 @@ def main(argv: list[str]) -> int:
     print(f"{'':<18} {'whole model, per run':^38} {'its indexing nodes, summed':^38}")
     print(f"{'model':<18} {'ours':>11} {'onnx.ref':>11} {'ratio':>7}     {'ours':>11} {'onnx.ref':>11} {'ratio':>7}")
     for name, model, feeds in models():
+        if args.names and name not in args.names:
+            continue
         session, mine = ours(model)
         try:
             reference = ReferenceEvaluator(model)
