@@ -1,4 +1,5 @@
-"""``benchmarks/bench_ops.py --quick`` runs and writes every case with sane fields (no timing asserts)."""
+"""``benchmarks/bench_ops.py --quick`` runs and writes every case with sane fields, and
+``benchmarks/bench_sizes.py --quick`` prints its table and writes its plot (no timing asserts)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {
@@ -45,3 +48,16 @@ def test_quick_benchmark_writes_every_case(tmp_path):
     assert rows["tensor_scatter_decode_inplace"]["inplace_matches_copy"] is True
     assert all(rows[name]["ort_correct"] for name in CASES if name.startswith(("gather_elements", "tensor_scatter")))
     assert "ours/ort" in proc.stdout
+
+
+def test_quick_size_sweep_prints_its_table_and_writes_the_plot(tmp_path):
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[bench]')")
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install 'gather_scatter[bench]')")
+    path = tmp_path / "sizes.png"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_sizes.py"), "--quick", "--plot", str(path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| case | size | ours µs | NumPy µs | ORT µs | ours / ORT |" in proc.stdout
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
