@@ -248,6 +248,22 @@ def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
         yield from of_nodes(function.node)
 
 
+def external_data_loaded(model: onnx.ModelProto) -> None:
+    """ModelInputError for a tensor whose external data was not loaded (``onnx.load(path,
+    load_external_data=False)``), which onnx.reference would refuse with a bare RuntimeError. Run
+    whether or not the model is checked: an evaluator cannot do without the data."""
+    for tensor in _all_tensors(model):
+        if onnx.external_data_helper.uses_external_data(tensor):
+            location = onnx.external_data_helper.ExternalDataInfo(tensor).location
+            raise ModelInputError(
+                f"tensor {tensor.name!r} is stored as external data ({location!r}) that was not loaded (the model "
+                "was read with load_external_data=False): load it with onnx.load(path) (load_external_data=True, "
+                "the default), or call onnx.external_data_helper.load_external_data_for_model(model, base_dir) "
+                "with the folder of the .onnx file, or pass the model's path instead",
+                input=tensor.name, value=location,
+            )
+
+
 def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     def of_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
         yield from graph.initializer

@@ -38,10 +38,9 @@ gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11
 
 from __future__ import annotations
 
-import itertools
 import os
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import onnx
 from onnx.reference import ReferenceEvaluator
@@ -49,7 +48,7 @@ from onnx.reference.op_run import OpFunction, OpRun
 
 from . import _memory, _model_check, _model_memory
 from ._dispatch import node_attributes, resolve_node, run_version
-from .errors import GatherScatterError, ModelInputError, NodeError, node_label
+from .errors import GatherScatterError, NodeError, node_label
 
 __all__ = [
     "NEW_OPS",
@@ -236,38 +235,6 @@ _ENCLOSING_OPS: ContextVar[tuple[type[OpRun], ...]] = ContextVar("_ENCLOSING_OPS
 _STRICT: ContextVar[bool] = ContextVar("_STRICT", default=True)
 
 
-def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """The tensors stored in a graph: initializers and attribute values, subgraphs included."""
-    yield from graph.initializer
-    for node in graph.node:
-        yield from _attribute_tensors(node)
-
-
-def _attribute_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
-    for attr in node.attribute:
-        if attr.HasField("t"):
-            yield attr.t
-        yield from attr.tensors
-        for graph in [attr.g, *attr.graphs]:
-            yield from _tensors(graph)
-
-
-def _check_external_data(model: onnx.ModelProto) -> None:
-    """ModelInputError for a tensor whose external data was not loaded (``onnx.load(path,
-    load_external_data=False)``), which onnx.reference would refuse with a bare RuntimeError."""
-    functions = (t for f in model.functions for node in f.node for t in _attribute_tensors(node))
-    for tensor in itertools.chain(_tensors(model.graph), functions):
-        if onnx.external_data_helper.uses_external_data(tensor):
-            location = onnx.external_data_helper.ExternalDataInfo(tensor).location
-            raise ModelInputError(
-                f"tensor {tensor.name!r} is stored as external data ({location!r}) that was not loaded (the model "
-                "was read with load_external_data=False): load it with onnx.load(path) (load_external_data=True, "
-                "the default), or call onnx.external_data_helper.load_external_data_for_model(model, base_dir) "
-                "with the folder of the .onnx file, or pass the model's path instead",
-                input=tensor.name, value=location,
-            )
-
-
 def _origin(exc: BaseException) -> BaseException:
     """The exception a node raised, out of the TypeErrors that ``OpRun.run`` wraps around a
     TypeError or AttributeError from ``_run`` (one per enclosing node)."""
@@ -400,7 +367,7 @@ class Evaluator(ReferenceEvaluator):
         elif isinstance(proto, bytes):
             proto = onnx.load_model_from_string(proto)
         if isinstance(proto, onnx.ModelProto):
-            _check_external_data(proto)
+            _model_check.external_data_loaded(proto)
             if check:
                 _model_check.check_model(proto, path=path)
         if isinstance(proto, (onnx.ModelProto, onnx.FunctionProto)):

@@ -20,7 +20,7 @@ import onnx
 from . import _model_check
 from ._feeds import FeedPlan, check_inputs, type_str
 from .errors import ModelInputError
-from .reference import Evaluator, _check_external_data
+from .reference import Evaluator
 
 __all__ = ["NodeArg", "Session", "run_model"]
 
@@ -69,7 +69,7 @@ def _load(model: str | os.PathLike | bytes | onnx.ModelProto, check: bool) -> on
         # External data: read relative to the file, not the cwd.
         path, model = model, _model_check.load_model(model) if check else onnx.load(os.fspath(model))
     if check:
-        _check_external_data(model)
+        _model_check.external_data_loaded(model)
         _model_check.check_model(model, path=path)
     return model
 
