@@ -85,6 +85,7 @@ def onnxruntime_call(op: str, attrs: dict, inputs: list[np.ndarray]):
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # TensorScatter warns at every run that it copies past_cache
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 - an op onnxruntime lacks (TensorScatter before 1.23)

@@ -23,13 +23,16 @@ import numpy as np
 
 from . import _memory
 from ._types import ArrayT, NDArray, NumPyInput, ReductionName
-from ._versions import GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER, OpVersion
+from ._versions import (
+    GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER, Mode, OpVersion, Reduction,
+)
 from .backends import backend_for
 from .kernels import elements as _elements
 from .kernels import gather as _gather
 from .kernels import gather_nd as _gather_nd
 from .kernels import scatter_nd as _scatter_nd
 from .kernels import tensor_scatter as _tensor_scatter
+from .kernels._writes import UFUNCS, assign_last_wins
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "tensor_scatter"]
 
@@ -72,8 +75,8 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
         key = (id(spec), data.dtype, indices.dtype, data.ndim, indices.ndim, axis)
         ax = _ACCEPTED.get(key)
         if ax is not None:
-            n = data.shape[ax]
-            if n and _small(data.nbytes // n * indices.size):
+            # data of no elements: NumPy would skip the bounds check that an empty output still needs
+            if data.size and _small(data.nbytes // data.shape[ax] * indices.size):
                 try:
                     result = data.take(indices, ax)  # mode 'raise': Gather's bounds, negatives included
                 except IndexError:
@@ -96,8 +99,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any
         key = (id(spec), data.dtype, indices.dtype, data.ndim, indices.ndim, indices.shape[-1:], batch_dims)
         k = _ACCEPTED.get(key)
         if k is not None:
-            n = _size(data.shape[:k])
-            if n and _small(data.nbytes // n * (indices.size // k)):
+            if data.size and _small(data.nbytes // _size(data.shape[:k]) * (indices.size // k)):
                 try:  # NumPy's own checked indexing (negatives from the end), its index tuples spelled out
                     result = data.take(indices[..., 0], 0) if k == 1 else data[tuple(indices[..., j] for j in range(k))]
                 except IndexError:
@@ -115,7 +117,51 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any
     return _gather_nd.run_gather_nd(spec, data, indices, batch_dims, out)
 
 
+def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> None:
+    """The kernels' own writes, in row-major order of the updates: last wins, or ufunc.at."""
+    if reduction is Reduction.NONE:
+        assign_last_wins(target, offsets, values)
+    else:
+        with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
+            UFUNCS[reduction].at(target, offsets, values)
+
+
+def _elements_plan(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int) -> tuple:
+    """GatherElements/ScatterElements of these shapes: (ax, ramp, base, stride) with which the
+    flat offset of element ``p`` of ``indices`` is ``base[p] + ramp.take(indices[p]) * stride``
+    (``ramp.take`` checks the bounds and counts negatives from the end, as the ops do)."""
+    grid = list(np.indices(indices_shape, sparse=True))
+    grid[ax] = np.zeros_like(grid[ax])
+    base = np.ravel_multi_index(tuple(grid), data_shape) if indices_shape else np.zeros((), np.intp)
+    return ax, np.arange(data_shape[ax]), np.ascontiguousarray(np.broadcast_to(base, indices_shape)), \
+        _size(data_shape[ax + 1 :])
+
+
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> Any:
+    if (out is None and type(data) is _ndarray and type(indices) is _ndarray and type(updates) is _ndarray
+            and type(reduction) is str):
+        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape, reduction)
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            table, parsed = accepted
+            if _small(data.nbytes):
+                k = table.ndim
+                try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
+                    offsets = table[tuple(indices[..., j] for j in range(k))].reshape(-1)
+                except IndexError:
+                    pass
+                else:
+                    output = data.copy()
+                    target = output.reshape(table.size, -1)
+                    _scatter(target, offsets, updates.reshape(offsets.size, target.shape[1]), parsed)
+                    return output
+        else:
+            result = _scatter_nd.run_scatter_nd(spec, data, indices, updates, reduction)
+            k = indices.shape[-1]  # k = 0, every tuple the whole of data: the kernel's path
+            if (data.dtype.kind in "biufc" and result.dtype == data.dtype and k and data.size
+                    and data.nbytes <= SMALL_BYTES):
+                _accept(key, (np.arange(_size(data.shape[:k])).reshape(data.shape[:k]), Reduction(reduction)))
+            return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
         return backend.scatter_nd(data, indices, updates, reduction, out)
@@ -127,19 +173,16 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> Any
         key = (id(spec), data.dtype, indices.dtype, data.shape, indices.shape, axis)
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
-            ax, window = accepted
-            if data.shape[ax] and _small(indices.size * data.itemsize):
-                try:  # the part of data that indices cover, then NumPy's own checked indexing
-                    return np.take_along_axis(data if window is None else data[window], indices, ax)
+            ax, ramp, base, stride = accepted
+            if _small(indices.size * data.itemsize):
+                try:  # flat offsets into data, NumPy's own checked indexing on the axis
+                    return data.reshape(-1).take(base + ramp.take(indices) * stride)
                 except IndexError:
                     pass
         else:
             result = _elements.run_gather_elements(spec, data, indices, axis)
-            if data.dtype.kind in "biufc":
-                ax = axis % data.ndim
-                cut = any(d != ax and m != n for d, (m, n) in enumerate(zip(indices.shape, data.shape)))
-                window = tuple(slice(None) if d == ax else slice(0, m) for d, m in enumerate(indices.shape))
-                _accept(key, (ax, window if cut else None))
+            if data.dtype.kind in "biufc" and data.shape[axis] and data.nbytes <= SMALL_BYTES:
+                _accept(key, _elements_plan(data.shape, indices.shape, axis % data.ndim))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices})
     if backend is not None:
@@ -148,6 +191,28 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> Any
 
 
 def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> Any:
+    if (out is None and type(data) is _ndarray and type(indices) is _ndarray and type(updates) is _ndarray
+            and type(axis) is int and type(reduction) is str):
+        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape, axis,
+               reduction)
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            (ax, ramp, base, stride), parsed = accepted
+            if _small(data.nbytes):
+                try:
+                    offsets = (base + ramp.take(indices) * stride).reshape(-1)
+                except IndexError:
+                    pass
+                else:
+                    output = data.copy()
+                    _scatter(output.reshape(-1), offsets, updates.reshape(-1), parsed)
+                    return output
+        else:
+            result = _elements.run_scatter_elements(spec, data, indices, updates, axis, reduction)
+            if (data.dtype.kind in "biufc" and result.dtype == data.dtype and data.shape[axis]
+                    and data.nbytes <= SMALL_BYTES):
+                _accept(key, (_elements_plan(data.shape, indices.shape, axis % data.ndim), Reduction(reduction)))
+            return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
         return backend.scatter_elements(data, indices, updates, axis, reduction, out)
@@ -156,6 +221,33 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
 
 def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
                        out=None) -> Any:
+    if (out is None and type(past_cache) is _ndarray and type(update) is _ndarray and type(axis) is int
+            and type(mode) is str and (write_indices is None or type(write_indices) is _ndarray)):
+        absent = write_indices is None
+        key = (id(spec), past_cache.dtype, update.dtype, past_cache.shape, update.shape, axis, mode,
+               None if absent else (write_indices.dtype, write_indices.shape))
+        plan = _ACCEPTED.get(key)
+        if plan is not None:
+            where, order, ramp, zeros, capacity, high = plan
+            if _small(past_cache.nbytes):
+                starts = zeros if absent else write_indices
+                listed = starts.tolist()
+                if min(listed) >= 0 and (high is None or max(listed) <= high):  # else the kernel's error
+                    output = past_cache.copy()
+                    # the kernel's NumPy write: positions (batch, length), the sequence axis beside batch
+                    output[where + ((ramp + starts[:, None]) % capacity,)] = update.transpose(order)
+                    return output
+        else:
+            result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode)
+            ax = axis % past_cache.ndim
+            if (past_cache.dtype.kind in "biufc" and result.dtype == past_cache.dtype and past_cache.shape[0]
+                    and ax and past_cache.nbytes <= SMALL_BYTES):
+                batch, capacity, length = past_cache.shape[0], past_cache.shape[ax], update.shape[ax]
+                where = (np.arange(batch)[:, None],) + (slice(None),) * (ax - 1)
+                order = (0, ax, *(d for d in range(1, update.ndim) if d != ax))
+                high = capacity - length if Mode.parse(spec, mode) is Mode.LINEAR else None
+                _accept(key, (where, order, np.arange(length), np.zeros(batch, np.int64), capacity, high))
+            return result
     backend = backend_for(spec, {"past_cache": past_cache, "update": update, "write_indices": write_indices})
     if backend is not None:
         return backend.tensor_scatter(past_cache, update, write_indices, axis, mode, out)
