@@ -119,7 +119,13 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any
 
 def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> None:
     """The kernels' own writes, in row-major order of the updates: last wins, or ufunc.at."""
-    if reduction is Reduction.NONE:
+    if reduction is Reduction.NONE and offsets.size <= 64:  # a few updates: the last of each, in Python
+        last = {offset: i for i, offset in enumerate(offsets.tolist())}
+        if len(last) < offsets.size:
+            keep = sorted(last.values())
+            offsets, values = offsets[keep], values[keep]
+        target[offsets] = values
+    elif reduction is Reduction.NONE:
         assign_last_wins(target, offsets, values)
     else:
         with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
