@@ -212,6 +212,21 @@ def resolve(op_type: str, opset: int, domain: str = "") -> OpVersion:
         Unknown domain or operator, an opset below the operator's first version, or an opset
         newer than the newest this table was checked against.
     """
+    if type(op_type) is str and type(opset) is int and type(domain) is str:
+        key = (op_type, opset, domain)
+        spec = _RESOLVED.get(key)
+        if spec is None:  # a refusal raises here, and is never remembered
+            spec = _RESOLVED[key] = _resolve(op_type, opset, domain)
+        return spec
+    return _resolve(op_type, opset, domain)
+
+
+# What resolve answered, by (op_type, opset, domain): a few hundred at most (the registry's
+# operators at the opsets it knows), so a node's version costs a dict lookup, not a scan.
+_RESOLVED: dict[tuple[str, int, str], OpVersion] = {}
+
+
+def _resolve(op_type: Any, opset: Any, domain: Any) -> OpVersion:
     domain = normalize_domain(domain)
     shown_domain = domain or "ai.onnx"
     if domain not in LATEST_OPSET:
