@@ -108,7 +108,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any
                     return result if type(result) is _ndarray else np.array(result, data.dtype)
         else:
             result = _gather_nd.run_gather_nd(spec, data, indices, batch_dims)
-            if data.dtype.kind in "biufc" and batch_dims == 0:
+            if data.dtype.kind in "biufc" and batch_dims == 0 and indices.shape[-1]:
                 _accept(key, indices.shape[-1])
             return result
     backend = backend_for(spec, {"data": data, "indices": indices})
