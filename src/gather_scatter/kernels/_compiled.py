@@ -1,5 +1,5 @@
 """Compiled loops for the element-wise family (GatherElements, ScatterElements, Scatter) and
-TensorScatter's row writes.
+TensorScatter's row writes and ScatterND's reductions on rows.
 
 Their work is one index per element, so NumPy's ``take_along_axis``/``ufunc.at`` spend
 most of their time building index tuples. These loops, compiled by numba (imported on first

@@ -152,3 +152,32 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
         at += u64(first) * n
         for i in range(u64(length - first) * n):
             dst[row + i] = values[at + i]
+
+
+@jit
+def reduce_rows(dst, offsets, src, width, op, jlo, jhi):
+    """ScatterND's reductions on whole slices: ``dst[offsets[i]] = f(dst[offsets[i]], src[i])``
+    for rows i in increasing order (row-major: duplicates in the spec's order), columns
+    ``[jlo, jhi)`` of each ``width``-element slice (a caller may split the columns); ``op``
+    is ADD, MUL, MAX or MIN. Offsets are already checked and non-negative."""
+    w = u64(width)
+    m = u64(jhi - jlo)
+    for i in range(offsets.size):
+        a = dst[u64(offsets[i]) * w + u64(jlo):]
+        b = src[u64(i) * w + u64(jlo):]
+        if op == ADD:
+            for j in range(m):
+                a[j] = a[j] + b[j]
+        elif op == MUL:
+            for j in range(m):
+                a[j] = a[j] * b[j]
+        elif op == MAX:  # np.maximum: a NaN in a wins, a tie gives b
+            for j in range(m):
+                x = a[j]
+                y = b[j]
+                a[j] = x if (x > y or x != x) else y
+        else:
+            for j in range(m):
+                x = a[j]
+                y = b[j]
+                a[j] = x if (x < y or x != x) else y

@@ -10,7 +10,8 @@ from .._validate import as_array, native_indices, same_memory
 from .._versions import OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
-    UFUNCS, assign_last_wins, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
+    UFUNCS, assign_last_wins, checked_target, last_of_duplicates, reduce_into, result_dtype, scatter_output,
+    strings_as_objects,
 )
 
 
@@ -59,6 +60,5 @@ def _write(output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updat
         values = updates.reshape(offsets.size)
     if reduction is Reduction.NONE:
         assign_last_wins(target, offsets, values)
-    else:  # ufunc.at applies updates one by one in row-major order: the spec's loop, bit for bit
-        with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
-            UFUNCS[reduction].at(target, offsets, values)
+    else:  # updates applied in row-major order: the spec's loop, bit for bit
+        reduce_into(target, offsets, values, reduction)

@@ -1,0 +1,86 @@
+"""ScatterND's reductions on whole slices (kernels._writes.reduce_into): the compiled row loop
+and NumPy's rounds give ufunc.at's bits (the spec's row-major loop) for every dtype, with and
+without duplicates, on one thread and on two with the columns split."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gather_scatter as gs
+from gather_scatter import _parallel
+from gather_scatter._versions import Reduction
+from gather_scatter.kernels import _compiled, _writes
+
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_, np.float16, ml_dtypes.bfloat16,
+          np.complex64, object]
+REDUCTIONS = [Reduction.ADD, Reduction.MUL, Reduction.MAX, Reduction.MIN]
+
+
+def _inputs(dtype, n_rows, n_updates, width, distinct, rng):
+    def draw(shape):
+        values = rng.standard_normal(shape) * 3
+        if dtype is object:
+            return values.astype(object)
+        if np.dtype(dtype).kind == "c":
+            return (values + 1j * rng.standard_normal(shape)).astype(dtype)
+        if np.dtype(dtype).kind in "iub":
+            return (values * 10).astype(np.int64).astype(dtype)
+        values[values > 4] = np.nan  # NaN in max/min: the first operand's or the update's
+        return values.astype(dtype)
+
+    offsets = rng.permutation(n_rows)[:n_updates] if distinct else rng.integers(0, n_rows, n_updates)
+    return draw((n_rows, width)), offsets.astype(np.int64), draw((n_updates, width))
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("distinct", [True, False], ids=["distinct", "duplicates"])
+@pytest.mark.parametrize("reduction", REDUCTIONS, ids=lambda r: r.value)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compiled, monkeypatch):
+    rng = np.random.default_rng(7)
+    data, offsets, values = _inputs(dtype, 40, 30 if distinct else 200, 17, distinct, rng)
+    expected = data.copy()
+    with np.errstate(all="ignore"):
+        _writes.UFUNCS[reduction].at(expected, offsets, values)
+    if not compiled:
+        monkeypatch.setattr(_compiled, "loops", lambda: None)
+    monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
+    before = gs.get_num_threads()
+    gs.set_num_threads(threads)
+    try:
+        actual = data.copy()
+        with np.errstate(all="ignore"):
+            _writes.reduce_into(actual, offsets, values, reduction)
+    finally:
+        gs.set_num_threads(before)
+    assert actual.tobytes() == expected.tobytes() if dtype is not object else (actual == expected).all()
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_reduce_into_few_updates(n):
+    data = np.arange(12.0).reshape(4, 3)
+    expected = data.copy()
+    offsets, values = np.array([2][:n], np.int64), np.ones((n, 3))
+    np.add.at(expected, offsets, values)
+    _writes.reduce_into(data, offsets, values, Reduction.ADD)
+    assert data.tobytes() == expected.tobytes()
+
+
+def test_copy_into_splits_only_big_copies(monkeypatch):
+    calls = []
+    real = _parallel.run
+    monkeypatch.setattr(_parallel, "run", lambda fn, chunks: calls.append(len(chunks)) or real(fn, chunks))
+    src = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: one copy on this thread
+    dst = np.empty_like(src)
+    _writes.copy_into(dst, src)
+    assert not calls and (dst == src).all()
+    monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)  # the tests' way to force a split
+    before = gs.get_num_threads()
+    gs.set_num_threads(2)
+    try:
+        dst[...] = 0
+        _writes.copy_into(dst, src)
+    finally:
+        gs.set_num_threads(before)
+    assert calls == [2] and (dst == src).all()
