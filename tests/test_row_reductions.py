@@ -84,3 +84,22 @@ def test_copy_into_splits_only_big_copies(monkeypatch):
     finally:
         gs.set_num_threads(before)
     assert calls == [2] and (dst == src).all()
+
+
+def test_a_cached_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch):
+    from gather_scatter import _memory
+    from gather_scatter.errors import OutputTooLargeError
+
+    data = np.zeros((512, 1024), np.float32)  # 2 MiB: a buffer-cache block
+    gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))  # its block goes back to the cache
+    queried = []
+    monkeypatch.setattr(_memory, "available_memory", lambda: queried.append(1) or 0)
+    result = gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))
+    assert not queried and result[1].all() and not result[0].any()
+    del result
+    previous = gs.set_memory_limit(1000)
+    try:
+        with pytest.raises(OutputTooLargeError):
+            gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))
+    finally:
+        gs.set_memory_limit(previous)

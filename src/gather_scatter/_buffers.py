@@ -24,7 +24,7 @@ import numpy as np
 
 from ._settings import checked
 
-__all__ = ["empty", "get_buffer_cache_size", "set_buffer_cache_size"]
+__all__ = ["empty", "get_buffer_cache_size", "reused", "set_buffer_cache_size"]
 
 _MIN_BYTES = 1 << 20  # smaller arrays come from malloc's own free lists: nothing to gain
 _GRAIN = 1 << 21  # block sizes round up to huge pages, so near sizes share blocks
@@ -86,10 +86,23 @@ def _evict() -> None:
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, from the cache when the array is big and holds no objects."""
+    array = reused(shape, dtype)
+    if array is not None:
+        return array
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < _MIN_BYTES or dtype.hasobject or _limit == 0:
         return np.empty(shape, dtype)
+    return _view(np.empty(-(-nbytes // _GRAIN) * _GRAIN, np.uint8), nbytes, shape, dtype)
+
+
+def reused(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    """An uninitialized array of ``shape`` and ``dtype`` on a cached block (memory already
+    mapped: it takes no new memory), or None where no cached block fits."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < _MIN_BYTES or dtype.hasobject or not _free:
+        return None
     size = -(-nbytes // _GRAIN) * _GRAIN
     global _free_bytes
     with _lock:
@@ -99,8 +112,10 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
             _free_bytes -= size
             if not blocks:
                 del _free[size]
-    if raw is None:
-        raw = np.empty(size, np.uint8)
+    return None if raw is None else _view(raw, nbytes, shape, dtype)
+
+
+def _view(raw: np.ndarray, nbytes: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.asarray(_Block(raw))[:nbytes].view(dtype).reshape(shape)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _parallel, _shapes
+from .. import _buffers, _memory, _parallel, _shapes
 from . import _compiled
 from .._validate import check_out
 from .._versions import OpVersion, Reduction
@@ -183,12 +183,23 @@ def last_of_duplicates(offsets: np.ndarray, n_slices: int) -> np.ndarray | None:
 
 def checked_target(spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, others: dict, in_place: bool,
                    data_name: str = "data") -> np.ndarray | None:
-    """A scatter's checks on where it will write: None for a fresh output (its size checked
-    against the memory limit now), else ``out`` checked (:func:`check_out`) against the inputs
-    it may not overlap: all of them but ``data`` itself when writing in place."""
+    """A scatter's checks on where it will write, returning the array to copy ``data`` into
+    (None: a fresh one, its size checked against the memory limit now), else ``out`` checked
+    (:func:`check_out`) against the inputs it may not overlap: all of them but ``data``
+    itself when writing in place.
+
+    A fresh output that the buffer cache holds already takes no new memory, so only a
+    configured limit can refuse it (the query of the memory available costs ~20 us, an
+    eighth of copying 4 MB): that cached array is returned, to be written like ``out``."""
     if out is None:
-        _shapes.check_output_bytes(spec, data.shape, dtype)
-        return None
+        output = _buffers.reused(data.shape, dtype)
+        if output is None:
+            _shapes.check_output_bytes(spec, data.shape, dtype)
+            return None
+        configured = _memory._configured()
+        _shapes.check_output_bytes(spec, data.shape, dtype,
+                                   limit=_memory.INT64_MAX if configured is None else configured)
+        return output
     return check_out(spec, out, data.shape, dtype, others if in_place else {data_name: data, **others})
 
 
