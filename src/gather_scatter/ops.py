@@ -41,6 +41,10 @@ _ndarray = np.ndarray
 # The largest output a fast call makes: one thread's work (_parallel.MIN_CHUNK_BYTES is 1 MiB),
 # and below _memory's floor, under which only a configured limit can refuse an output.
 SMALL_BYTES = 64 << 10
+# Gather's fast call is NumPy's own checked take, the kernel's copy without its steps: it serves
+# every output the kernel would make in one call from malloc (the arena and the memory query
+# start at 1 MiB), so a batch of 1,000 embedding rows (256 KiB) costs take's time plus a lookup.
+GATHER_BYTES = (1 << 20) - 1
 # Signatures whose static checks passed -> what the fast path needs (the normalized axis). A
 # version is its id: the OpVersions are the registry's, alive as long as the process.
 # Bounded: a process that makes endless new signatures starts it afresh.
@@ -61,10 +65,10 @@ def _size(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _small(nbytes: int) -> bool:
-    """Whether an output of ``nbytes`` may take the fast path (a configured memory limit still
-    refuses it on the kernel's path, with its error)."""
-    if nbytes > SMALL_BYTES:
+def _small(nbytes: int, most: int = SMALL_BYTES) -> bool:
+    """Whether an output of ``nbytes`` (at most ``most``) may take the fast path (a configured
+    memory limit still refuses it on the kernel's path, with its error)."""
+    if nbytes > most:
         return False
     limit = _memory._configured()
     return limit is None or nbytes <= limit
@@ -76,7 +80,7 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
         ax = _ACCEPTED.get(key)
         if ax is not None:
             # data of no elements: NumPy would skip the bounds check that an empty output still needs
-            if data.size and _small(data.nbytes // data.shape[ax] * indices.size):
+            if data.size and _small(data.nbytes // data.shape[ax] * indices.size, GATHER_BYTES):
                 try:
                     result = data.take(indices, ax)  # mode 'raise': Gather's bounds, negatives included
                 except IndexError:

@@ -92,6 +92,37 @@ def gather(data, indices, dst, shape, strides, axis, size, lo, hi):
 
 
 @jit
+def slice_numbers(rows, dims, per_batch, numbers, lo, hi):
+    """GatherND: ``numbers[r - lo]`` = the slice number of tuple ``r`` in ``[lo, hi)``, batch
+    ``r // per_batch`` and coordinates ``rows[r]`` (``rows``: the ``(N, k)`` tuples flattened,
+    component ``j`` in ``[-dims[j], dims[j]-1]``) into data viewed as ``(batches * prod(dims),
+    slice)``; returns the first tuple holding a bad component (stopping there), else -1. The
+    batch advances by a countdown, not a division per tuple."""
+    k = dims.size
+    cells = 1
+    for j in range(k):
+        cells *= dims[j]
+    batch = lo // per_batch
+    left = per_batch - (lo - batch * per_batch)
+    base = batch * cells
+    for r in range(lo, hi):
+        if left == 0:
+            left = per_batch
+            base += cells
+        left -= 1
+        t = 0
+        for j in range(k):
+            size = dims[j]
+            v = np.int64(rows[u64(r) * u64(k) + u64(j)])
+            v += (v >> 63) & size
+            if u64(v) >= u64(size):
+                return r
+            t = t * size + v
+        numbers[r - lo] = base + t
+    return -1
+
+
+@jit
 def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi):
     """``dst[target of e] = f(dst[target], src[e])`` for e in ``[lo, hi)`` with last coordinate
     in ``[jlo, jhi)``, in increasing ``e`` (row-major order); ``indices`` are already checked.

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _shapes
+from .. import _buffers, _parallel, _shapes
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import OpVersion
-from ._offsets import TakeInto, nd_offsets, slices_shape
+from . import _compiled
+from ._offsets import STEP, TakeInto, nd_offsets, slices_shape
 from ._writes import strings_as_objects
+from .gather import COPY_CHUNKS
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
@@ -44,5 +46,33 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     if src.dtype.hasobject:  # take on objects holds the GIL: offsets first, one take
         np.take(src, nd_offsets(spec, indices, dims, b, per_batch), 0, dst, "wrap")
         return result
+    loops = _compiled.loops() if b else None
+    if loops is not None:  # one compiled pass: each tuple read, checked and its slice copied
+        _take_tuples(loops, spec, src, rows, dst, indices, dims, b, per_batch)
+        return result
     nd_offsets(spec, indices, dims, b, per_batch, emit=TakeInto(src, dst), checked=out is not None)
     return result
+
+
+def _take_tuples(loops, spec: OpVersion, src: np.ndarray, rows: np.ndarray, dst: np.ndarray,
+                 indices: np.ndarray, dims: tuple[int, ...], b: int, per_batch: int) -> None:
+    """``dst[r] = src[batch of r, rows[r]]``: per step of STEP tuples, the compiled loop writes
+    their checked slice numbers (one pass over the indices, no temporaries), then one ``take``
+    copies the slices; a bad index raises with its position (a fresh output may then hold
+    partial results, a caller's buffer was checked before)."""
+    flat_rows, sizes = np.ascontiguousarray(rows).reshape(-1), np.array(dims, dtype=np.int64)
+
+    def work(lo: int, hi: int) -> int:
+        numbers = np.empty(min(STEP, hi - lo), dtype=np.intp)
+        for s in range(lo, hi, STEP):
+            e = min(hi, s + STEP)
+            bad = loops.slice_numbers(flat_rows, sizes, per_batch, numbers, s, e)
+            if bad >= 0:
+                return bad
+            np.take(src, numbers[: e - s], 0, dst[s:e], "wrap")
+        return -1
+
+    parts = min(_parallel.get_num_threads(), dst.nbytes // (COPY_CHUNKS * _parallel.MIN_CHUNK_BYTES))
+    if max(_parallel.run(work, _parallel.ranges(rows.shape[0], dst.nbytes, max(parts, 1)))) >= 0:
+        check_bounds(spec, indices, dims, np.arange(b, b + len(dims)))
+        raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover

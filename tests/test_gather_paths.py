@@ -1,0 +1,99 @@
+"""Gather's and GatherND's paths give the same bits: GatherND with batch_dims on numba's
+compiled slice numbers and on NumPy, Gather's fast call and its kernel, for every dtype,
+index dtype and thread count, with a bad index reported at its first position on each."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gather_scatter as gs
+from gather_scatter import _parallel, _versions, ops
+from gather_scatter.kernels import _compiled
+from gather_scatter.kernels import gather as gather_kernel
+
+DTYPES = (np.float32, np.float64, np.int8, np.int64, np.uint16, np.bool_, np.float16, ml_dtypes.bfloat16,
+          np.complex128)
+compiled = pytest.mark.skipif(_compiled.loops() is None, reason="numba is not installed: only the NumPy path runs")
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    """Chunks down to one byte of work, so that small cases really split on 1-3 threads."""
+    before = gs.get_num_threads()
+    monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
+    yield
+    gs.set_num_threads(before)
+
+
+def _batched(rng, dtype, index_dtype):
+    data = (rng.standard_normal((3, 4, 5, 6, 2)) * 4).astype(dtype)
+    indices = np.stack([rng.integers(-5, 5, (3, 4, 7)), rng.integers(-6, 6, (3, 4, 7))], axis=-1)
+    return data, indices.astype(index_dtype)
+
+
+def _expected(data, indices):
+    b0, b1 = np.ogrid[: data.shape[0], : data.shape[1]]
+    return data[b0[..., None], b1[..., None], indices[..., 0], indices[..., 1]]
+
+
+@compiled
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+def test_gather_nd_batch_dims_compiled_and_numpy_agree(split_everything, monkeypatch, dtype, index_dtype):
+    if index_dtype == np.int32 and dtype == ml_dtypes.bfloat16:
+        pytest.skip("com.microsoft GatherND (int32 indices) has no bfloat16")
+    data, indices = _batched(np.random.default_rng(3), dtype, index_dtype)
+    want = _expected(data, indices)
+    spec = ops.GATHER_ND if index_dtype == np.int64 else _versions.resolve("GatherND", 1, "com.microsoft")
+    for threads in (1, 2, 3):
+        gs.set_num_threads(threads)
+        got = ops.run_gather_nd(spec, data, indices, 2)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        with monkeypatch.context() as m:
+            m.setattr(_compiled, "_module", False)
+            assert ops.run_gather_nd(spec, data, indices, 2).tobytes() == want.tobytes()
+
+
+@compiled
+@pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 2, 3, 1), (2, 3, 6, 0)])
+def test_gather_nd_batch_dims_reports_the_first_bad_index(split_everything, where):
+    data, indices = _batched(np.random.default_rng(4), np.float32, np.int64)
+    indices[where] = 9
+    later = (2, 3, 6, 1) if where != (2, 3, 6, 0) else None
+    if later is not None:
+        indices[later] = -9
+    for threads in (1, 2, 3):
+        gs.set_num_threads(threads)
+        with pytest.raises(gs.IndexOutOfBoundsError) as info:
+            gs.gather_nd(data, indices, batch_dims=2)
+        assert info.value.position == where and info.value.value == 9
+        out = np.full((3, 4, 7, 2), -1.0, np.float32)
+        with pytest.raises(gs.IndexOutOfBoundsError):
+            gs.gather_nd(data, indices, batch_dims=2, out=out)
+        assert (out == -1).all()  # nothing written to a caller's buffer
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_gather_rows_split_or_not_give_the_same_bits(split_everything, threads):
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((50, 3, 8)).astype(np.float32)
+    gs.set_num_threads(threads)
+    for axis, n in ((0, 40), (1, 3), (2, 11)):
+        idx = rng.integers(-table.shape[axis], table.shape[axis], n)
+        assert gather_kernel.run_gather(ops.GATHER, table, idx, axis).tobytes() == np.take(table, idx, axis).tobytes()
+
+
+def test_gather_fast_call_up_to_one_mib_matches_the_kernel():
+    rng = np.random.default_rng(6)
+    table = rng.standard_normal((5000, 64)).astype(np.float32)
+    idx = rng.integers(-5000, 5000, 4000)  # 1,024,000 bytes of output: just under 1 MiB
+    first = gs.gather(table, idx)  # the signature's first call: the kernel
+    again = gs.gather(table, idx)  # then the fast call
+    assert again.tobytes() == first.tobytes() == np.take(table, idx, 0).tobytes()
+    bad = idx.copy()
+    bad[[17, 3000]] = [5000, -5001]
+    with pytest.raises(gs.IndexOutOfBoundsError) as info:
+        gs.gather(table, bad)
+    assert info.value.position == (17,) and info.value.value == 5000
