@@ -97,3 +97,28 @@ def test_gather_fast_call_up_to_one_mib_matches_the_kernel():
     with pytest.raises(gs.IndexOutOfBoundsError) as info:
         gs.gather(table, bad)
     assert info.value.position == (17,) and info.value.value == 5000
+
+
+@pytest.mark.parametrize("call", [
+    lambda data: gs.gather(data, np.arange(512)),
+    lambda data: gs.gather_nd(data.reshape(512, 1, 1024), np.zeros((512, 1, 1), np.int64), batch_dims=1),
+    lambda data: gs.gather_elements(data, np.zeros((512, 1024), np.int64), axis=1),
+], ids=["gather", "gather_nd", "gather_elements"])
+def test_a_cached_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch, call):
+    from gather_scatter import _memory
+    from gather_scatter.errors import OutputTooLargeError
+
+    data = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)  # outputs of 2 MiB: cache blocks
+    first = call(data)
+    del first  # its block goes back to the cache
+    queried = []
+    monkeypatch.setattr(_memory, "available_memory", lambda: queried.append(1) or 0)
+    result = call(data)
+    assert not queried and result.nbytes == 2 << 20
+    del result
+    previous = gs.set_memory_limit(1000)
+    try:
+        with pytest.raises(OutputTooLargeError):
+            call(data)
+    finally:
+        gs.set_memory_limit(previous)

@@ -18,6 +18,7 @@ from . import _compiled
 from ._writes import (
     UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
 )
+from .gather import cached_output
 
 _OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.ADD, Reduction.MUL: _compiled.MUL,
         Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
@@ -51,8 +52,8 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     indices, size, data = native_indices(indices), data.shape[ax], strings_as_objects(data)
     dtype = data.dtype
     if out is None:
-        _shapes.check_output_bytes(spec, out_shape, dtype)
-        result = _buffers.empty(out_shape, dtype)
+        result = cached_output(spec, out_shape, dtype)
+        result = _buffers.empty(out_shape, dtype) if result is None else result
     else:  # a caller's buffer (any layout): every index is checked before the first write
         result = check_out(spec, out, out_shape, dtype, {"data": data, "indices": indices})
         check_bounds(spec, indices, size, ax)

@@ -11,7 +11,7 @@ from .._versions import OpVersion
 from . import _compiled
 from ._offsets import STEP, TakeInto, nd_offsets, slices_shape
 from ._writes import strings_as_objects
-from .gather import COPY_CHUNKS
+from .gather import COPY_CHUNKS, cached_output
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
@@ -22,8 +22,9 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     indices, data = native_indices(indices), strings_as_objects(data)
     dims = data.shape[b : b + k]
     rows = indices.reshape(slices_shape(indices.shape, indices.ndim - 1))
+    result = None
     if out is None:
-        _shapes.check_output_bytes(spec, out_shape, data.dtype)
+        result = cached_output(spec, out_shape, data.dtype)
     else:  # a caller's buffer: every index is checked before the first write
         target = check_out(spec, out, out_shape, data.dtype, {"data": data, "indices": indices})
         if not target.flags.c_contiguous:  # a strided view: compute (every check), then write through it
@@ -31,7 +32,8 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
             return out
         out = target
         check_bounds(spec, indices, dims, np.arange(b, b + k))
-    result = _buffers.empty(out_shape, data.dtype) if out is None else out
+    if result is None:
+        result = _buffers.empty(out_shape, data.dtype) if out is None else out
     slice_size = _shapes.size(data.shape[b + k :])
     if result.size == 0:  # nothing to move, but bad indices are still errors
         check_bounds(spec, indices, dims, np.arange(b, b + k))
