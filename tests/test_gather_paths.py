@@ -122,3 +122,26 @@ def test_a_cached_output_skips_the_memory_query_but_not_a_configured_limit(monke
             call(data)
     finally:
         gs.set_memory_limit(previous)
+
+
+@compiled
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+def test_gather_elements_last_axis_rows_compiled_and_numpy_agree(split_everything, monkeypatch, dtype, index_dtype):
+    rng = np.random.default_rng(7)
+    data = (rng.standard_normal((6, 5, 40)) * 4).astype(dtype)
+    indices = rng.integers(-40, 40, (6, 5, 23)).astype(index_dtype)
+    want = np.take_along_axis(data, indices.astype(np.int64) % 40, 2)
+    for threads in (1, 2, 3):
+        gs.set_num_threads(threads)
+        assert gs.gather_elements(data, indices, axis=-1).tobytes() == want.tobytes()
+        with monkeypatch.context() as m:
+            m.setattr(_compiled, "_module", False)
+            assert gs.gather_elements(data, indices, axis=2).tobytes() == want.tobytes()
+    bad = indices.copy()
+    bad[4, 2, 9], bad[5, 0, 0] = 40, -41
+    for threads in (1, 2, 3):
+        gs.set_num_threads(threads)
+        with pytest.raises(gs.IndexOutOfBoundsError) as info:
+            gs.gather_elements(data, bad, axis=2)
+        assert info.value.position == (4, 2, 9) and info.value.value == 40

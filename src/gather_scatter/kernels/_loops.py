@@ -7,6 +7,9 @@ numba then skips its negative-index wraparound on every access (2.5x on a gather
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from ._compiled import ADD, MAX, MUL, NONE  # and MIN: the last branch
 
@@ -119,6 +122,50 @@ def slice_numbers(rows, dims, per_batch, numbers, lo, hi):
                 return r
             t = t * size + v
         numbers[r - lo] = base + t
+    return -1
+
+
+@intrinsic
+def _prefetch(typingctx, array, at):
+    """Ask for the cache line holding ``array[at]`` (LLVM's prefetch: a hint, never a fault)."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        byte, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]))
+        builder.call(fn, [builder.bitcast(builder.gep(data, [args[1]]), byte), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(array, types.uint64), codegen
+
+
+LINE = 64  # bytes per cache line: the prefetch stride
+
+
+@jit
+def gather_last(data, indices, dst, size, n, lo, hi):
+    """GatherElements on the last axis, indices of data's shape but the last dim (``n``):
+    output rows ``[lo, hi)``, ``dst[r, j] = data[r, indices[r, j]]``; returns the first flat
+    position whose index is outside ``[-size, size-1]`` (stopping there), else -1.
+
+    The loads inside a row are random, so the hardware's prefetcher cannot see them coming: the
+    next row of data is prefetched while this one is gathered (2M float32 from 4096 x 1024:
+    4.0 -> 2.5 ms on one thread)."""
+    usize = u64(size)
+    un = u64(n)
+    end = u64(hi) * usize
+    stride = u64(max(1, LINE // data.itemsize))
+    for r in range(lo, hi):
+        base = u64(r) * usize
+        ahead = base + usize
+        if ahead < end:
+            for p in range(u64(0), usize, stride):
+                _prefetch(data, ahead + p)
+        at = u64(r) * un
+        for j in range(un):
+            v = np.int64(indices[at + j])
+            v += (v >> 63) & size
+            if u64(v) >= usize:
+                return np.int64(at + j)
+            dst[at + j] = data[base + u64(v)]
     return -1
 
 

@@ -62,8 +62,14 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
         src, dst = bits(data), bits(result)
         flat = np.ascontiguousarray(indices).reshape(-1)
         shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(data.shape)
-        chunks = _parallel.ranges(flat.size, flat.size * (flat.itemsize + data.itemsize))
-        bad = _parallel.run(lambda lo, hi: loops.gather(src, flat, dst, shape, strides, ax, size, lo, hi), chunks)
+        work = flat.size * (flat.itemsize + data.itemsize)
+        if ax == data.ndim - 1 and indices.shape[:-1] == data.shape[:-1]:  # whole rows: prefetched
+            n, rows = indices.shape[-1], _shapes.size(indices.shape[:-1])
+            bad = _parallel.run(lambda lo, hi: loops.gather_last(src, flat, dst, size, n, lo, hi),
+                                _parallel.ranges(rows, work))
+        else:
+            bad = _parallel.run(lambda lo, hi: loops.gather(src, flat, dst, shape, strides, ax, size, lo, hi),
+                                _parallel.ranges(flat.size, work))
         if max(bad) >= 0:
             check_bounds(spec, indices, size, ax)
             raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
