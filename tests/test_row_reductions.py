@@ -32,12 +32,13 @@ def _inputs(dtype, n_rows, n_updates, width, distinct, rng):
     return draw((n_rows, width)), offsets.astype(np.int64), draw((n_updates, width))
 
 
+@pytest.mark.parametrize("strided", [False, True], ids=["rows", "strided"])
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("distinct", [True, False], ids=["distinct", "duplicates"])
 @pytest.mark.parametrize("reduction", REDUCTIONS, ids=lambda r: r.value)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compiled, monkeypatch):
+def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compiled, strided, monkeypatch):
     rng = np.random.default_rng(7)
     data, offsets, values = _inputs(dtype, 40, 30 if distinct else 200, 17, distinct, rng)
     expected = data.copy()
@@ -49,9 +50,15 @@ def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compi
     before = gs.get_num_threads()
     gs.set_num_threads(threads)
     try:
-        actual = data.copy()
-        with np.errstate(all="ignore"):
-            _writes.reduce_into(actual, offsets, values, reduction)
+        if strided:  # a view with a gap between rows, addressed as (4, 10) blocks of rows
+            actual = np.zeros((40, 2, 17), dtype)[:, 0]
+            actual[...] = data
+            with np.errstate(all="ignore"):
+                _writes.reduce_into(actual.reshape(4, 10, 17), offsets, values, reduction, (4, 10))
+        else:
+            actual = data.copy()
+            with np.errstate(all="ignore"):
+                _writes.reduce_into(actual, offsets, values, reduction)
     finally:
         gs.set_num_threads(before)
     assert actual.tobytes() == expected.tobytes() if dtype is not object else (actual == expected).all()

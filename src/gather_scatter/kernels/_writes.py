@@ -65,26 +65,31 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     _parallel.run(lambda lo, hi: np.copyto(flat_dst[lo:hi], flat_src[lo:hi]), chunks)
 
 
-def reduce_into(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> None:
+def reduce_into(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction,
+                dims: tuple[int, ...] | None = None) -> None:
     """``target[offsets[i]] = f(target[offsets[i]], values[i])`` in order of ``i`` (the spec's
-    loop), ``f`` the reduction's ufunc; ``target`` holds one slice per row (1-D: one element).
+    loop), ``f`` the reduction's ufunc; ``target`` holds one slice per row (1-D: one element),
+    or, given ``dims``, one per flat offset into its first ``len(dims)`` axes (any layout).
 
-    Elements (and complex numbers) go through ``ufunc.at``. Whole slices go through the ufunc itself,
+    Elements (and complex numbers) go through ``ufunc.at``. Whole slices of a C-contiguous
+    target go through a compiled row loop where numba is here, else through the ufunc itself,
     vectorized, in rounds: round ``r`` takes the ``r``-th update of every destination, so each
     round writes distinct rows and every element sees its updates in row-major order, bit for
     bit what ``ufunc.at`` computes (``ufunc.at`` on rows costs ~12 us per 1000-float row).
     Distinct destinations are a single round.
     """
     ufunc = UFUNCS[reduction]
+    lead = 1 if dims is None else len(dims)
+    at = (lambda rows: rows) if dims is None else (lambda rows: np.unravel_index(rows, dims))
     with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
         # Complex products differ in the last bit between NumPy's vector loop and its scalar one.
-        if target.ndim == 1 or target.dtype.kind == "c":
-            ufunc.at(target, offsets, values)
+        if target.ndim == lead or target.dtype.kind == "c":
+            ufunc.at(target, at(offsets), values)
             return
-        if _reduce_rows_compiled(target, offsets, values, reduction):
+        if dims is None and _reduce_rows_compiled(target, offsets, values, reduction):
             return
         for where in _rounds(offsets):
-            rows = offsets if where is None else offsets[where]
+            rows = at(offsets if where is None else offsets[where])
             target[rows] = ufunc(target[rows], values if where is None else values[where])
 
 

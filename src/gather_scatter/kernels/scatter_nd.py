@@ -10,7 +10,7 @@ from .._validate import as_array, native_indices, same_memory
 from .._versions import OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
-    UFUNCS, assign_last_wins, checked_target, last_of_duplicates, reduce_into, result_dtype, scatter_output,
+    assign_last_wins, checked_target, last_of_duplicates, reduce_into, result_dtype, scatter_output,
     strings_as_objects,
 )
 
@@ -48,8 +48,7 @@ def _write(output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updat
                 offsets, values = offsets[winners], values[winners]
             output[np.unravel_index(offsets, dims)] = values
         else:
-            with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
-                UFUNCS[reduction].at(output, np.unravel_index(offsets, dims), values)
+            reduce_into(output, offsets, values, reduction, dims)
         return
     n_slices = _shapes.size(dims)
     if slice_shape and _shapes.size(slice_shape) != 1:
