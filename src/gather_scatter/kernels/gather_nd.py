@@ -59,10 +59,14 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
 def _take_tuples(loops, spec: OpVersion, src: np.ndarray, rows: np.ndarray, dst: np.ndarray,
                  indices: np.ndarray, dims: tuple[int, ...], b: int, per_batch: int) -> None:
     """``dst[r] = src[batch of r, rows[r]]``: per step of STEP tuples, the compiled loop writes
-    their checked slice numbers (one pass over the indices, no temporaries), then one ``take``
-    copies the slices; a bad index raises with its position (a fresh output may then hold
-    partial results, a caller's buffer was checked before)."""
+    their checked slice numbers (one pass over the indices, no temporaries), then the slices
+    are copied, prefetched ahead, in units as wide as a slice's bytes allow; a bad index raises
+    with its position (a fresh output may then hold partial results, a caller's buffer was
+    checked before)."""
     flat_rows, sizes = np.ascontiguousarray(rows).reshape(-1), np.array(dims, dtype=np.int64)
+    width = next(w for w in (8, 4, 2, 1) if dst.shape[1] * dst.itemsize % w == 0)
+    block = dst.shape[1] * dst.itemsize // width
+    units, out_units = src.reshape(-1).view(f"u{width}"), dst.reshape(-1).view(f"u{width}")
 
     def work(lo: int, hi: int) -> int:
         numbers = np.empty(min(STEP, hi - lo), dtype=np.intp)
@@ -71,7 +75,7 @@ def _take_tuples(loops, spec: OpVersion, src: np.ndarray, rows: np.ndarray, dst:
             bad = loops.slice_numbers(flat_rows, sizes, per_batch, numbers, s, e)
             if bad >= 0:
                 return bad
-            np.take(src, numbers[: e - s], 0, dst[s:e], "wrap")
+            loops.copy_slices(units, numbers, e - s, out_units, s, block)
         return -1
 
     parts = min(_parallel.get_num_threads(), dst.nbytes // (COPY_CHUNKS * _parallel.MIN_CHUNK_BYTES))
