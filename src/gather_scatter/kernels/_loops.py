@@ -236,19 +236,24 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
 
 
 @jit
-def write_rows(dst, values, starts, heads, capacity, length, inner, lo, hi):
+def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, lo, hi):
     """TensorScatter, cache rows ``[lo, hi)`` (a row: one batch entry and one index of the dims
     between batch and the sequence axis; ``capacity * inner`` elements). Row r of batch b takes
     the update's row r at position ``starts[b]``: ``first = min(length, capacity - start)``
-    positions there, the rest (a circular write that wraps) from position 0. The rest of the
-    row is the caller's (``past`` copied in first: a plain copy runs at memcpy speed, four
-    times this loop's element copy of what the update leaves)."""
+    positions there, the rest (a circular write that wraps) from position 0. With ``copy``, the
+    rest of the row comes from ``past``: only what the update leaves, row by row, so each row is
+    read and written once."""
     n = u64(inner)
     for r in range(lo, hi):
         start = starts[r // heads]
         first = min(length, capacity - start)
         row = u64(r) * u64(capacity) * n
         at = u64(r) * u64(length) * n  # the update's row r
+        if copy:  # past outside the update: [end of the wrapped part, start), [start + first, capacity)
+            for a, b in ((row + u64(length - first) * n, row + u64(start) * n),
+                         (row + u64(start + first) * n, row + u64(capacity) * n)):
+                for i in range(a, b):
+                    dst[i] = past[i]
         d = row + u64(start) * n
         for i in range(u64(first) * n):
             dst[d + i] = values[at + i]

@@ -2,9 +2,9 @@
 
 The update is a block of ``sequence_length`` positions per (batch, head...) row of the cache;
 each row's positions start at ``write_indices[batch]`` (wrapping modulo
-``max_sequence_length`` in 'circular' mode). The kernel copies the cache into the output at
-memcpy speed (unless in place), then writes the update's positions: a compiled loop per range
-of rows on the thread pool, else one NumPy fancy assignment. Elements are moved as raw bits, so every
+``max_sequence_length`` in 'circular' mode). The kernel computes one flat row offset per
+(row, position) and copies whole ``R``-element slices (the dims after the sequence axis) with
+one fancy assignment per chunk on the thread pool. Elements are moved as raw bits, so every
 type — float8 and 4-bit included — is copied exactly.
 """
 
@@ -81,7 +81,7 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
 
 def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray,
                          ax: int, mode: Mode) -> bool:
-    """Copy ``past`` (None: in place) into ``output``, then write ``update``, each thread a
+    """Copy ``past`` (None: in place) around the update and write ``update``, each thread a
     range of cache rows; False where the dtype or layout needs NumPy."""
     loops = _compiled.loops()
     if (loops is None or not output.flags.c_contiguous or output.dtype.itemsize not in (1, 2, 4, 8)
@@ -90,11 +90,11 @@ def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np
     start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
     heads, inner = _shapes.size(output.shape[1:ax]), _shapes.size(output.shape[ax + 1 :])
     target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
-    if past is not None:
-        copy_into(output, past)
+    source = bits(past) if past is not None else target
     write_rows = loops.write_rows
-    args = (target, values, start, heads, output.shape[ax], update.shape[ax], inner)
-    _parallel.run(lambda lo, hi: write_rows(*args, lo, hi), _parallel.ranges(output.shape[0] * heads, 2 * values.nbytes))
+    args = (target, source, values, start, heads, output.shape[ax], update.shape[ax], inner, past is not None)
+    work = (output.nbytes if past is not None else 0) + 2 * values.nbytes
+    _parallel.run(lambda lo, hi: write_rows(*args, lo, hi), _parallel.ranges(output.shape[0] * heads, work))
     return True
 
 
