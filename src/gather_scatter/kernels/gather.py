@@ -44,13 +44,6 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     return result
 
 
-# A thread per COPY_CHUNKS * _parallel.MIN_CHUNK_BYTES (16 MiB) of output at least. A row
-# gather is a memory-bound copy: on this project's 2-core machine a second thread paid nothing
-# up to 100 MB of output (2.5 MB: 198 us on two threads against 148 on one; 25.6 MB: 4.35 ms
-# against 4.17; 100 MB: even), and a hand-off costs tens of microseconds.
-COPY_CHUNKS = 16
-
-
 def cached_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
     """A gather's fresh output: an array on a block the buffer cache holds, or None (then
     ``_buffers.empty`` makes it), its size checked against the memory limit either way. A cached
@@ -73,14 +66,13 @@ def _take_rows(src: np.ndarray, idx: np.ndarray, dst: np.ndarray) -> None:
     (the only case where a range of ``dst`` stays contiguous). ``mode='wrap'`` maps the checked
     negatives and, unlike 'raise', lets take write straight into ``dst`` without a buffer.
     """
-    parts = min(_parallel.get_num_threads(), dst.nbytes // (COPY_CHUNKS * _parallel.MIN_CHUNK_BYTES))
-    if src.dtype.hasobject or parts < 2:
+    if src.dtype.hasobject or dst.nbytes < 2 * _parallel.MIN_CHUNK_BYTES:
         # One call: object copies hold the GIL, and small copies cost less than a hand-off.
         np.take(src, idx, 1, dst, "wrap")
         return
     if dst.shape[0] == 1:
-        chunks = _parallel.ranges(dst.shape[1], dst.nbytes, parts)
+        chunks = _parallel.ranges(dst.shape[1], dst.nbytes)
         _parallel.run(lambda lo, hi: np.take(src[0], idx[lo:hi], 0, dst[0, lo:hi], "wrap"), chunks)
     else:
-        chunks = _parallel.ranges(dst.shape[0], dst.nbytes, parts)
+        chunks = _parallel.ranges(dst.shape[0], dst.nbytes)
         _parallel.run(lambda lo, hi: np.take(src[lo:hi], idx, 1, dst[lo:hi], "wrap"), chunks)

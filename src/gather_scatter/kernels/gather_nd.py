@@ -11,7 +11,7 @@ from .._versions import OpVersion
 from . import _compiled
 from ._offsets import STEP, TakeInto, nd_offsets, slices_shape
 from ._writes import strings_as_objects
-from .gather import COPY_CHUNKS, cached_output
+from .gather import cached_output
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
@@ -78,7 +78,6 @@ def _take_tuples(loops, spec: OpVersion, src: np.ndarray, rows: np.ndarray, dst:
             loops.copy_slices(units, numbers, e - s, out_units, s, block)
         return -1
 
-    parts = min(_parallel.get_num_threads(), dst.nbytes // (COPY_CHUNKS * _parallel.MIN_CHUNK_BYTES))
-    if max(_parallel.run(work, _parallel.ranges(rows.shape[0], dst.nbytes, max(parts, 1)))) >= 0:
+    if max(_parallel.run(work, _parallel.ranges(rows.shape[0], dst.nbytes))) >= 0:
         check_bounds(spec, indices, dims, np.arange(b, b + len(dims)))
         raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
