@@ -44,20 +44,13 @@ def bits(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(f"u{array.dtype.itemsize}")
 
 
-# A copy is bound by memory bandwidth: one thread copies a few MiB at the machine's copy speed,
-# and a hand-off to the pool costs more than a second thread saves (1000 x 1000 float32 on this
-# 2-core machine: 134 us on one thread, 184 us split in two; writing or adding 1000 rows of 1000
-# float32: 190 / 155 us on one thread, 270 / 280 us on two). So copies and whole-row writes split
-# only into chunks of at least this many times ``_parallel.MIN_CHUNK_BYTES`` (16 MiB).
-COPY_CHUNK_FACTOR = 16
-
-
 def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src`` (same shape): one ``np.copyto``, split across the pool only when both
-    are C-contiguous and each chunk gets ``COPY_CHUNK_FACTOR`` times the pool's minimum."""
+    """``dst[...] = src`` (same shape): one ``np.copyto``, split across the pool when both are
+    C-contiguous and big enough. With a second core free a split pays (1000 x 1000 float32 on
+    2 cores: 142 -> 106 us; 16 MiB: 1354 -> 711 us); with that core busy it costs ~30% more."""
     chunks = [(0, 0)]
     if not dst.dtype.hasobject and src.flags.c_contiguous and dst.flags.c_contiguous:
-        chunks = _parallel.ranges(dst.size, dst.nbytes // COPY_CHUNK_FACTOR)
+        chunks = _parallel.ranges(dst.size, dst.nbytes)
     if len(chunks) == 1:
         np.copyto(dst, src)
         return
@@ -116,7 +109,7 @@ def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.nd
     src = np.ascontiguousarray(src, dtype=dst.dtype)
     rows = np.ascontiguousarray(offsets, dtype=np.int64)
     run = loops.reduce_rows
-    chunks = _parallel.ranges(width, (3 * values.nbytes) // COPY_CHUNK_FACTOR)  # read both, write one
+    chunks = _parallel.ranges(width, 3 * values.nbytes)  # read both, write one
     _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, lo, hi), chunks)
     return True
 
@@ -155,8 +148,7 @@ def assign_last_wins(target: np.ndarray, offsets: np.ndarray, values: np.ndarray
         target[offsets] = values
         return
     row_bytes = target.itemsize * _shapes.size(target.shape[1:])
-    work = offsets.size * (8 + 2 * row_bytes)
-    chunks = _parallel.ranges(offsets.size, work // COPY_CHUNK_FACTOR if target.ndim > 1 else work)
+    chunks = _parallel.ranges(offsets.size, offsets.size * (8 + 2 * row_bytes))
     _parallel.run(lambda lo, hi: target.__setitem__(offsets[lo:hi], values[lo:hi]), chunks)
 
 
