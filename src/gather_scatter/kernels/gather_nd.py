@@ -11,7 +11,7 @@ from .._versions import OpVersion
 from . import _compiled
 from ._offsets import STEP, TakeInto, nd_offsets, slices_shape
 from ._writes import strings_as_objects
-from .gather import cached_output
+from .gather import cached_output, copy_parts
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
@@ -78,6 +78,7 @@ def _take_tuples(loops, spec: OpVersion, src: np.ndarray, rows: np.ndarray, dst:
             loops.copy_slices(units, numbers, e - s, out_units, s, block)
         return -1
 
-    if max(_parallel.run(work, _parallel.ranges(rows.shape[0], dst.nbytes))) >= 0:
+    chunks = _parallel.ranges(rows.shape[0], dst.nbytes, copy_parts(dst.nbytes))
+    if max(_parallel.run(work, chunks)) >= 0:
         check_bounds(spec, indices, dims, np.arange(b, b + len(dims)))
         raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
