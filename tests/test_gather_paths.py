@@ -145,3 +145,27 @@ def test_gather_elements_last_axis_rows_compiled_and_numpy_agree(split_everythin
         with pytest.raises(gs.IndexOutOfBoundsError) as info:
             gs.gather_elements(data, bad, axis=2)
         assert info.value.position == (4, 2, 9) and info.value.value == 40
+
+
+def test_gather_of_an_accepted_signature_above_the_fast_size_keeps_every_value_check():
+    rng = np.random.default_rng(8)
+    table = rng.standard_normal((3, 2000, 256)).astype(np.float32)
+    idx = rng.integers(-2000, 2000, (2, 300))  # 1.8 MB of output: the kernel less its static checks
+    first, again = gs.gather(table, idx, axis=1), gs.gather(table, idx, axis=1)
+    assert again.tobytes() == first.tobytes() == np.take(table, idx, 1).tobytes()
+    scalar = gs.gather(table, np.array(-1), axis=1)  # a 0-d index of the same rank-0 signature twice
+    assert gs.gather(table, np.array(-1), axis=1).tobytes() == scalar.tobytes() == table[:, -1].tobytes()
+    swapped = idx.astype(">i8")
+    assert gs.gather(table, swapped, axis=1).tobytes() == first.tobytes()
+    assert gs.gather(table, swapped, axis=1).tobytes() == first.tobytes()
+    bad = idx.copy()
+    bad[1, 7], bad[1, 9] = 2000, -2001
+    with pytest.raises(gs.IndexOutOfBoundsError) as info:
+        gs.gather(table, bad, axis=1)
+    assert info.value.position == (1, 7) and info.value.value == 2000
+    previous = gs.set_memory_limit(1 << 20)
+    try:
+        with pytest.raises(gs.OutputTooLargeError):
+            gs.gather(table, idx, axis=1)
+    finally:
+        gs.set_memory_limit(previous)

@@ -87,6 +87,8 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
                     pass  # the kernel raises the error with its facts
                 else:  # a rank-0 output comes back as a NumPy scalar: the kernel's is a 0-d array
                     return result if type(result) is _ndarray else np.array(result, data.dtype)
+            elif data.size and data.flags.c_contiguous and indices.dtype.isnative:
+                return _gather.run_accepted(spec, data, indices, ax)  # the kernel less its static checks
         else:
             result = _gather.run_gather(spec, data, indices, axis)
             if data.dtype.kind in "biufc":  # not strings (object results), not ml_dtypes' types

@@ -44,6 +44,21 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     return result
 
 
+def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int) -> np.ndarray:
+    """:func:`run_gather` for a call whose signature (version, dtypes, ranks, axis) passed every
+    static check before (``ops``' fast path): C-contiguous numeric ``data`` with elements, native
+    ``indices``, a fresh output. Only what depends on the values remains: the output's size and
+    the bounds, then the copy."""
+    out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
+    result = cached_output(spec, out_shape, data.dtype)
+    check_bounds(spec, indices, data.shape[ax], ax)
+    if result is None:
+        result = _buffers.empty(out_shape, data.dtype)
+    outer = _shapes.size(data.shape[:ax])
+    _take_rows(data.reshape(outer, data.shape[ax], -1), indices.reshape(-1), result.reshape(outer, indices.size, -1))
+    return result
+
+
 def cached_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
     """A gather's fresh output: an array on a block the buffer cache holds, or None (then
     ``_buffers.empty`` makes it), its size checked against the memory limit either way. A cached
