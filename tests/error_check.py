@@ -43,6 +43,11 @@ def assert_error(err: BaseException, cls: type, pattern: str, fields: Mapping[st
         )
 
 
+def same_error(expected: BaseException | None, actual: BaseException | None) -> bool:
+    """Whether two outcomes of :func:`raised` are the same: both None, or one class and one message."""
+    return type(actual) is type(expected) and str(actual) == str(expected)
+
+
 def raised(call) -> GatherScatterError | None:
     """The GatherScatterError ``call()`` raises, or None (other exceptions propagate)."""
     try:
