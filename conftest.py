@@ -12,11 +12,10 @@ from __future__ import annotations
 import importlib.util
 import os
 
-_BACKENDS = {"torch": "torch", "jax": "jax", "dask": "dask"}
-
+# backends/<name>.py imports the library <name> at its top.
 collect_ignore = [
-    f"src/gather_scatter/backends/{module}.py"
-    for module, library in _BACKENDS.items()
+    f"src/gather_scatter/backends/{library}.py"
+    for library in ("torch", "jax", "dask")
     if importlib.util.find_spec(library) is None
 ]
 
