@@ -1,6 +1,8 @@
 """ScatterND's reductions on whole slices (kernels._writes.reduce_into): the compiled row loop
 and NumPy's rounds give ufunc.at's bits (the spec's row-major loop) for every dtype, with and
-without duplicates, on one thread and on two with the columns split."""
+without duplicates, on one thread and on two with the columns split. The fused copy and write
+(kernels._writes.copy_and_scatter_rows) gives the spec loop's bits too, slices narrower and
+wider than a cache line, on one to three threads each taking a range of rows."""
 
 import ml_dtypes
 import numpy as np
@@ -62,6 +64,64 @@ def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compi
     finally:
         gs.set_num_threads(before)
     assert actual.tobytes() == expected.tobytes() if dtype is not object else (actual == expected).all()
+
+
+def _spec_loop(data, offsets, values, reduction):
+    """ScatterND's reference loop on whole slices: output = copy(data), then each update in order."""
+    output = data.copy()
+    with np.errstate(all="ignore"):
+        for i, row in enumerate(offsets):
+            output[row] = values[i] if reduction is Reduction.NONE else _writes.UFUNCS[reduction](output[row], values[i])
+    return output
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("width", [1, 5, 17, 64])  # 64 float32: a cache line or more, copied around the updates
+@pytest.mark.parametrize("n_updates", [0, 1, 7, 300])  # 300 into 40 rows: every row, most of them many times
+@pytest.mark.parametrize("reduction", [Reduction.NONE, *REDUCTIONS], ids=lambda r: r.value)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_, np.uint16,
+                                   np.dtype(">f4"), np.float16, ml_dtypes.bfloat16, np.complex64],
+                         ids=lambda d: np.dtype(d).str)
+def test_copy_and_scatter_rows_matches_the_spec_loop(dtype, reduction, n_updates, width, threads, monkeypatch):
+    rng = np.random.default_rng(11)
+    data, _, values = _inputs(dtype, 40, n_updates, width, False, rng)
+    offsets = rng.integers(0, 40, n_updates).astype(np.int64)
+    before_data = data.copy()
+    expected = _spec_loop(data, offsets, values, reduction)
+    monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)  # a range of rows per thread
+    before = gs.get_num_threads()
+    gs.set_num_threads(threads)
+    try:
+        output = np.full_like(data, 7)  # whatever the buffer held before
+        done = _writes.copy_and_scatter_rows(output, data, offsets, values, reduction)
+    finally:
+        gs.set_num_threads(before)
+    dtype = np.dtype(dtype)
+    # Where the loop does not apply (float16 and ml_dtypes' reductions, byte-swapped reductions,
+    # complex) it writes nothing and says so: the caller then takes NumPy's path.
+    applies = reduction is Reduction.NONE or dtype.isnative and (dtype.kind in "iub" or dtype.kind == "f"
+                                                                 and dtype.itemsize >= 4)
+    assert done is applies
+    if done:
+        assert output.tobytes() == expected.tobytes()
+    else:
+        assert (output.view(np.uint8) == np.full_like(data, 7).view(np.uint8)).all()
+    assert data.tobytes() == before_data.tobytes()
+
+
+def test_scatter_nd_fused_path_agrees_with_numpys_and_across_calls(monkeypatch):
+    """The fused loop (first call: the whole kernel; later calls: the accepted signature's path,
+    data of MBs, the buffer cache in play) against the NumPy path, duplicates included."""
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((1000, 300)).astype(np.float32)  # 1.2 MB: past the small-call path
+    indices = rng.integers(-1000, 1000, (500, 1))
+    updates = rng.standard_normal((500, 300)).astype(np.float32)
+    for reduction in ("none", "add", "mul", "max", "min"):
+        calls = [gs.scatter_nd(data, indices, updates, reduction) for _ in range(3)]
+        monkeypatch.setattr(_compiled, "loops", lambda: None)
+        expected = gs.scatter_nd(data, indices, updates, reduction)
+        monkeypatch.undo()
+        assert all(c.tobytes() == expected.tobytes() for c in calls), reduction
 
 
 @pytest.mark.parametrize("n", [0, 1])

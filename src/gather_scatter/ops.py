@@ -45,6 +45,8 @@ SMALL_BYTES = 64 << 10
 # every output the kernel would make in one call from malloc (the arena and the memory query
 # start at 1 MiB), so a batch of 1,000 embedding rows (256 KiB) costs take's time plus a lookup.
 GATHER_BYTES = (1 << 20) - 1
+# A scatter's table of slice numbers (ScatterND's first k axes) is kept up to this many slices.
+SLICE_TABLE = 1 << 16
 # Signatures whose static checks passed -> what the fast path needs (the normalized axis). A
 # version is its id: the OpVersions are the registry's, alive as long as the process.
 # Bounded: a process that makes endless new signatures starts it afresh.
@@ -156,23 +158,25 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
             table, parsed = accepted
-            if _small(data.nbytes):
-                k = table.ndim
-                try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
-                    offsets = table[tuple(indices[..., j] for j in range(k))].reshape(-1)
-                except IndexError:
-                    pass
-                else:
-                    output = data.copy()
-                    target = output.reshape(table.size, -1)
-                    _scatter(target, offsets, updates.reshape(offsets.size, target.shape[1]), parsed)
-                    return output
+            if table is None or not _small(data.nbytes):  # the kernel less its static checks
+                return _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
+            k = table.ndim
+            try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
+                offsets = table[tuple(indices[..., j] for j in range(k))].reshape(-1)
+            except IndexError:
+                pass
+            else:
+                output = data.copy()
+                target = output.reshape(table.size, -1)
+                _scatter(target, offsets, updates.reshape(offsets.size, target.shape[1]), parsed)
+                return output
         else:
             result = _scatter_nd.run_scatter_nd(spec, data, indices, updates, reduction)
             k = indices.shape[-1]  # k = 0, every tuple the whole of data: the kernel's path
-            if (data.dtype.kind in "biufc" and result.dtype == data.dtype and k and data.size
-                    and data.nbytes <= SMALL_BYTES):
-                _accept(key, (np.arange(_size(data.shape[:k])).reshape(data.shape[:k]), Reduction(reduction)))
+            if data.dtype.kind in "biufc" and result.dtype == data.dtype and k and data.size:
+                n = _size(data.shape[:k])  # the slice numbers, for NumPy's checked indexing (8 bytes each)
+                slices = np.arange(n).reshape(data.shape[:k]) if n <= SLICE_TABLE else None
+                _accept(key, (slices, Reduction(reduction)))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:

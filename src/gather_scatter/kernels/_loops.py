@@ -289,3 +289,60 @@ def reduce_rows(dst, offsets, src, width, op, jlo, jhi):
                 x = a[j]
                 y = b[j]
                 a[j] = x if (x < y or x != x) else y
+
+
+@jit
+def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi):
+    """ScatterND on whole slices of ``width`` elements, the output's slices ``[lo, hi)``: every
+    update ``i`` in increasing order whose destination lies there, assigned (NONE: the last
+    write wins, the spec's order) or reduced (ADD, MUL, MAX, MIN); with ``copy``, the rest of
+    each slice comes from ``past``. Offsets already checked and non-negative.
+
+    Slices of a cache line or more are copied only where no update lands (runs of them, one
+    memcpy each), and a reduction's first update to a slice reads ``past`` itself, so each
+    slice is read and written once: an assignment to every slice costs one copy, not two.
+    Narrower slices take one memcpy of the whole range first (runs would be elements)."""
+    w = u64(width)
+    runs = copy and width * dst.itemsize >= LINE
+    if copy and not runs:
+        _copy_run(dst, u64(lo) * w, past, u64(lo) * w, u64(hi - lo) * w)
+    hit = np.zeros(hi - lo if runs else 0, np.uint8)
+    for i in range(offsets.size):
+        o = offsets[i]
+        if o < lo or o >= hi:
+            continue
+        at = u64(o) * w
+        if op == NONE:
+            _copy_run(dst, at, src, u64(i) * w, w)
+        else:
+            a = dst[at:]
+            x = past[at:] if runs and hit[o - lo] == 0 else a
+            b = src[u64(i) * w:]
+            if op == ADD:
+                for j in range(w):
+                    a[j] = x[j] + b[j]
+            elif op == MUL:
+                for j in range(w):
+                    a[j] = x[j] * b[j]
+            elif op == MAX:  # np.maximum: a NaN in x wins, a tie gives b
+                for j in range(w):
+                    p = x[j]
+                    q = b[j]
+                    a[j] = p if (p > q or p != p) else q
+            else:
+                for j in range(w):
+                    p = x[j]
+                    q = b[j]
+                    a[j] = p if (p < q or p != p) else q
+        if runs:
+            hit[o - lo] = 1
+    if runs:  # past's slices that no update touched
+        r = lo
+        while r < hi:
+            if hit[r - lo]:
+                r += 1
+                continue
+            start = r
+            while r < hi and hit[r - lo] == 0:
+                r += 1
+            _copy_run(dst, u64(start) * w, past, u64(start) * w, u64(r - start) * w)

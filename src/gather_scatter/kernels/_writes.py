@@ -10,7 +10,7 @@ from . import _compiled
 from .._validate import check_out
 from .._versions import OpVersion, Reduction
 
-__all__ = ["UFUNCS", "assign_last_wins", "bits", "checked_target", "copy_into", "last_of_duplicates",
+__all__ = ["UFUNCS", "assign_last_wins", "bits", "checked_target", "copy_and_scatter_rows", "copy_into", "last_of_duplicates",
            "reduce_into", "result_dtype", "scatter_output", "strings_as_objects"]
 
 
@@ -111,6 +111,42 @@ def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.nd
     run = loops.reduce_rows
     chunks = _parallel.ranges(width, 3 * values.nbytes)  # read both, write one
     _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, lo, hi), chunks)
+    return True
+
+
+def copy_and_scatter_rows(target: np.ndarray, source: np.ndarray | None, offsets: np.ndarray, values: np.ndarray,
+                          reduction: Reduction) -> bool:
+    """``target[...] = source`` (unless None: in place), then ``target[offsets[i]]`` assigned or
+    reduced with ``values[i]`` in order of ``i`` (the spec's loop: the last write wins), in one
+    compiled pass per range of rows on the pool: each row is copied and updated while it is in
+    cache, and duplicates need no sorting. ``target``: 2-D (rows, width), C-contiguous; ``source``
+    alike; ``offsets`` checked, non-negative. False (nothing written) where numba is missing or
+    the dtype needs NumPy: objects, and for reductions float16 and ml_dtypes' types (rounded
+    after every update as NumPy does) and non-native byte order."""
+    loops = _compiled.loops()
+    dtype = target.dtype
+    if loops is None or dtype.hasobject or not target.flags.c_contiguous or (
+            source is not None and not source.flags.c_contiguous):
+        return False
+    if reduction is Reduction.NONE:
+        if dtype.itemsize not in (1, 2, 4, 8):
+            return False
+        dst, src, op = bits(target), bits(np.ascontiguousarray(values, dtype=dtype)), _compiled.NONE
+        past = bits(source) if source is not None else dst
+    elif not dtype.isnative or not (dtype.kind in "iub" or dtype.kind == "f" and dtype.itemsize >= 4):
+        return False
+    elif dtype == np.bool_:
+        dst, op = target.reshape(-1).view(np.uint8), _BOOL_CODES[reduction]
+        src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+        past = source.reshape(-1).view(np.uint8) if source is not None else dst
+    else:
+        dst, src, op = target.reshape(-1), np.ascontiguousarray(values, dtype=dtype).reshape(-1), _CODES[reduction]
+        past = source.reshape(-1) if source is not None else dst
+    rows = np.ascontiguousarray(offsets, dtype=np.int64)
+    run, width, copy = loops.scatter_rows, target.shape[1], source is not None
+    work = (2 * target.nbytes if copy else 0) + 3 * values.nbytes
+    _parallel.run(lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi),
+                  _parallel.ranges(target.shape[0], work))
     return True
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _shapes
+from .. import _buffers, _memory, _shapes
 from .._validate import as_array, native_indices, same_memory
 from .._versions import OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
-    assign_last_wins, checked_target, last_of_duplicates, reduce_into, result_dtype, scatter_output,
+    assign_last_wins, checked_target, copy_and_scatter_rows, copy_into, last_of_duplicates, reduce_into, result_dtype, scatter_output,
     strings_as_objects,
 )
 
@@ -30,9 +30,61 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     target = checked_target(spec, out, data, dtype, {"indices": indices, "updates": updates}, in_place)
     dims = data.shape[:k]
     offsets = nd_offsets(spec, indices, dims, 0, 1)  # every index checked: nothing written yet
-    output = scatter_output(data, target, dtype, in_place)
+    if not in_place and dtype == data.dtype and (target is None or target.flags.c_contiguous):
+        output = _buffers.empty(data.shape, dtype) if target is None else target
+        if _copy_and_write(output, data, dims, offsets, updates, reduction):
+            return output if out is None else out
+        output = scatter_output(data, output, dtype, False)
+    else:
+        output = scatter_output(data, target, dtype, in_place)
     _write(output, dims, offsets, strings_as_objects(updates), reduction)
     return output if out is None else out
+
+
+def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
+                 reduction: Reduction, slices: np.ndarray | None) -> np.ndarray:
+    """:func:`run_scatter_nd` for a call whose signature (version, dtypes, shapes, reduction)
+    passed every static check before (``ops``' fast path): numeric ``data``, int64 ``indices``
+    with ``k >= 1``, updates of data's dtype, a fresh output. Only what depends on the values
+    remains: the bounds (``slices``, the slice numbers of data's first k axes, indexed with
+    NumPy's checked indexing; None: :func:`nd_offsets`), then the copy and the writes.
+
+    After a copy of megabytes the caches hold none of the interpreter's state, and each NumPy
+    call costs microseconds more than in a loop of small calls: the steps here are few.
+    """
+    k = indices.shape[-1]
+    dims = data.shape[:k]
+    offsets = None
+    if slices is not None:
+        try:  # NumPy's checked indexing: negatives from the end, IndexError past either end
+            offsets = slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
+        except IndexError:
+            pass  # nd_offsets raises the error with its facts
+    if offsets is None:
+        offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
+    output = _buffers.reused(data.shape, data.dtype)
+    if output is None:
+        _shapes.check_output_bytes(spec, data.shape, data.dtype)
+        output = _buffers.empty(data.shape, data.dtype)
+    elif (limit := _memory._configured()) is not None and data.nbytes > limit:
+        _shapes.check_output_bytes(spec, data.shape, data.dtype, limit=limit)  # raises
+    if not _copy_and_write(output, data, dims, offsets, updates, reduction):
+        copy_into(output, data)
+        _write(output, dims, offsets, updates, reduction)
+    return output
+
+
+def _copy_and_write(output: np.ndarray, data: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray,
+                    updates: np.ndarray, reduction: Reduction) -> bool:
+    """``output`` (C-contiguous, not ``data``) = ``data`` with the updates written, in one
+    compiled pass per range of slices (:func:`copy_and_scatter_rows`); False, with nothing
+    written, where that loop does not apply (no numba, a dtype or layout NumPy must handle)."""
+    n_slices = _shapes.size(dims)
+    if not (data.size and output.flags.c_contiguous and data.flags.c_contiguous):
+        return False
+    shape = (n_slices, data.size // n_slices)
+    return copy_and_scatter_rows(output.reshape(shape), data.reshape(shape), offsets,
+                                 updates.reshape(offsets.size, shape[1]), reduction)
 
 
 def _write(output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updates: np.ndarray,
