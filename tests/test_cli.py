@@ -68,6 +68,16 @@ def test_default_run_as_subprocess():
     assert "k_cache_out  float32  (2, 6, 8)" in result.stdout
 
 
+def test_default_run_leaves_numba_unloaded():
+    """numba's import (~0.5 s) is for large element-wise and fused scatter calls: the built-in
+    model's small nodes run on NumPy alone."""
+    code = ("import sys; from gather_scatter.cli import main; main(['run']); "
+            "print('numba' in sys.modules, 'torch' in sys.modules, 'jax' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "False False False"
+
+
 def test_console_script():
     script = shutil.which("gather-scatter", path=str(pathlib.Path(sys.executable).parent))
     if script is None:

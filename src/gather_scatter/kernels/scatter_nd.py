@@ -15,6 +15,12 @@ from ._writes import (
 )
 
 
+# Data from which the copy and the writes run fused in compiled code. Below it NumPy's copy and
+# writes cost microseconds, and numba (imported on first use, ~0.5 s once per process) stays
+# unloaded: `gather-scatter run` on the built-in model never loads it.
+FUSED_BYTES = 1 << 20
+
+
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> np.ndarray:
     in_place = out is not None and same_memory(out, data)
     data = as_array(spec, "data", data)
@@ -80,7 +86,7 @@ def _copy_and_write(output: np.ndarray, data: np.ndarray, dims: tuple[int, ...],
     compiled pass per range of slices (:func:`copy_and_scatter_rows`); False, with nothing
     written, where that loop does not apply (no numba, a dtype or layout NumPy must handle)."""
     n_slices = _shapes.size(dims)
-    if not (data.size and output.flags.c_contiguous and data.flags.c_contiguous):
+    if not (data.nbytes >= FUSED_BYTES and output.flags.c_contiguous and data.flags.c_contiguous):
         return False
     shape = (n_slices, data.size // n_slices)
     return copy_and_scatter_rows(output.reshape(shape), data.reshape(shape), offsets,
