@@ -6,6 +6,7 @@ the test extra, so CI runs every engine. Known engine bugs are what the checker 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -64,8 +65,11 @@ def test_shrinking_keeps_the_finding_and_makes_the_case_smaller():
 
 def test_a_hung_engine_is_a_timeout_and_the_worker_restarts():
     check = _check(("", "Gather", 13), [np.arange(5.0), np.array([1, 2])], {"axis": 0})
+    # Milliseconds of work: the worker's smoke run has warmed the engine up, and a pipe's poll
+    # waits at least a millisecond, so a small case can answer "within" 1e-6 s.
+    slow = _check(("", "Gather", 13), [np.arange(2e6), np.arange(2_000_000) % 5], {"axis": 0})
     with engines.Worker("reference", timeout=1e-6) as worker:
-        outcome = worker.run(runner.model_bytes(check), check.feeds())
+        outcome = worker.run(runner.model_bytes(slow), slow.feeds())
         assert outcome.kind == "timeout" and worker.restarts == 1
         worker.timeout = 60
         outcome = worker.run(runner.model_bytes(check), check.feeds())
@@ -89,8 +93,8 @@ def test_classification():
 
 
 def test_missing_engine_is_one_line_naming_the_extra(monkeypatch, capsys):
-    real = engines.importlib.util.find_spec
-    monkeypatch.setattr(engines.importlib.util, "find_spec", lambda name: None if name == "tract" else real(name))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "tract" else real(name))
     assert main(["check", "--engine", "tract"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gather-scatter check: error: engine 'tract' is not installed: pip install \"gather_scatter[tract]\""]

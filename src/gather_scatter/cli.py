@@ -309,6 +309,8 @@ def _check(args: argparse.Namespace) -> int:
     from .check.engines import EngineMissing
     from .check.runner import SelectionError
 
+    if args.list_engines:
+        return _list_engines()
     _check_destination("--out", args.out, is_dir=True)
     if args.json:
         _check_destination("--json", args.json, is_dir=False)
@@ -332,9 +334,21 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if result["findings"] else 0
 
 
+def _list_engines() -> int:
+    """``check --list-engines``: each engine of the entry-point group, started once in its worker."""
+    from .check.engines import describe
+
+    rows = [(r["engine"], r["version"] or "-", r["source"], "can run" if r["status"] == "ok" else r["status"])
+            for r in describe()]
+    header = ("engine", "version", "source", "status")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    for row in [header, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+    return 0
+
+
 def _add_check(subparsers: Any) -> None:
     from ._versions import LATEST_OPSET
-    from .check.engines import ENGINES
 
     parser = subparsers.add_parser(
         "check",
@@ -342,10 +356,15 @@ def _add_check(subparsers: Any) -> None:
         description=f"Run generated valid and invalid cases of every version of {_FAMILY} through an "
         "engine (out of process, restarted after a crash), compare with gather_scatter's kernels, shrink "
         "each disagreement to a minimal case and write it out with a one-line reproduction. Exit status: "
-        "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is not installed or does not "
-        "import), 130 when interrupted (Ctrl-C) once the report of the cases run so far is written.",
+        "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is unknown, not installed, does "
+        "not import or does not meet the engine protocol), 130 when interrupted (Ctrl-C) once the report of the "
+        "cases run so far is written. Engines are found through the entry-point group gather_scatter.engines: "
+        "onnxruntime, reference, openvino, tract and any installed plugin.",
     )
-    parser.add_argument("--engine", required=True, choices=sorted(ENGINES), help="the engine to check")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--engine", metavar="NAME", help="the engine to check (see --list-engines)")
+    which.add_argument("--list-engines", action="store_true",
+                       help="list the installed engines, their versions and whether they can run, and exit")
     parser.add_argument("--op", action="append", default=[], type=_op_or_version, metavar="OP",
                         help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)")
     parser.add_argument("--opset", action="append", default=[], type=_int_in(1, LATEST_OPSET[""]), metavar="N",

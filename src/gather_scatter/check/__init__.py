@@ -2,8 +2,9 @@
 
 ``cases`` generates valid and invalid cases for every operator version (the test suite draws
 from the same generators) and our kernels give the expected result or error (``runner``);
-each engine runs out of process, restarted after a crash (``engines``); each finding is shrunk
-to a minimal case (``shrink``) and written out with a one-line reproduction (``report``).
+each engine, built in or a plugin found through the entry-point group ``gather_scatter.engines``,
+runs out of process, restarted after a crash (``engines``); each finding is shrunk to a minimal
+case (``shrink``) and written out with a one-line reproduction (``report``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def run_check(
 
     Parameters
     ----------
-    engine : {'onnxruntime', 'reference', 'openvino', 'tract'}
+    engine : str
+        An engine of ``engines.discover()``: ``onnxruntime``, ``reference``, ``openvino``,
+        ``tract`` or an installed plugin's.
     ops : list of str, optional
         Operator types (``ScatterND``) or versions (``ScatterND-16``) to check; default all.
     opsets : list of int, optional
@@ -71,31 +74,33 @@ def run_check(
     runner.SelectionError
         An operator or version of ``ops`` is in effect at none of ``opsets``.
     engines.EngineMissing
-        The engine is not installed (the message names the pip extra), or
-        (``engines.EngineBroken``) it is but cannot run: its import fails.
+        The engine is unknown or not installed (the message names the pip extra), or
+        (``engines.EngineBroken``) it is but cannot run: its entry point or import fails, its
+        ``run`` raises on a one-node Gather model, or (``engines.EngineInvalid``) it does not
+        meet the engine protocol. Raised before any case runs or any file is written.
     Interrupted
         Ctrl-C (a KeyboardInterrupt): the report of the cases run so far is printed and
         written first, findings included.
     """
     runner.check_selection(ops, opsets)
-    engines.require(engine)
-    version = engines.engine_version(engine)
     checks = list(runner.generate(ops, opsets, cases, seed))
     summary: Counter = Counter()
     findings: list[runner.Finding] = []
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    with engines.Worker(engine, threads, timeout) as worker:
+        version = worker.start()  # an engine that cannot run is refused before any case
+        bar = None
+        if progress:
+            from tqdm import tqdm
 
-        bar = tqdm(total=len(checks), desc=f"check {engine}", unit="case", file=sys.stderr, leave=False)
-    try:
-        _run(engine, checks, threads, timeout, out_dir, summary, findings, bar)
-        interrupted = False
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if bar is not None:
-            bar.close()
+            bar = tqdm(total=len(checks), desc=f"check {engine}", unit="case", file=sys.stderr, leave=False)
+        try:
+            _run(worker, checks, out_dir, summary, findings, bar)
+            interrupted = False
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if bar is not None:
+                bar.close()
     result = report.report(engine, version, sum(summary.values()), summary, findings, planned=len(checks),
                            interrupted=interrupted)
     report.print_table(result, stream if stream is not None else sys.stdout)
@@ -106,28 +111,26 @@ def run_check(
     return result
 
 
-def _run(engine: str, checks: list, threads: int | None, timeout: float, out_dir: str, summary: Counter,
-         findings: list, bar) -> None:
+def _run(worker: engines.Worker, checks: list, out_dir: str, summary: Counter, findings: list, bar) -> None:
     """Run ``checks`` through the engine, counting each case's kind in ``summary`` once it is
     done (its finding shrunk and written): a Ctrl-C leaves both complete up to there."""
     shrunk: set = set()
-    with engines.Worker(engine, threads, timeout) as worker:
-        for check in checks:
-            kind, detail = runner.run_one(worker, check)
-            if kind in runner.FINDING_KINDS:
-                key = (check.spec.name, kind, check.kind)
-                if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
-                    shrunk.add(key)
-                    want = runner.signature(check, kind)
-                    small = shrink.shrink(check, want,
-                                          lambda c: runner.signature(c, runner.run_one(worker, c)[0]), budget=60)
-                    if small is not check:  # its own detail, if the engine shows it again (heaps corrupt unevenly)
-                        again, said = runner.run_one(worker, small)
-                        if runner.signature(small, again) == want:
-                            check, detail = small, said
-                finding = runner.Finding(kind, check, detail)
-                report.write_finding(finding, len(findings) + 1, out_dir, engine)
-                findings.append(finding)
-            summary[kind] += 1
-            if bar is not None:
-                bar.update(1)
+    for check in checks:
+        kind, detail = runner.run_one(worker, check)
+        if kind in runner.FINDING_KINDS:
+            key = (check.spec.name, kind, check.kind)
+            if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
+                shrunk.add(key)
+                want = runner.signature(check, kind)
+                small = shrink.shrink(check, want,
+                                      lambda c: runner.signature(c, runner.run_one(worker, c)[0]), budget=60)
+                if small is not check:  # its own detail, if the engine shows it again (heaps corrupt unevenly)
+                    again, said = runner.run_one(worker, small)
+                    if runner.signature(small, again) == want:
+                        check, detail = small, said
+            finding = runner.Finding(kind, check, detail)
+            report.write_finding(finding, len(findings) + 1, out_dir, worker.engine)
+            findings.append(finding)
+        summary[kind] += 1
+        if bar is not None:
+            bar.update(1)

@@ -10,19 +10,8 @@ from typing import TextIO
 
 import numpy as np
 
+from .engines import repro_code
 from .runner import FINDING_KINDS, Finding, model_bytes
-
-# engine -> a one-line Python reproduction, given the model and inputs paths
-_LOAD = "from gather_scatter.check.report import load_inputs; i = load_inputs({model!r}, {inputs!r}); "
-_REPRO = {
-    "onnxruntime": _LOAD + "import onnxruntime as ort; "
-                   "print(ort.InferenceSession({model!r}, providers=['CPUExecutionProvider']).run(None, i))",
-    "reference": _LOAD + "import onnx; from onnx.reference import ReferenceEvaluator as R; "
-                 "print(R(onnx.load({model!r})).run(None, i))",
-    "openvino": _LOAD + "import openvino as ov; print(ov.Core().compile_model({model!r}, 'CPU')(i))",
-    "tract": _LOAD + "import tract; print([t.to_numpy() for t in "
-             "tract.onnx().load({model!r}).into_model().into_runnable().run(list(i.values()))])",
-}
 
 
 def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
@@ -43,7 +32,8 @@ def _storable(array: np.ndarray) -> np.ndarray:
 
 
 def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
-    """``finding-NNNN.onnx`` and ``finding-NNNN.npz`` in ``out_dir``; paths and repro on the finding."""
+    """``finding-NNNN.onnx`` and ``finding-NNNN.npz`` in ``out_dir``; paths and repro (the engine's
+    own code, ``engines.repro_code``) on the finding."""
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, f"finding-{number:04d}")
     model, inputs = stem + ".onnx", stem + ".npz"
@@ -51,7 +41,7 @@ def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> N
         f.write(model_bytes(finding.check))
     np.savez(inputs, **{name: _storable(a) for name, a in finding.check.feeds().items()})
     finding.files = {"model": model, "inputs": inputs,
-                     "repro": f'python -c "{_REPRO[engine].format(model=model, inputs=inputs)}"'}
+                     "repro": f'python -c "{repro_code(engine, model, inputs)}"'}
 
 
 def report(engine: str, version: str, cases: int, summary: Counter, findings: list[Finding], *,

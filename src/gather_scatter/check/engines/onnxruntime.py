@@ -1,0 +1,76 @@
+"""onnxruntime (CPU execution provider) as a ``gather-scatter check`` engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+
+name = "onnxruntime"
+unsupported = BUILTIN_UNSUPPORTED
+
+
+def available() -> str | None:
+    """None when onnxruntime is installed, else the pip extra to install."""
+    return installed("onnxruntime", "onnxruntime", name)
+
+
+def prepare() -> None:
+    """Import onnxruntime (EngineBroken where that fails)."""
+    import_engine("onnxruntime")
+
+
+def version() -> str:
+    """The installed onnxruntime's version."""
+    return distribution_version("onnxruntime")
+
+
+def _value(ort, array: np.ndarray):
+    if array.dtype.kind == "V" or array.dtype.name.startswith(("float8", "int4", "uint4", "float4")):
+        from onnx import helper
+
+        onnx_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+        if array.dtype.itemsize != 2 or array.dtype.name != "bfloat16":
+            raise NotImplementedError(f"onnxruntime's Python API takes no {array.dtype} arrays")
+        bits = np.array(array, order="C").view(np.uint16)  # (ascontiguousarray makes a 0-d array 1-d)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx_type)
+    return ort.OrtValue.ortvalue_from_numpy(np.array(array, order="C"))
+
+
+def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
+    """The model's outputs from an onnxruntime CPU session with ``options.threads`` intra-op
+    threads (no spinning); ml_dtypes inputs go in as OrtValues (bfloat16 only: NotImplementedError
+    for the others), and a bfloat16 output into a buffer of ``options.output``'s shape."""
+    import onnxruntime as ort
+
+    session_options = ort.SessionOptions()
+    session_options.log_severity_level = 4
+    if options.threads:
+        session_options.intra_op_num_threads = options.threads
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model, session_options, providers=["CPUExecutionProvider"])
+    if not any(a.dtype.kind == "V" for a in feeds.values()):
+        return session.run(None, feeds)
+    values = {key: _value(ort, a) for key, a in feeds.items()}
+    if options.output is None:  # an input we refuse: only whether it is accepted matters
+        session.run_with_ort_values(None, values)
+        return [None]
+    shape, dtype = options.output
+    binding = session.io_binding()
+    for key, value in values.items():
+        binding.bind_ortvalue_input(key, value)
+    buffer = np.zeros(shape, dtype=np.uint16)
+    from onnx import helper
+
+    binding.bind_ortvalue_output(session.get_outputs()[0].name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+        buffer, helper.np_dtype_to_tensor_dtype(np.dtype(dtype))))
+    session.run_with_iobinding(binding)
+    return [buffer.view(dtype)]
+
+
+def repro(model_path: str, inputs_path: str) -> str:
+    """Python code that runs the written model on its inputs with onnxruntime and prints the outputs."""
+    return ("import onnxruntime as ort; "
+            f"print(ort.InferenceSession({model_path!r}, providers=['CPUExecutionProvider']).run(None, i))")

@@ -1,0 +1,48 @@
+"""OpenVINO (CPU plugin) as a ``gather-scatter check`` engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+
+name = "openvino"
+unsupported = BUILTIN_UNSUPPORTED
+
+
+def available() -> str | None:
+    """None when OpenVINO is installed, else the pip extra to install."""
+    return installed("openvino", "openvino", name)
+
+
+def prepare() -> None:
+    """Import openvino (EngineBroken where that fails)."""
+    import_engine("openvino")
+
+
+def version() -> str:
+    """The installed OpenVINO's version."""
+    return distribution_version("openvino")
+
+
+def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
+    """The model's outputs, compiled for the CPU with ``options.threads`` inference threads.
+
+    Raises NotImplementedError for ml_dtypes inputs, whose bfloat16 bits it would read as float16.
+    """
+    import openvino as ov
+
+    if any(a.dtype.kind == "V" for a in feeds.values()):
+        raise NotImplementedError("OpenVINO's Python API takes no ml_dtypes (bfloat16, float8, 4-bit) arrays")
+    core = ov.Core()
+    config = {"INFERENCE_NUM_THREADS": options.threads} if options.threads else {}
+    compiled = core.compile_model(core.read_model(model), "CPU", config)
+    result = compiled(feeds)
+    return [np.asarray(value) for value in result.values()]
+
+
+def repro(model_path: str, inputs_path: str) -> str:
+    """Python code that runs the written model on its inputs with OpenVINO and prints the outputs."""
+    return f"import openvino as ov; print(ov.Core().compile_model({model_path!r}, 'CPU')(i))"

@@ -1,0 +1,40 @@
+"""onnx.reference (``ReferenceEvaluator``, always installed with onnx) as a ``gather-scatter check`` engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+
+name = "reference"
+unsupported = BUILTIN_UNSUPPORTED
+
+
+def available() -> str | None:
+    """None when onnx.reference can be imported (onnx is a dependency), else why not."""
+    return installed("onnx.reference", "reference", name)
+
+
+def prepare() -> None:
+    """Import onnx.reference (EngineBroken where that fails)."""
+    import_engine("onnx.reference")
+
+
+def version() -> str:
+    """The installed onnx's version."""
+    return distribution_version("onnx")
+
+
+def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
+    """The model's outputs from ``onnx.reference.ReferenceEvaluator`` (it has no threads)."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    return list(ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds))
+
+
+def repro(model_path: str, inputs_path: str) -> str:
+    """Python code that runs the written model on its inputs with onnx.reference and prints the outputs."""
+    return f"import onnx; from onnx.reference import ReferenceEvaluator as R; print(R(onnx.load({model_path!r})).run(None, i))"

@@ -1,0 +1,52 @@
+"""tract (Sonos' Rust ONNX engine, through its Python API) as a ``gather-scatter check`` engine."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+
+name = "tract"
+unsupported = BUILTIN_UNSUPPORTED
+
+
+def available() -> str | None:
+    """None when tract is installed, else the pip extra to install."""
+    return installed("tract", "tract", name)
+
+
+def prepare() -> None:
+    """Import tract (EngineBroken where that fails)."""
+    import_engine("tract")
+
+
+def version() -> str:
+    """The installed tract's version."""
+    return distribution_version("tract")
+
+
+def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
+    """The model's outputs from tract's runnable (inputs in the graph's order; no threads).
+
+    Raises NotImplementedError for string and ml_dtypes inputs, which its Python API does not take.
+    """
+    import tract
+
+    if any(a.dtype.kind in "OUSV" for a in feeds.values()):
+        raise NotImplementedError("tract's Python API takes no string or ml_dtypes arrays")
+    with tempfile.TemporaryDirectory() as tmp:  # tract reads models from a path
+        path = os.path.join(tmp, "model.onnx")
+        with open(path, "wb") as f:
+            f.write(model)
+        runnable = tract.onnx().load(path).into_model().into_runnable()
+    return [value.to_numpy() for value in runnable.run(list(feeds.values()))]
+
+
+def repro(model_path: str, inputs_path: str) -> str:
+    """Python code that runs the written model on its inputs with tract and prints the outputs."""
+    return ("import tract; print([t.to_numpy() for t in "
+            f"tract.onnx().load({model_path!r}).into_model().into_runnable().run(list(i.values()))])")
