@@ -204,3 +204,37 @@ def test_updates_of_another_shape_are_checked_on_every_call():
     gs.scatter_nd(np.zeros((3, 2)), np.zeros((2, 1), np.int64), np.ones((2, 2)))
     with pytest.raises(gs.ShapeError):
         gs.scatter_nd(np.zeros((3, 2)), np.zeros((2, 1), np.int64), np.ones((2, 2, 2)))
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "max"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
+@pytest.mark.parametrize("shape", [(300, 100), (600, 500)], ids=["240KB-800KB", "0.6MB-2.4MB"])
+def test_big_scatters_after_acceptance_give_the_kernels_values_and_errors(shape, dtype, reduction):
+    """Above the small-call size an accepted signature runs the kernel less its static checks
+    (ScatterND from 1 MiB fused in compiled code, ScatterElements' bounds in its compiled loop):
+    values, untouched data and each bad index's error as the whole kernel's, call after call."""
+    data = (RNG.random(shape) * 10).astype(dtype)
+    before = data.copy()
+    rows = RNG.integers(-shape[0], shape[0], (50, 1))  # duplicates among 50 of 300 or 600 rows
+    nd_updates = (RNG.random((50, shape[1])) * 10).astype(dtype)
+    el_indices = RNG.integers(-shape[0], shape[0], (7, shape[1]))
+    el_updates = (RNG.random((7, shape[1])) * 10).astype(dtype)
+    calls = [
+        (gs.scatter_nd, run_scatter_nd, SCATTER_ND, (rows, nd_updates), ()),
+        (gs.scatter_elements, run_scatter_elements, SCATTER_ELEMENTS, (el_indices, el_updates), (0,)),
+    ]
+    for public, kernel, spec, (indices, updates), attrs in calls:
+        slow = kernel(spec, data, indices, updates, *attrs, reduction)
+        for _ in range(3):
+            _same(public(data, indices, updates, *attrs, reduction=reduction), slow)
+        for bad in (shape[0], -shape[0] - 1):
+            wrong = indices.copy()
+            wrong[-1, -1] = bad
+            with pytest.raises(gs.IndexOutOfBoundsError) as expected:
+                kernel(spec, data, wrong, updates, *attrs, reduction)
+            for _ in range(2):
+                with pytest.raises(gs.IndexOutOfBoundsError) as info:
+                    public(data, wrong, updates, *attrs, reduction=reduction)
+                assert str(info.value) == str(expected.value)
+        _same(public(data, indices, updates, *attrs, reduction=reduction), slow)  # still accepted, still right
+    np.testing.assert_array_equal(data, before)

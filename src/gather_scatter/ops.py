@@ -213,8 +213,12 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
                reduction)
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
-            (ax, ramp, base, stride), parsed = accepted
-            if _small(data.nbytes):
+            ax, plan, parsed = accepted
+            if plan is None or not _small(data.nbytes):
+                if indices.dtype.isnative:  # the kernel less its static checks
+                    return _elements.run_scatter_accepted(spec, data, indices, updates, ax, parsed)
+            else:
+                _, ramp, base, stride = plan
                 try:
                     offsets = (base + ramp.take(indices) * stride).reshape(-1)
                 except IndexError:
@@ -225,9 +229,10 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
                     return output
         else:
             result = _elements.run_scatter_elements(spec, data, indices, updates, axis, reduction)
-            if (data.dtype.kind in "biufc" and result.dtype == data.dtype and data.shape[axis]
-                    and data.nbytes <= SMALL_BYTES):
-                _accept(key, (_elements_plan(data.shape, indices.shape, axis % data.ndim), Reduction(reduction)))
+            if data.dtype.kind in "biufc" and result.dtype == data.dtype and data.shape[axis]:
+                ax = axis % data.ndim  # the offsets' plan for small calls (a base offset per index)
+                plan = _elements_plan(data.shape, indices.shape, ax) if data.nbytes <= SMALL_BYTES else None
+                _accept(key, (ax, plan, Reduction(reduction)))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:

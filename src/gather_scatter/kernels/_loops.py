@@ -202,9 +202,11 @@ def gather_last(data, indices, dst, size, n, lo, hi):
 @jit
 def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi):
     """``dst[target of e] = f(dst[target], src[e])`` for e in ``[lo, hi)`` with last coordinate
-    in ``[jlo, jhi)``, in increasing ``e`` (row-major order); ``indices`` are already checked.
-    Two positions share a target only if every coordinate off the axis is equal, so a caller
-    may split the work along any coordinate but the axis."""
+    in ``[jlo, jhi)``, in increasing ``e`` (row-major order). Two positions share a target only
+    if every coordinate off the axis is equal, so a caller may split the work along any
+    coordinate but the axis. A bad index stops the loop and returns its position (else -1):
+    what was written by then is for a caller that checked the indices first, or writes a
+    fresh output it then drops."""
     r = shape.size
     last = shape[r - 1]
     step = u64(strides[axis])
@@ -217,6 +219,8 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
             e = u64(row + j)
             v = np.int64(indices[e])
             v += (v >> 63) & size
+            if u64(v) >= u64(size):
+                return np.int64(e)
             t = base + u64(v) * step + u64(j) * column
             a = dst[t]
             b = src[e]
@@ -233,6 +237,7 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
         coords[r - 1] = 0
         row += last
         _next_row(coords, shape)
+    return np.int64(-1)
 
 
 @jit

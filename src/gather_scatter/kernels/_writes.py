@@ -10,7 +10,7 @@ from . import _compiled
 from .._validate import check_out
 from .._versions import OpVersion, Reduction
 
-__all__ = ["UFUNCS", "assign_last_wins", "bits", "checked_target", "copy_and_scatter_rows", "copy_into", "last_of_duplicates",
+__all__ = ["UFUNCS", "assign_last_wins", "bits", "checked_target", "copy_and_scatter_rows", "copy_into", "fresh_output", "last_of_duplicates",
            "reduce_into", "result_dtype", "scatter_output", "strings_as_objects"]
 
 
@@ -236,6 +236,19 @@ def checked_target(spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, othe
                                    limit=_memory.INT64_MAX if configured is None else configured)
         return output
     return check_out(spec, out, data.shape, dtype, others if in_place else {data_name: data, **others})
+
+
+def fresh_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A new uninitialized array for a numeric output: a block the buffer cache holds (only a
+    configured memory limit can refuse it: it takes no new memory), else a new one, its size
+    checked against the memory limit first (OutputTooLargeError)."""
+    output = _buffers.reused(shape, dtype)
+    if output is None:
+        _shapes.check_output_bytes(spec, shape, dtype)
+        return _buffers.empty(shape, dtype)
+    if (limit := _memory._configured()) is not None and output.nbytes > limit:
+        _shapes.check_output_bytes(spec, shape, dtype, limit=limit)  # raises
+    return output
 
 
 def scatter_output(data: np.ndarray, target: np.ndarray | None, dtype: np.dtype, in_place: bool) -> np.ndarray:

@@ -9,6 +9,8 @@ object arrays of ``str``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
@@ -16,7 +18,8 @@ from .._validate import as_array, check_bounds, check_out, native_indices, same_
 from .._versions import OpVersion, Reduction
 from . import _compiled
 from ._writes import (
-    UFUNCS, bits, checked_target, last_of_duplicates, result_dtype, scatter_output, strings_as_objects,
+    UFUNCS, bits, checked_target, copy_into, fresh_output, last_of_duplicates, result_dtype, scatter_output,
+    strings_as_objects,
 )
 from .gather import cached_output
 
@@ -95,17 +98,38 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     target = checked_target(spec, out, data, dtype, {"indices": indices, "updates": updates}, in_place)
     check_bounds(spec, indices, data.shape[ax], ax)  # every index checked: nothing written yet
     output = scatter_output(data, target, dtype, in_place)
-    if indices.size and not _scatter_compiled(output, indices, updates, ax, reduction):
+    if indices.size and _scatter_compiled(output, indices, updates, ax, reduction) is None:
         _scatter_numpy(output, indices, updates, ax, reduction)
     return output if out is None else out
 
 
-def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> bool:
-    """The compiled scatter, if the dtype and layout allow it; False leaves the work to NumPy."""
+def run_scatter_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int,
+                         reduction: Reduction) -> np.ndarray:
+    """:func:`run_scatter_elements` for a call whose signature (version, dtypes, shapes, axis,
+    reduction) passed every static check before (``ops``' fast path): numeric ``data``, native
+    ``indices``, a fresh output. Only what depends on the values remains: the bounds, then
+    the copy and the writes."""
+    output = fresh_output(spec, data.shape, data.dtype)
+    copy_into(output, data)
+    if indices.size:
+        bad = _scatter_compiled(output, indices, updates, ax, reduction)  # the bounds in the same pass
+        if bad is None:
+            check_bounds(spec, indices, data.shape[ax], ax)
+            _scatter_numpy(output, indices, updates, ax, reduction)
+        elif bad >= 0:  # a fresh output, dropped: the error with its facts
+            check_bounds(spec, indices, data.shape[ax], ax)
+            raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
+    return output
+
+
+def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int,
+                      reduction: Reduction) -> int | None:
+    """The compiled scatter, if the dtype and layout allow it: the position of a bad index it
+    met (-1: none); None leaves the work to NumPy, nothing written."""
     loops = _compiled.loops()
     dtype = output.dtype
     if loops is None or not _copyable(output) or not dtype.isnative:
-        return False
+        return None
     if reduction is Reduction.NONE:
         dst, src, op = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE
     elif dtype == np.bool_:
@@ -114,22 +138,35 @@ def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarr
         # float16 (and ml_dtypes' bfloat16, kind 'V') round after every update as NumPy does: NumPy's path.
         dst, src, op = output.reshape(-1), np.ascontiguousarray(updates, dtype=dtype).reshape(-1), _OPS[reduction]
     else:
-        return False
+        return None
     flat = np.ascontiguousarray(indices).reshape(-1)
-    shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(output.shape)
-    size, r, last = output.shape[ax], indices.ndim, indices.shape[-1]
-    work = flat.size * (flat.itemsize + 2 * dtype.itemsize)
+    shape, strides, calls = _scatter_layout(output.shape, indices.shape, ax, flat.itemsize + 2 * dtype.itemsize,
+                                            _parallel.get_num_threads())
+    run, size = loops.scatter, output.shape[ax]
+    if len(calls) == 1:
+        return run(dst, flat, src, shape, strides, ax, size, op, *calls[0])
+    return max(_parallel.run(lambda i, _: run(dst, flat, src, shape, strides, ax, size, op, *calls[i]),
+                             [(i, i + 1) for i in range(len(calls))]))
+
+
+@functools.lru_cache(maxsize=256)
+def _scatter_layout(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int, bytes_per_index: int,
+                    threads: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
+    """The compiled scatter's arguments that follow from the shapes alone: the index shape and
+    data's C strides as arrays (read-only to the loop), and per call ``(lo, hi, jlo, jhi)``.
+    Cached: a model's nodes repeat their shapes."""
+    n = _shapes.size(indices_shape)
+    r, last = len(indices_shape), indices_shape[-1]
+    work = n * bytes_per_index  # an index read, an update read, an element written
     # Targets differ unless all coordinates off the axis agree: split along one of those.
     if ax != 0:  # whole blocks of the first coordinate
-        block = flat.size // indices.shape[0]
-        chunks = [(lo * block, hi * block, 0, last) for lo, hi in _parallel.ranges(indices.shape[0], work)]
+        block = n // indices_shape[0]
+        calls = [(lo * block, hi * block, 0, last) for lo, hi in _parallel.ranges(indices_shape[0], work, threads)]
     elif r > 1:  # columns of the last coordinate, every row
-        chunks = [(0, flat.size, lo, hi) for lo, hi in _parallel.ranges(last, work)]
+        calls = [(0, n, lo, hi) for lo, hi in _parallel.ranges(last, work, threads)]
     else:
-        chunks = [(0, flat.size, 0, last)]
-    run = loops.scatter
-    _parallel.run(lambda i, _: run(dst, flat, src, shape, strides, ax, size, op, *chunks[i]), [(i, i + 1) for i in range(len(chunks))])
-    return True
+        calls = [(0, n, 0, last)]
+    return np.array(indices_shape, dtype=np.int64), _c_strides(data_shape), calls
 
 
 def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _memory, _shapes
+from .. import _buffers, _shapes
 from .._validate import as_array, native_indices, same_memory
 from .._versions import OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
-    assign_last_wins, checked_target, copy_and_scatter_rows, copy_into, last_of_duplicates, reduce_into, result_dtype, scatter_output,
-    strings_as_objects,
+    assign_last_wins, checked_target, copy_and_scatter_rows, copy_into, fresh_output, last_of_duplicates,
+    reduce_into, result_dtype, scatter_output, strings_as_objects,
 )
 
 
@@ -68,12 +68,7 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates
             pass  # nd_offsets raises the error with its facts
     if offsets is None:
         offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
-    output = _buffers.reused(data.shape, data.dtype)
-    if output is None:
-        _shapes.check_output_bytes(spec, data.shape, data.dtype)
-        output = _buffers.empty(data.shape, data.dtype)
-    elif (limit := _memory._configured()) is not None and data.nbytes > limit:
-        _shapes.check_output_bytes(spec, data.shape, data.dtype, limit=limit)  # raises
+    output = fresh_output(spec, data.shape, data.dtype)
     if not _copy_and_write(output, data, dims, offsets, updates, reduction):
         copy_into(output, data)
         _write(output, dims, offsets, updates, reduction)
