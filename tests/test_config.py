@@ -83,3 +83,30 @@ def test_a_good_memory_limit_in_the_environment_applies(monkeypatch):
         assert gs.memory_limit() == 100
         with pytest.raises(gs.OutputTooLargeError):
             gs.gather(np.zeros(10), np.zeros(20, dtype=np.int64))
+
+
+def test_the_memory_available_is_queried_unless_an_output_fits_with_room_by_a_recent_query(monkeypatch):
+    """Without a configured limit an output over 1 MiB is checked against the memory available:
+    queried, unless at most a sixteenth of what a query found under half a second ago."""
+    import time
+
+    from gather_scatter import _memory
+
+    found = []
+    monkeypatch.delenv(_memory.ENV_VAR, raising=False)
+    monkeypatch.setattr(_memory, "_limit", None)
+    monkeypatch.setattr(_memory, "available_memory", lambda: found.append(1) or 64 << 20)
+    monkeypatch.setattr(_memory, "_seen", (0, 0.0))
+    assert _memory.exceeded(1 << 20) is None and not found  # 1 MiB: never queried
+    assert _memory.exceeded(4 << 20) is None and found == [1]  # the first query: 64 MiB found
+    assert _memory.exceeded(4 << 20) is None and found == [1]  # a sixteenth of it, just now: no query
+    assert _memory.exceeded((4 << 20) + 1) is None and found == [1, 1]  # more than a sixteenth: queried
+    assert _memory.exceeded(65 << 20) == 64 << 20 and len(found) == 3  # refused, on a fresh query
+    monkeypatch.setattr(_memory, "_seen", (64 << 20, time.monotonic() - 1.0))  # a second ago: stale
+    assert _memory.exceeded(2 << 20) is None and len(found) == 4
+    monkeypatch.setattr(_memory, "_seen", (1 << 40, time.monotonic()))
+    gs.set_memory_limit(1 << 20)  # a configured limit is always applied
+    try:
+        assert _memory.exceeded(2 << 20) == 1 << 20
+    finally:
+        gs.set_memory_limit(None)

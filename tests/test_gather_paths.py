@@ -4,6 +4,8 @@ index dtype and thread count, with a bad index reported at its first position on
 
 from __future__ import annotations
 
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -100,21 +102,25 @@ def test_gather_fast_call_up_to_one_mib_matches_the_kernel():
 
 
 @pytest.mark.parametrize("call", [
-    lambda data: gs.gather(data, np.arange(512)),
-    lambda data: gs.gather_nd(data.reshape(512, 1, 1024), np.zeros((512, 1, 1), np.int64), batch_dims=1),
-    lambda data: gs.gather_elements(data, np.zeros((512, 1024), np.int64), axis=1),
+    lambda data: gs.gather(data, np.arange(len(data))),
+    lambda data: gs.gather_nd(data.reshape(len(data), 1, 1024), np.zeros((len(data), 1, 1), np.int64), batch_dims=1),
+    lambda data: gs.gather_elements(data, np.zeros(data.shape, np.int64), axis=1),
 ], ids=["gather", "gather_nd", "gather_elements"])
-def test_a_cached_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch, call):
+@pytest.mark.parametrize("rows", [512, 8192], ids=["2MiB-malloc", "32MiB-cache-block"])
+def test_a_fitting_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch, call, rows):
+    """2 MiB: a sixteenth of the memory the last query found, under half a second ago; 32 MiB:
+    a block of the buffer cache, which takes no new memory."""
     from gather_scatter import _memory
     from gather_scatter.errors import OutputTooLargeError
 
-    data = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)  # outputs of 2 MiB: cache blocks
+    data = np.arange(rows * 1024, dtype=np.float32).reshape(rows, 1024)
     first = call(data)
-    del first  # its block goes back to the cache
+    del first  # its block, if any, goes back to the cache
     queried = []
+    monkeypatch.setattr(_memory, "_seen", (1 << 40, time.monotonic()))  # 1 TiB found just now
     monkeypatch.setattr(_memory, "available_memory", lambda: queried.append(1) or 0)
     result = call(data)
-    assert not queried and result.nbytes == 2 << 20
+    assert not queried and result.nbytes == rows * 4096
     del result
     previous = gs.set_memory_limit(1000)
     try:
@@ -169,3 +175,29 @@ def test_gather_of_an_accepted_signature_above_the_fast_size_keeps_every_value_c
             gs.gather(table, idx, axis=1)
     finally:
         gs.set_memory_limit(previous)
+
+
+@compiled
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.uint16, np.float64, ml_dtypes.bfloat16, np.complex128])
+def test_gather_rows_compiled_above_the_fast_size_match_take_and_report_the_first_bad_index(
+        split_everything, dtype, index_dtype, threads):
+    """Axis 0 of an accepted signature above the fast call's size: each thread checks its
+    range (min and max) and copies its rows, prefetched (gather._take_rows_compiled)."""
+    rng = np.random.default_rng(9)
+    table = (rng.standard_normal((500, 4, 1400)) * 5).astype(dtype)  # 200 rows of 5,600: over 1 MiB of output
+    gs.set_num_threads(threads)
+    for indices in (rng.integers(0, 500, (40, 5)), rng.integers(-500, 500, (40, 5)), np.full((1, 1), -500)):
+        indices = indices.astype(index_dtype)
+        expected = np.take(table, indices, 0)
+        for _ in range(3):  # the first call: the kernel; then the accepted signature's path
+            assert gs.gather(table, indices).tobytes() == expected.tobytes()
+    indices = rng.integers(-500, 500, (40, 5)).astype(index_dtype)
+    gs.gather(table, indices)
+    for position, value in (((0, 0), 500), ((20, 3), -501), ((39, 4), 10**6)):
+        bad = indices.copy()
+        bad[position] = value
+        with pytest.raises(gs.IndexOutOfBoundsError) as info:
+            gs.gather(table, bad)
+        assert info.value.position == position and info.value.value == value

@@ -153,13 +153,17 @@ def test_copy_into_splits_only_big_copies(monkeypatch):
     assert calls == [2] and (dst == src).all()
 
 
-def test_a_cached_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch):
+@pytest.mark.parametrize("rows", [512, 8192], ids=["2MiB-malloc", "32MiB-cache-block"])
+def test_a_fitting_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch, rows):
+    import time
+
     from gather_scatter import _memory
     from gather_scatter.errors import OutputTooLargeError
 
-    data = np.zeros((512, 1024), np.float32)  # 2 MiB: a buffer-cache block
-    gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))  # its block goes back to the cache
+    data = np.zeros((rows, 1024), np.float32)  # a sixteenth of the memory last found; or a cache block
+    gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))  # a block goes back to the cache
     queried = []
+    monkeypatch.setattr(_memory, "_seen", (1 << 40, time.monotonic()))
     monkeypatch.setattr(_memory, "available_memory", lambda: queried.append(1) or 0)
     result = gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))
     assert not queried and result[1].all() and not result[0].any()

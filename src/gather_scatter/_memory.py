@@ -15,6 +15,7 @@ small call's budget), and a value is parsed once, when it first appears.
 from __future__ import annotations
 
 import os
+import time
 
 from ._settings import checked, from_env
 
@@ -22,6 +23,10 @@ ENV_VAR = "GATHER_SCATTER_MEMORY_LIMIT"
 INT64_MAX = 2**63 - 1
 # Below this an output is never refused unless a limit is set, so small calls skip the query.
 _QUERY_FLOOR = 1 << 20
+
+# The last query of the memory available: (bytes, time.monotonic()); see exceeded().
+_seen: tuple[int, float] = (0, 0.0)
+_MARGIN, _FRESH_S = 16, 0.5
 
 _limit: int | None = None
 # os.environ's backing dict and the key as it stores it (bytes on POSIX): what os.environ.get
@@ -79,12 +84,23 @@ def memory_limit() -> int:
 
 
 def exceeded(nbytes: int) -> int | None:
-    """The limit if ``nbytes`` exceeds it, else None (cheap for small outputs)."""
+    """The limit if ``nbytes`` exceeds it, else None (cheap for small outputs).
+
+    Without a configured limit, the memory available is queried (``/proc/meminfo``: ~20 us)
+    unless the output is at most 1 MiB, or at most a sixteenth of what the last query found
+    less than half a second ago: the output then fits with room to spare, whatever the
+    other processes did meanwhile, short of taking fifteen sixteenths in half a second."""
+    global _seen
     configured = _configured()
     if configured is None:
         if nbytes <= _QUERY_FLOOR:
             return None
+        available, when = _seen
+        now = time.monotonic()
+        if nbytes * _MARGIN <= available and now - when < _FRESH_S:
+            return None
         configured = available_memory()
+        _seen = (configured, now)
     return configured if nbytes > configured else None
 
 

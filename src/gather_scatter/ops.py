@@ -42,8 +42,8 @@ _ndarray = np.ndarray
 # and below _memory's floor, under which only a configured limit can refuse an output.
 SMALL_BYTES = 64 << 10
 # Gather's fast call is NumPy's own checked take, the kernel's copy without its steps: it serves
-# every output the kernel would make in one call from malloc (the arena and the memory query
-# start at 1 MiB), so a batch of 1,000 embedding rows (256 KiB) costs take's time plus a lookup.
+# every output the kernel would make in one call from malloc (the memory query starts above
+# 1 MiB), so a batch of 1,000 embedding rows (256 KiB) costs take's time plus a lookup.
 GATHER_BYTES = (1 << 20) - 1
 # A scatter's table of slice numbers (ScatterND's first k axes) is kept up to this many slices.
 SLICE_TABLE = 1 << 16

@@ -171,6 +171,38 @@ def copy_slices(src, numbers, count, dst, at, block):
 
 
 @jit
+def take_rows(src, indices, dst, size, block, lo, hi):
+    """Gather of whole slices: ``dst``'s slices ``[lo, hi)`` = ``src``'s slices
+    ``indices[lo:hi]`` (slices of ``block`` elements, ``size`` of them; negatives from the
+    end), prefetched as :func:`copy_slices` does. The indices' min and max come first (one
+    tight pass): a bad index returns its position with nothing copied (else -1), and indices
+    without negatives are copied without mapping them."""
+    low = np.int64(0)
+    high = np.int64(-1)
+    if hi > lo:
+        low = np.int64(indices[lo])
+        high = low
+    for r in range(lo, hi):
+        v = np.int64(indices[r])
+        low = min(low, v)
+        high = max(high, v)
+    if low < -size or high >= size:
+        for r in range(lo, hi):
+            v = np.int64(indices[r])
+            if v < -size or v >= size:
+                return np.int64(r)
+    if low >= 0:
+        copy_slices(src, indices[lo:hi], hi - lo, dst, lo, block)
+        return np.int64(-1)
+    ublock = u64(block)
+    for r in range(lo, hi):
+        v = np.int64(indices[r])
+        v += (v >> 63) & size
+        _copy_run(dst, u64(r) * ublock, src, u64(v) * ublock, ublock)
+    return np.int64(-1)
+
+
+@jit
 def gather_last(data, indices, dst, size, n, lo, hi):
     """GatherElements on the last axis, indices of data's shape but the last dim (``n``):
     output rows ``[lo, hi)``, ``dst[r, j] = data[r, indices[r, j]]``; returns the first flat

@@ -239,16 +239,22 @@ def checked_target(spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, othe
 
 
 def fresh_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A new uninitialized array for a numeric output: a block the buffer cache holds (only a
-    configured memory limit can refuse it: it takes no new memory), else a new one, its size
-    checked against the memory limit first (OutputTooLargeError)."""
-    output = _buffers.reused(shape, dtype)
-    if output is None:
-        _shapes.check_output_bytes(spec, shape, dtype)
-        return _buffers.empty(shape, dtype)
-    if (limit := _memory._configured()) is not None and output.nbytes > limit:
-        _shapes.check_output_bytes(spec, shape, dtype, limit=limit)  # raises
-    return output
+    """A new uninitialized array for a numeric output, its size checked against the memory
+    limit (OutputTooLargeError): from the buffer cache where it is big enough for one (a
+    cached block takes no new memory, so only a configured limit can refuse it), else from
+    ``np.empty``. Few steps: after a copy of megabytes each costs several times its usual."""
+    nbytes = _shapes.size(shape) * dtype.itemsize
+    if nbytes >= _buffers.MIN_BYTES:
+        output = _buffers.reused(shape, dtype)
+        if output is None:
+            _shapes.check_output_bytes(spec, shape, dtype)
+            return _buffers.empty(shape, dtype)
+        if (limit := _memory._configured()) is not None and nbytes > limit:
+            _shapes.check_output_bytes(spec, shape, dtype, limit=limit)  # raises
+        return output
+    if _memory.exceeded(nbytes) is not None:
+        _shapes.check_output_bytes(spec, shape, dtype)  # raises, with the facts
+    return np.empty(shape, dtype)
 
 
 def scatter_output(data: np.ndarray, target: np.ndarray | None, dtype: np.dtype, in_place: bool) -> np.ndarray:

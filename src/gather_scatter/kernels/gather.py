@@ -7,7 +7,8 @@ import numpy as np
 from .. import _buffers, _memory, _parallel, _shapes
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import OpVersion
-from ._writes import strings_as_objects
+from . import _compiled
+from ._writes import bits, fresh_output, strings_as_objects
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
@@ -50,12 +51,32 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
     ``indices``, a fresh output. Only what depends on the values remains: the output's size and
     the bounds, then the copy."""
     out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
+    loops = _compiled.loops() if data.dtype.itemsize in (1, 2, 4, 8) and ax == 0 else None
+    if loops is not None:  # whole slices of one outer row: the bounds and the copy in one compiled pass
+        return _take_rows_compiled(spec, loops, data, indices, out_shape)
     result = cached_output(spec, out_shape, data.dtype)
     check_bounds(spec, indices, data.shape[ax], ax)
     if result is None:
         result = _buffers.empty(out_shape, data.dtype)
     outer = _shapes.size(data.shape[:ax])
     _take_rows(data.reshape(outer, data.shape[ax], -1), indices.reshape(-1), result.reshape(outer, indices.size, -1))
+    return result
+
+
+def _take_rows_compiled(spec: OpVersion, loops, data: np.ndarray, indices: np.ndarray,
+                        out_shape: tuple[int, ...]) -> np.ndarray:
+    """Gather on axis 0 of C-contiguous ``data``: each thread (one per MiB of output) checks
+    its range of indices (min and max, one pass) and copies their slices, prefetched. A bad
+    index: the fresh output is dropped and :func:`check_bounds` raises with the facts. 10,000
+    rows of 256 bytes from a 25.6 MB table: ~130 us on two threads against ~145 for np.take
+    and ~160 for the separate bounds pass and take (the 2-core machine, interleaved)."""
+    result = fresh_output(spec, out_shape, data.dtype)
+    src, dst, flat = bits(data), bits(result), indices.reshape(-1)
+    size, block, run = data.shape[0], _shapes.size(data.shape[1:]), loops.take_rows
+    bad = _parallel.run(lambda lo, hi: run(src, flat, dst, size, block, lo, hi), _parallel.ranges(flat.size, result.nbytes))
+    if max(bad) >= 0:
+        check_bounds(spec, indices, size, 0)
+        raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
     return result
 
 
