@@ -143,6 +143,13 @@ def cases(quick: bool) -> list[Case]:
         Case("gather_nd_batch_dims1", "GatherND",
              [rand(32, 2048 // s, 128), rng.integers(0, 2048 // s, (32, 512 // s, 1))],
              {"batch_dims": 1}, 13, slice_gather=True),
+        # Issue 16's kernel cases: a middle axis by int32 indices, GatherND with batch_dims=2.
+        Case("gather_middle_axis_int32", "Gather",
+             [rand(16, 2048 // s, 96), rng.integers(0, 2048 // s, 700 // s).astype(np.int32)], {"axis": 1}, 13,
+             slice_gather=True),
+        Case("gather_nd_batch_dims2", "GatherND",
+             [rand(8, 16, 1024 // s, 64), rng.integers(-(1024 // s), 1024 // s, (8, 16, 256 // s, 1))],
+             {"batch_dims": 2}, 13, slice_gather=True),
         Case("gather_nd_ms_int32", "GatherND", [grid, el_idx.astype(np.int32)], {}, 13,
              domain="com.microsoft", note="reference: ai.onnx GatherND on int64 indices"),
         Case("scatter_nd_none_unique", "ScatterND", [grid, uniq_idx, rand(len(uniq_idx))], {}, 18),

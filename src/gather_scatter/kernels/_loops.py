@@ -171,9 +171,10 @@ def copy_slices(src, numbers, count, dst, at, block):
 
 
 @jit
-def take_rows(src, indices, dst, size, block, lo, hi):
-    """Gather of whole slices: ``dst``'s slices ``[lo, hi)`` = ``src``'s slices
-    ``indices[lo:hi]`` (slices of ``block`` elements, ``size`` of them; negatives from the
+def take_rows(src, indices, dst, size, block, olo, ohi, lo, hi):
+    """Gather of whole slices along one axis: for each outer row ``o`` in ``[olo, ohi)`` (of
+    ``size`` slices in ``src``, ``indices.size`` in ``dst``), ``dst``'s slices ``[lo, hi)`` =
+    ``src``'s slices ``indices[lo:hi]`` (slices of ``block`` elements; negatives from the
     end), prefetched as :func:`copy_slices` does. The indices' min and max come first (one
     tight pass): a bad index returns its position with nothing copied (else -1), and indices
     without negatives are copied without mapping them."""
@@ -191,14 +192,18 @@ def take_rows(src, indices, dst, size, block, lo, hi):
             v = np.int64(indices[r])
             if v < -size or v >= size:
                 return np.int64(r)
-    if low >= 0:
-        copy_slices(src, indices[lo:hi], hi - lo, dst, lo, block)
-        return np.int64(-1)
     ublock = u64(block)
-    for r in range(lo, hi):
-        v = np.int64(indices[r])
-        v += (v >> 63) & size
-        _copy_run(dst, u64(r) * ublock, src, u64(v) * ublock, ublock)
+    n = u64(indices.size)
+    for o in range(olo, ohi):
+        row = src[u64(o) * u64(size) * ublock:]
+        at = u64(o) * n + u64(lo)
+        if low >= 0:
+            copy_slices(row, indices[lo:hi], hi - lo, dst, at, block)
+            continue
+        for r in range(lo, hi):
+            v = np.int64(indices[r])
+            v += (v >> 63) & size
+            _copy_run(dst, (at + u64(r - lo)) * ublock, row, u64(v) * ublock, ublock)
     return np.int64(-1)
 
 
