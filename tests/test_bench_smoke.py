@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {
     "gather_axis0_embedding", "gather_axis1", "gather_strings", "gather_int32_indices", "gather_nd_elements",
-    "gather_nd_rows", "gather_nd_batch_dims1", "gather_nd_ms_int32", "scatter_nd_none_unique",
+    "gather_nd_rows", "gather_nd_batch_dims1", "gather_middle_axis_int32", "gather_nd_batch_dims2", "gather_nd_ms_int32", "scatter_nd_none_unique",
     "scatter_nd_add_dups", "scatter_nd_mul_dups", "scatter_nd_max_dups", "scatter_nd_kv_cache",
     "scatter_nd_kv_cache_inplace", "scatter_nd_add_float16", "scatter_nd_add_bfloat16",
     "gather_elements_last_axis", "gather_elements_axis0", "scatter_elements_add_dups", "scatter_elements_max_dups",
