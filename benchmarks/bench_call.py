@@ -1,12 +1,13 @@
-"""The fixed cost of one small call: ours against the nearest NumPy operation and against
-onnxruntime's ``session.run`` of a one-node model (1 intra-op thread).
+"""The fixed cost of one small call: ours against the nearest NumPy operation, onnxruntime's
+``session.run`` of a one-node model (1 intra-op thread) and a reused plain
+``onnx.reference.ReferenceEvaluator``'s ``run`` of the same model.
 
     python benchmarks/bench_call.py [--rounds N] [--per-round M]
 
 Inputs are tiny (a 3-element vector at a 0-d index and the like), so what is measured is the
 cost of a call, not of moving bytes. Each round times M calls of every engine of a case in
 turn, the order rotating from round to round; a figure is the median over rounds of the time
-per call, in microseconds. The targets (issue 16): ours <= 0.5x onnxruntime and <= 3 us above
+per call, in microseconds; the output is a Markdown table (the README's). The targets (issue 16): ours <= 0.5x onnxruntime and <= 3 us above
 NumPy for the Gather case, and ``run_node`` <= 1.0x onnxruntime. A measurement, never an assertion.
 """
 
@@ -68,12 +69,11 @@ def cases() -> list[tuple]:
     ]
 
 
-def onnxruntime_call(op: str, attrs: dict, inputs: list[np.ndarray]):
-    """``session.run`` of a one-node model, or None where onnxruntime cannot load it."""
+def one_node_model(op: str, attrs: dict, inputs: list[np.ndarray]):
+    """The ONNX model of one ``op`` node on ``inputs`` (opset 18; TensorScatter 24), or None
+    where onnx is missing."""
     try:
-        import onnx
         import onnx.helper as oh
-        import onnxruntime as ort
     except ImportError:
         return None
     names = [f"x{i}" for i in range(len(inputs))]
@@ -84,7 +84,15 @@ def onnxruntime_call(op: str, attrs: dict, inputs: list[np.ndarray]):
         [oh.make_tensor_value_info("y", oh.np_dtype_to_tensor_dtype(inputs[0].dtype), None)],
     )
     opset = 24 if op == "TensorScatter" else 18
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)]), dict(zip(names, inputs))
+
+
+def onnxruntime_call(model, feeds):
+    """``session.run`` of the model (1 thread), or None where onnxruntime cannot load it."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3  # TensorScatter warns at every run that it copies past_cache
@@ -92,8 +100,20 @@ def onnxruntime_call(op: str, attrs: dict, inputs: list[np.ndarray]):
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 - an op onnxruntime lacks (TensorScatter before 1.23)
         return None
-    feeds = dict(zip(names, inputs))
     return lambda *_: session.run(None, feeds)
+
+
+def reference_call(model, feeds):
+    """A reused plain ``onnx.reference.ReferenceEvaluator``'s ``run`` of the model, or None
+    where it cannot load or run it."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model)
+        evaluator.run(None, feeds)
+    except Exception:  # noqa: BLE001 - an op this onnx version's reference lacks
+        return None
+    return lambda *_: evaluator.run(None, feeds)
 
 
 def per_call(fn, args, number: int) -> float:
@@ -108,25 +128,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=31)
     parser.add_argument("--per-round", type=int, default=2000)
     args = parser.parse_args(argv)
-    print(f"per call, us: median of {args.rounds} rounds of {args.per_round} calls, interleaved")
-    print(f"{'case':18} {'ours':>8} {'numpy':>8} {'ort':>8} {'ours-numpy':>11} {'ours/ort':>9}  numpy op")
+    print(f"per call, µs: median of {args.rounds} rounds of {args.per_round} calls, interleaved "
+          "(onnx.reference: a tenth as many calls per round)\n")
+    print("| case | ours | NumPy | onnxruntime | onnx.reference | ours − NumPy | ours / ORT | ours / reference "
+          "| NumPy op |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, op, attrs, inputs, ours, numpy_op, numpy_name in cases():
         engines = {"ours": ours, "numpy": numpy_op}
-        ort = onnxruntime_call(op, attrs, inputs)
-        if ort is not None:
-            engines["ort"] = ort
+        built = one_node_model(op, attrs, inputs)
+        for key, make in (("ort", onnxruntime_call), ("reference", reference_call)):
+            call = make(*built) if built is not None else None
+            if call is not None:
+                engines[key] = call
         for fn in engines.values():  # warm: the first call of a signature checks it
             per_call(fn, inputs, 10)
         times: dict[str, list[float]] = {key: [] for key in engines}
         keys = list(engines)
         for r in range(args.rounds):
             for key in keys[r % len(keys) :] + keys[: r % len(keys)]:
-                times[key].append(per_call(engines[key], inputs, args.per_round))
+                number = max(1, args.per_round // 10) if key == "reference" else args.per_round
+                times[key].append(per_call(engines[key], inputs, number))
         med = {key: statistics.median(values) * 1e6 for key, values in times.items()}
-        ort_text = f"{med['ort']:8.2f}" if "ort" in med else f"{'-':>8}"
-        ratio = f"{med['ours'] / med['ort']:9.2f}" if "ort" in med else f"{'-':>9}"
-        print(f"{name:18} {med['ours']:8.2f} {med['numpy']:8.2f} {ort_text} {med['ours'] - med['numpy']:11.2f} "
-              f"{ratio}  {numpy_name}")
+
+        def shown(key):
+            return f"{med[key]:.2f}" if key in med else "—"
+
+        def ratio(key):
+            return f"{med['ours'] / med[key]:.2f}" if key in med else "—"
+
+        print(f"| {name} | {med['ours']:.2f} | {med['numpy']:.2f} | {shown('ort')} | {shown('reference')} "
+              f"| {med['ours'] - med['numpy']:.2f} | {ratio('ort')} | {ratio('reference')} | {numpy_name} |")
 
 
 if __name__ == "__main__":
