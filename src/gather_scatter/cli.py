@@ -311,15 +311,21 @@ def _check(args: argparse.Namespace) -> int:
 
     if args.list_engines:
         return _list_engines()
+    if args.engine is None:
+        raise _UserError("one of --engine or --list-engines is required")
+    _check_mode_options(args)
     _check_destination("--out", args.out, is_dir=True)
     if args.json:
         _check_destination("--json", args.json, is_dir=False)
     try:
-        result = run_check(
-            args.engine, ops=args.op or None, opsets=args.opset or None, cases=args.cases, seed=args.seed,
-            threads=args.threads, timeout=args.timeout, out_dir=args.out, json_path=args.json,
-            progress=sys.stderr.isatty(),
-        )
+        if args.model is not None:
+            result = _check_model(args)
+        else:
+            result = run_check(
+                args.engine, ops=args.op or None, opsets=args.opset or None, cases=args.cases or 20,
+                seed=args.seed, threads=args.threads, timeout=args.timeout, out_dir=args.out,
+                json_path=args.json, progress=sys.stderr.isatty(),
+            )
     except (EngineMissing, SelectionError) as exc:
         raise _UserError(str(exc)) from None
     except Interrupted as exc:  # the partial report is printed and written
@@ -332,6 +338,48 @@ def _check(args: argparse.Namespace) -> int:
             raise
         raise _UserError(f"{exc.strerror}: {exc.filename!r}") from None
     return 1 if result["findings"] else 0
+
+
+def _check_mode_options(args: argparse.Namespace) -> None:
+    """Refuse an option of one mode given in the other: operator mode (no MODEL) generates
+    cases (--op, --opset, --cases); model mode (MODEL) takes the model's inputs (--input,
+    --inputs, --dim, --tries)."""
+    if args.model is not None:
+        given = [name for name, value in (("--op", args.op), ("--opset", args.opset), ("--cases", args.cases))
+                 if value]
+        if given:
+            raise _UserError(f"{', '.join(given)} select generated cases, not a model's nodes: leave out MODEL "
+                             "to check operators, or drop them to check the model")
+    else:
+        given = [name for name, value in (("--input", args.input), ("--inputs", args.inputs), ("--dim", args.dim),
+                                          ("--tries", args.tries)) if value]
+        if given:
+            raise _UserError(f"{', '.join(given)} apply to a model: gather-scatter check MODEL.onnx --engine NAME ...")
+
+
+def _check_model(args: argparse.Namespace) -> dict:
+    """``check MODEL``: the model's inputs read, its nodes checked (ModelUsageError: exit 2)."""
+    from .check.model import ModelUsageError, run_model_check
+
+    inputs = _load_arrays(args.inputs) if args.inputs else {}
+    inputs.update({name: _load_array(name, path) for name, path in args.input})
+    try:
+        return run_model_check(args.model, args.engine, inputs=inputs, dims=dict(args.dim), seed=args.seed,
+                               threads=args.threads, timeout=args.timeout, tries=args.tries or 3,
+                               out_dir=args.out, json_path=args.json)
+    except ModelUsageError as exc:
+        raise _UserError(str(exc)) from None
+
+
+def _named_size(spec: str) -> tuple[str, int]:
+    name, sep, size = spec.partition("=")
+    try:
+        value = int(size)
+    except ValueError:
+        value = -1
+    if not (sep and name) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected NAME=SIZE (a symbolic dim and a size >= 0), got {spec!r}")
+    return name, value
 
 
 def _list_engines() -> int:
@@ -359,21 +407,39 @@ def _add_check(subparsers: Any) -> None:
         "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is unknown, not installed, does "
         "not import or does not meet the engine protocol), 130 when interrupted (Ctrl-C) once the report of the "
         "cases run so far is written. Engines are found through the entry-point group gather_scatter.engines: "
-        "onnxruntime, reference, openvino, tract and any installed plugin.",
+        "onnxruntime, reference, openvino, tract and any installed plugin. With MODEL (model mode), the model "
+        "runs once with gather_scatter's kernels on its inputs (--input, --inputs; random ones otherwise), each "
+        "indexing node is replayed on the engine as a one-node model with the tensors it saw, and the whole "
+        "model's outputs are compared; the report names each diverging node. A model that cannot be read, has "
+        "no indexing node, or a symbolic input dim without --dim is a usage error.",
     )
-    which = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("model", nargs="?", metavar="MODEL",
+                        help="model mode: check each indexing node of this .onnx file on its own tensors, and the "
+                        "whole model's outputs (default: operator mode, generated cases)")
+    which = parser.add_mutually_exclusive_group()
     which.add_argument("--engine", metavar="NAME", help="the engine to check (see --list-engines)")
     which.add_argument("--list-engines", action="store_true",
                        help="list the installed engines, their versions and whether they can run, and exit")
+    parser.add_argument("--input", action="append", default=[], type=_named_input, metavar="NAME=FILE.npy",
+                        help="model mode: one model input from a .npy file (repeatable; default: random values of "
+                        "its declared type and shape, from --seed)")
+    parser.add_argument("--inputs", metavar="FILE.npz", help="model mode: model inputs from an .npz file, by name")
+    parser.add_argument("--dim", action="append", default=[], type=_named_size, metavar="NAME=SIZE",
+                        help="model mode: the size of a symbolic dim of the random inputs (repeatable)")
+    parser.add_argument("--tries", type=_int_in(1), default=None, metavar="N",
+                        help="model mode: runs of each node and of the whole model until the engine disagrees, "
+                        "for a race that shows on some runs only (default 3)")
     parser.add_argument("--op", action="append", default=[], type=_op_or_version, metavar="OP",
                         help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)")
     parser.add_argument("--opset", action="append", default=[], type=_int_in(1, LATEST_OPSET[""]), metavar="N",
                         help="run each version at opset N where it is in effect (repeatable; default: its own)")
-    parser.add_argument("--cases", type=_int_in(1), default=20, metavar="N", help="cases per operator version (default 20)")
-    parser.add_argument("--seed", type=_int_in(0), default=0, metavar="S", help="seed of the generated cases (default 0)")
+    parser.add_argument("--cases", type=_int_in(1), default=None, metavar="N",
+                        help="cases per operator version (default 20)")
+    parser.add_argument("--seed", type=_int_in(0), default=0, metavar="S",
+                        help="seed of the generated cases, or of a model's random inputs (default 0)")
     parser.add_argument("--threads", type=_int_in(1), default=None, metavar="T", help="the engine's intra-op threads")
     parser.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
-                        help="seconds per case before the engine counts as hung (default 30)")
+                        help="seconds per case (or node, or whole model) before the engine counts as hung (default 30)")
     parser.add_argument("--out", default="check-findings", metavar="DIR",
                         help="where finding-NNNN.onnx/.npz go (default check-findings)")
     parser.add_argument("--json", default=None, metavar="REPORT.json", help="also write the report as JSON")

@@ -4,7 +4,9 @@
 from the same generators) and our kernels give the expected result or error (``runner``);
 each engine, built in or a plugin found through the entry-point group ``gather_scatter.engines``,
 runs out of process, restarted after a crash (``engines``); each finding is shrunk to a minimal
-case (``shrink``) and written out with a one-line reproduction (``report``).
+case (``shrink``) and written out with a one-line reproduction (``report``). Model mode
+(``model.run_model_check``) replays each indexing node of a model on the engine with the tensors
+the model gave it, and compares the whole model's outputs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TextIO
 
 from . import engines, report, runner, shrink
 
-__all__ = ["Interrupted", "run_check"]
+__all__ = ["Interrupted", "run_check", "run_model_check"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -134,3 +136,6 @@ def _run(worker: engines.Worker, checks: list, out_dir: str, summary: Counter, f
         summary[kind] += 1
         if bar is not None:
             bar.update(1)
+
+
+from .model import run_model_check  # noqa: E402 - model mode raises Interrupted, defined above

@@ -1,0 +1,287 @@
+"""Model mode's first half: a model's inputs made, and the model run once with our kernels while
+each indexing node (Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter,
+TensorScatter, com.microsoft GatherND; in the main graph, subgraphs and functions) records the
+inputs and attributes of its first call (:func:`capture`), to be replayed on an engine
+(``model``).
+
+Inputs not given are random, reproducible from the seed (:func:`make_feeds`): integers in
+``[0, n)`` where ``n`` is the smallest dim of the model's inputs (so they are valid indices into
+any of them), floats small and finite, every other type as the operator cases draw it.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+
+from .. import _model_check
+from .._feeds import check_inputs, type_str
+from .._versions import OpVersion
+from ..errors import GatherScatterError, NodeError
+from . import cases as C
+from . import runner
+
+__all__ = ["FAMILY", "ModelUsageError", "NodeRun", "capture", "indexing_nodes", "load", "make_feeds", "not_run"]
+
+#: (domain, op_type) of the operators replayed.
+FAMILY = frozenset({("", "Gather"), ("", "GatherND"), ("", "ScatterND"), ("", "GatherElements"),
+                    ("", "ScatterElements"), ("", "Scatter"), ("", "TensorScatter"), ("com.microsoft", "GatherND")})
+
+
+class ModelUsageError(ValueError):
+    """A model or its inputs that model mode cannot check (exit status 2 at the command line):
+    unreadable, no indexing node, a symbolic dim without ``--dim``, an input it cannot make."""
+
+
+@dataclass
+class NodeRun:
+    """One indexing node as the model ran it: its first call's inputs and attributes.
+
+    Attributes
+    ----------
+    label, name : str
+        How the report names the node (``unnamed ScatterND #2`` where it has no name), its name.
+    spec : OpVersion
+        The version it ran as; ``opset`` is the one it is replayed at (the model's, or the
+        version's own where the node is off-spec at the model's).
+    error : GatherScatterError or None
+        What our kernel raised on these inputs (the model stopped there).
+    calls : int
+        How often it ran (a node in a Loop body or a function runs more than once).
+    """
+
+    label: str
+    name: str
+    spec: OpVersion
+    opset: int
+    inputs: list
+    attrs: dict
+    error: GatherScatterError | None = None
+    calls: int = 1
+    check: runner.CheckCase = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.check = runner.CheckCase(self.spec, self.opset, C.Case(self.spec.op_type, self.inputs, self.attrs),
+                                      "valid" if self.error is None else "invalid")
+
+
+def _domain(node: onnx.NodeProto) -> str:
+    return "" if node.domain in ("", "ai.onnx") else node.domain
+
+
+def indexing_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The model's nodes of the family, in the main graph, its subgraphs and its functions.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+
+    Returns
+    -------
+    list of onnx.NodeProto
+    """
+    return [n for n in _model_check._all_nodes(model) if (_domain(n), n.op_type) in FAMILY]
+
+
+def _input_shape(value: onnx.ValueInfoProto, dims: Mapping[str, int]) -> tuple[int, ...]:
+    name, t = value.name, value.type
+    if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type:
+        raise ModelUsageError(f"model input {name!r} is {type_str(t)}: random values are made for tensors only; "
+                              f"pass it with --input {name}=FILE.npy")
+    if not t.tensor_type.HasField("shape"):
+        raise ModelUsageError(f"model input {name!r} declares no shape: pass it with --input {name}=FILE.npy")
+    shape = []
+    for axis, d in enumerate(t.tensor_type.shape.dim):
+        if d.HasField("dim_value"):
+            shape.append(d.dim_value)
+        elif d.dim_param and d.dim_param in dims:
+            shape.append(dims[d.dim_param])
+        elif d.dim_param:
+            raise ModelUsageError(f"model input {name!r} has the symbolic dim {d.dim_param!r} (axis {axis}): "
+                                  f"pass --dim {d.dim_param}=SIZE")
+        else:
+            raise ModelUsageError(f"model input {name!r} has no size on axis {axis}: pass it with "
+                                  f"--input {name}=FILE.npy")
+    return tuple(shape)
+
+
+def make_feeds(graph: onnx.GraphProto, given: Mapping[str, np.ndarray], dims: Mapping[str, int],
+               seed: int) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The model's inputs: ``given`` ones as they are, the others random of their declared type
+    and shape, reproducible from ``seed``.
+
+    Parameters
+    ----------
+    graph : onnx.GraphProto
+    given : mapping of str to ndarray
+        Inputs by name (``--input NAME=FILE``).
+    dims : mapping of str to int
+        A size for each symbolic dim (``--dim NAME=SIZE``) of an input not given.
+    seed : int
+
+    Returns
+    -------
+    feeds : dict of str to ndarray
+        Checked as :func:`~gather_scatter.run_model` checks them.
+    described : list of str
+        One ``name dtype shape (random|given)`` per input, for the report.
+
+    Raises
+    ------
+    ModelUsageError
+        A name in ``given`` the model does not declare, a name of ``dims`` that no input has, a
+        symbolic dim not in ``dims``, an input that is not a tensor, or a given input of another
+        type or shape than declared.
+    """
+    initializers = {i.name for i in graph.initializer}
+    declared = {i.name: i for i in graph.input}
+    for name in given:
+        if name not in declared:
+            raise ModelUsageError(f"the model has no input {name!r} (inputs: {', '.join(declared) or 'none'})")
+    symbols = {d.dim_param for i in graph.input if i.type.WhichOneof("value") == "tensor_type"
+               for d in i.type.tensor_type.shape.dim if d.dim_param}
+    for name in dims:
+        if name not in symbols:
+            raise ModelUsageError(f"--dim {name}: the model's inputs have no symbolic dim {name!r} "
+                                  f"(symbolic dims: {', '.join(sorted(symbols)) or 'none'})")
+    shapes = {name: _input_shape(value, dims) for name, value in declared.items()
+              if name not in given and name not in initializers}
+    sizes = [n for s in [*shapes.values(), *(np.shape(a) for a in given.values())] for n in s if n > 0]
+    high = min(sizes, default=1)
+    feeds: dict[str, Any] = dict(given)
+    described = []
+    for name, shape in shapes.items():
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(declared[name].type.tensor_type.elem_type))
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+        if dtype.kind in "iu":
+            feeds[name] = rng.integers(0, high, size=shape).astype(dtype)
+        else:
+            feeds[name] = C.values(rng, C.onnx_name(dtype), shape, special=False)
+    for name in declared:
+        if name in feeds:
+            a = np.asarray(feeds[name])
+            described.append(f"{name} {a.dtype}{list(a.shape)} {'random' if name in shapes else 'given'}")
+    try:
+        return check_inputs(graph, feeds), described
+    except GatherScatterError as exc:
+        raise ModelUsageError(str(exc)) from None
+
+
+def _capturing(cls: type, record) -> type:
+    """``cls`` (one of ``reference.NEW_OPS``) calling ``record(node, inputs, attrs, run)`` instead of
+    running the kernel straight (kept under its name and domain, so it replaces ``cls``)."""
+
+    class Capturing(cls):
+        def direct_run(self):
+            run = super().direct_run()
+            attrs = {name: getattr(self, name) for name in self.attributes_names_}
+            return lambda *inputs: record(self, inputs, attrs, lambda: run(*inputs))
+
+        def _run(self, *inputs, **attrs):
+            given = {name: getattr(self, name) for name in self.attributes_names_ if hasattr(self, name)}
+            return record(self, inputs, {**given, **attrs}, lambda: super(Capturing, self)._run(*inputs, **attrs))
+
+    Capturing.__name__ = Capturing.__qualname__ = cls.__name__
+    Capturing.op_domain = cls.op_domain
+    return Capturing
+
+
+def capture(model: onnx.ModelProto, feeds: Mapping[str, Any]) -> tuple[list[NodeRun], list[Any] | None,
+                                                                        GatherScatterError | None]:
+    """Run ``model`` with our kernels, recording each indexing node's first call.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        External data loaded; already checked.
+    feeds : mapping of str to value
+        As :func:`make_feeds` returns them.
+
+    Returns
+    -------
+    runs : list of NodeRun
+        In the order the nodes first ran.
+    outputs : list or None
+        The graph's outputs, None where one of our kernels raised (``error``).
+    error : GatherScatterError or None
+        That error: the model's inputs are invalid for that node (its NodeRun holds it too).
+
+    Raises
+    ------
+    ModelUsageError
+        Any other error: an operator that is not ours failed, or the model cannot be loaded.
+    """
+    from ..reference import NEW_OPS, Evaluator
+
+    runs: dict[int, NodeRun] = {}
+
+    def record(op, inputs, attrs, run):
+        key = id(op.onnx_node)
+        if key in runs:
+            runs[key].calls += 1
+            return run()
+        while inputs and inputs[-1] is None:  # trailing optional inputs left out
+            inputs = inputs[:-1]
+        spec = op._spec
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items() if v is not None}
+        label = op.onnx_node.name or f"unnamed {op.onnx_node.op_type} #{sum(not r.name for r in runs.values()) + 1}"
+        arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in inputs]
+        opset = max(op._opset, spec.since_version)
+        try:
+            out = run()
+        except GatherScatterError as exc:
+            if not isinstance(exc, NodeError):
+                runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs, error=exc)
+            raise
+        runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs)
+        return out
+
+    ops = tuple(_capturing(cls, record) for cls in NEW_OPS)
+    outputs = None
+    failure = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an off-spec node runs as the version it needs
+        try:
+            outputs = Evaluator(model, new_ops=ops, strict=False, check=False).run(None, dict(feeds))
+        except Exception as exc:  # noqa: BLE001 - ours (an invalid input) or any other operator's
+            failure = exc
+    ours = next((r.error for r in runs.values() if r.error is not None), None)
+    if failure is not None and ours is None:
+        said = str(failure) if isinstance(failure, GatherScatterError) else f"{type(failure).__name__}: {failure}"
+        raise ModelUsageError(f"our run of the model failed: {' '.join(said.split())}") from None
+    return list(runs.values()), outputs, ours if failure is not None else None
+
+
+def load(path: str) -> onnx.ModelProto:
+    """The model at ``path``, external data loaded, checked as ``gather-scatter run`` checks it.
+
+    Raises
+    ------
+    ModelUsageError
+        It cannot be read, or it is not well-formed (one line naming what is wrong).
+    """
+    try:
+        proto = _model_check.load_model(path)
+        _model_check.check_model(proto, path=path)
+    except GatherScatterError as exc:
+        raise ModelUsageError(" ".join(str(exc).split())) from None
+    return proto
+
+
+def not_run(proto: onnx.ModelProto, runs: list[NodeRun]) -> list[str]:
+    """The indexing nodes the model did not run on its inputs (an If branch not taken, a node
+    after ours raised)."""
+    ran = Counter(run.name for run in runs)
+    missing = []
+    for node in indexing_nodes(proto):
+        if ran[node.name] > 0:
+            ran[node.name] -= 1
+        else:
+            missing.append(node.name or f"an unnamed {node.op_type}")
+    return missing

@@ -1,0 +1,332 @@
+"""Model mode of ``gather-scatter check``: which indexing node of *this* model does an engine get
+wrong, on *its* tensors.
+
+The model runs once with our kernels, each indexing node recording what it saw (``capture``).
+Each recorded node is then replayed on the engine as a one-node model at its opset, in the
+engine's worker, and classified, shrunk and written out as operator mode does (``runner``,
+``shrink``, ``report``); the whole model runs on the engine too, and its outputs are compared
+with ours (:func:`close`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from typing import Any, Mapping, TextIO
+
+import numpy as np
+import onnx
+
+from ..errors import GatherScatterError
+from . import engines, report, runner, shrink
+from .capture import ModelUsageError, NodeRun, capture, indexing_nodes, load, make_feeds, not_run
+
+__all__ = ["ModelUsageError", "close", "print_report", "run_model_check"]
+
+
+# ----------------------------------------------------------------------------- the check
+
+
+def _order_free(check: runner.CheckCase) -> bool:
+    """A float scatter that adds or multiplies: duplicate targets summed in another order (as a
+    multi-threaded engine sums them) round differently, which is not a defect here."""
+    reduction = check.case.attrs.get("reduction", "none")
+    return reduction in ("add", "mul") and check.case.inputs[0].dtype.kind in "fcV"
+
+
+def _kind(worker: engines.Worker, check: runner.CheckCase) -> tuple[str, str]:
+    """``runner.run_one``, but a float add/mul scatter within rounding of ours agrees (see
+    :func:`_order_free`); a lost update moves an element by a whole update, far more."""
+    ours = runner.expected(check)
+    hint = (ours.shape, ours.dtype) if isinstance(ours, np.ndarray) else None
+    outcome = worker.run(runner.model_bytes(check), check.feeds(), hint)
+    kind, detail = runner.classify(check, outcome)
+    if kind == "wrong_output" and _order_free(check) and close(outcome.output, ours) is None:
+        return "agree", ""
+    if kind == "wrong_output" and _order_free(check):
+        detail = close(outcome.output, ours) or detail
+    return kind, detail
+
+
+def _replay(worker: engines.Worker, check: runner.CheckCase, tries: int) -> tuple[str, str]:
+    """The node's kind and detail: replayed up to ``tries`` times until the engine disagrees
+    (a race, such as onnxruntime's two-thread ScatterND add, shows only on some runs)."""
+    for _ in range(tries):
+        kind, detail = _kind(worker, check)
+        if kind != "agree":
+            break
+    return kind, detail
+
+
+def _shrunk(worker: engines.Worker, check: runner.CheckCase, kind: str, detail: str) -> tuple[runner.CheckCase, str]:
+    """The smallest case that still shows the finding, as operator mode shrinks it."""
+    want = runner.signature(check, kind)
+    small = shrink.shrink(check, want, lambda c: runner.signature(c, _kind(worker, c)[0]), budget=60)
+    if small is not check:
+        again, said = _kind(worker, small)
+        if runner.signature(small, again) == want:
+            return small, said
+    return check, detail
+
+
+def _tolerance(dtype: np.dtype) -> float:
+    """Relative to the output's largest magnitude: other operators (MatMul, Softmax) may round
+    differently in another engine; an indexing defect moves whole elements."""
+    if dtype.kind == "V" or dtype.itemsize <= 2 or dtype.name.startswith("float8"):
+        return 2e-2
+    return 1e-7 if dtype in (np.float64, np.complex128) else 1e-4
+
+
+def close(actual: Any, expected: Any) -> str | None:
+    """None when the engine's model output ``actual`` is ours, ``expected`` (floats within a
+    tolerance of the output's scale, NaN where we have NaN; anything else exactly, as
+    ``runner.same``), else what differs.
+
+    Parameters
+    ----------
+    actual : array_like or None
+        None (an output NumPy cannot hold) is not compared.
+    expected : ndarray or other
+        Only a tensor (an ndarray) is compared.
+
+    Returns
+    -------
+    str or None
+    """
+    if actual is None or not isinstance(expected, np.ndarray):
+        return None
+    actual = np.asarray(actual)
+    inexact = expected.dtype.kind in "fcV"
+    if not inexact or actual.shape != expected.shape or actual.dtype != expected.dtype or expected.dtype == object:
+        return runner.same(actual, expected)
+    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+    a, e = actual.astype(wide).reshape(-1), expected.astype(wide).reshape(-1)
+    finite = np.isfinite(e)
+    scale = max(1.0, float(np.abs(e[finite]).max())) if finite.any() else 1.0
+    tol = _tolerance(expected.dtype) * scale
+    with np.errstate(invalid="ignore"):
+        ok = (a == e) | (np.isnan(a) & np.isnan(e)) | (np.abs(a - e) <= tol)
+    if ok.all():
+        return None
+    i = int(np.argmin(ok))
+    return (f"{int((~ok).sum())} of {a.size} elements differ by more than {tol:.3g}; first at flat position {i}: "
+            f"{actual.reshape(-1)[i]!r}, expected {expected.reshape(-1)[i]!r}")
+
+
+def _classify_model(outcome: engines.Outcome, names: list[str], ours: list | None,
+                    error: GatherScatterError | None) -> tuple[str, str]:
+    if outcome.kind in ("crash", "timeout", "unsupported"):
+        return outcome.kind, outcome.message
+    if error is not None:
+        if outcome.kind == "ok":
+            return "accepted_invalid", f"we raise {type(error).__name__}: {error}; the engine returned a result"
+        return "agree", ""
+    if outcome.kind == "error":
+        return "rejected_valid", f"the engine raised: {outcome.message}"
+    if len(outcome.outputs) != len(ours):
+        return "wrong_output", f"{len(outcome.outputs)} outputs, expected {len(ours)}"
+    for name, got, want in zip(names, outcome.outputs, ours):
+        diff = close(got, want)
+        if diff:
+            return "wrong_output", f"output {name!r}: {diff}"
+    return "agree", ""
+
+
+def _write_node(check: runner.CheckCase, stem: str) -> dict[str, str]:
+    """The node as the model ran it (before shrinking), beside its finding."""
+    with open(stem + ".onnx", "wb") as f:
+        f.write(runner.model_bytes(check))
+    np.savez(stem + ".npz", **{name: report._storable(a) for name, a in check.feeds().items()})
+    return {"node_model": stem + ".onnx", "node_inputs": stem + ".npz"}
+
+
+def _node_row(run: NodeRun, kind: str, detail: str) -> dict:
+    spec = run.spec
+    return {"node": run.label, "op": spec.op_type, "domain": spec.domain or "ai.onnx",
+            "since_version": spec.since_version, "opset": run.opset, "calls": run.calls, "kind": kind,
+            "detail": detail}
+
+
+def run_model_check(
+    model_path: str,
+    engine: str,
+    *,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    dims: Mapping[str, int] | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    timeout: float = 30.0,
+    tries: int = 3,
+    out_dir: str = "check-findings",
+    json_path: str | None = None,
+    stream: TextIO | None = None,
+) -> dict:
+    """Check each indexing node of a model, on its own tensors, and the whole model, on ``engine``.
+
+    Parameters
+    ----------
+    model_path : str
+        An ``.onnx`` file (external data is read beside it).
+    engine : str
+        An engine of ``engines.discover()``.
+    inputs : mapping of str to ndarray, optional
+        Model inputs by name; the others are random (see :func:`make_feeds`).
+    dims : mapping of str to int, optional
+        Sizes of the symbolic dims of the inputs not given.
+    seed : int
+        The seed of the random inputs.
+    threads : int, optional
+        The engine's intra-op threads, where it has them.
+    timeout : float
+        Seconds the engine may take on one node (or the whole model) before it counts as hung.
+    tries : int
+        Runs of each node and of the whole model until the engine disagrees (a race shows on
+        some runs only).
+    out_dir, json_path : str
+        Where findings (``finding-NNNN.onnx`` + ``.npz``, the node's own tensors as
+        ``finding-NNNN-node.*`` where shrinking made them smaller, ``model-inputs.npz``) and
+        the JSON report go.
+    stream : text stream, optional
+        Where the report is printed (default stdout).
+
+    Returns
+    -------
+    dict
+        ``{"mode": "model", "model", "engine", "engine_version", "inputs", "nodes": [...],
+        "whole_model": {...}, "not_run", "summary", "findings", "cases", "planned",
+        "interrupted"}``: a row per node that ran (``node``, ``op``, ``since_version``, ``opset``,
+        ``kind``, ``detail``), the findings with their files, the whole model's comparison.
+
+    Raises
+    ------
+    ModelUsageError
+        The model cannot be read or checked, has no indexing node, or its inputs cannot be made
+        (see :func:`make_feeds`); our run of it fails in an operator that is not ours.
+    engines.EngineMissing
+        As for ``run_check``. Every usage error is raised before anything is printed or written.
+    Interrupted
+        Ctrl-C: the report of the nodes checked so far is printed and written first.
+    """
+    from . import Interrupted
+
+    worker = engines.Worker(engine, threads, timeout)  # an unknown engine: before the model is read
+    try:
+        proto = load(model_path)
+        if not indexing_nodes(proto):
+            raise ModelUsageError(f"{model_path!r} has no Gather, GatherND, ScatterND, GatherElements, "
+                                  "ScatterElements, Scatter or TensorScatter node: nothing to check")
+        feeds, described = make_feeds(proto.graph, dict(inputs or {}), dict(dims or {}), seed)
+        runs, ours, our_error = capture(proto, feeds)
+        try:
+            whole = proto.SerializeToString()
+        except ValueError:  # over 2 GiB: protobuf cannot hold it in one message
+            whole = None
+        version = worker.start()
+        result = {"mode": "model", "model": model_path, "engine": engine, "engine_version": version,
+                  "threads": threads, "seed": seed, "inputs": described,
+                  "not_run": not_run(proto, runs),
+                  "our_error": None if our_error is None else " ".join(str(our_error).split()),
+                  "nodes": [], "whole_model": None, "findings": [], "cases": 0, "planned": len(runs),
+                  "interrupted": False}
+        try:
+            _check_nodes(worker, runs, tries, out_dir, result)
+            _check_whole(worker, whole, proto, feeds, ours, our_error, tries, out_dir, model_path, result)
+        except KeyboardInterrupt:
+            result["interrupted"] = True
+    finally:
+        worker.close()
+    counts = Counter(row["kind"] for row in result["nodes"])
+    result["summary"] = {kind: counts.get(kind, 0) for kind in (*runner.FINDING_KINDS, "unsupported", "agree")}
+    print_report(result, stream if stream is not None else sys.stdout)
+    if json_path:
+        report.write_json(result, os.fspath(json_path))
+    if result["interrupted"]:
+        raise Interrupted(result)
+    return result
+
+
+def _check_nodes(worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict) -> None:
+    """Replay each node, appending its row (and finding) to ``result`` once it is done."""
+    for run in runs:
+        kind, detail = _replay(worker, run.check, tries)
+        row = _node_row(run, kind, detail)
+        if kind in runner.FINDING_KINDS:
+            check, detail = _shrunk(worker, run.check, kind, detail)
+            finding = runner.Finding(kind, check, detail)
+            number = len(result["findings"]) + 1
+            report.write_finding(finding, number, out_dir, worker.engine)
+            files = dict(finding.files)
+            if check is not run.check:
+                files.update(_write_node(run.check, os.path.join(out_dir, f"finding-{number:04d}-node")))
+            row.update(detail=detail, shrunk=check is not run.check, **files)
+            result["findings"].append(row)
+        result["nodes"].append(row)
+        result["cases"] += 1
+
+
+def _check_whole(worker: engines.Worker, whole: bytes | None, proto: onnx.ModelProto, feeds: Mapping[str, Any],
+                 ours: list | None, our_error: GatherScatterError | None, tries: int, out_dir: str,
+                 model_path: str, result: dict) -> None:
+    """Run the whole model on the engine and compare its outputs with ours."""
+    if whole is None:
+        result["whole_model"] = {"kind": "not_run", "detail": "the model is over 2 GiB"}
+        return
+    names = [o.name for o in proto.graph.output]
+    first = ours[0] if ours else None
+    hint = (first.shape, first.dtype) if isinstance(first, np.ndarray) else None
+    for _ in range(tries):
+        kind, detail = _classify_model(worker.run(whole, dict(feeds), hint), names, ours, our_error)
+        if kind != "agree":
+            break
+    row = {"node": None, "op": None, "kind": kind, "detail": detail}
+    if kind in runner.FINDING_KINDS:
+        os.makedirs(out_dir, exist_ok=True)
+        inputs = os.path.join(out_dir, "model-inputs.npz")
+        np.savez(inputs, **{name: report._storable(np.asarray(a)) for name, a in feeds.items()})
+        path = os.path.abspath(model_path)
+        row.update(model=path, inputs=inputs, repro=f'python -c "{engines.repro_code(worker.engine, path, inputs)}"')
+        result["findings"].append(row)
+    result["whole_model"] = row
+
+
+def print_report(result: dict, stream: TextIO) -> None:
+    """A summary line, one row per node (name, op version, opset, kind, detail) with the files
+    of each finding under it, and the whole model's row.
+
+    Parameters
+    ----------
+    result : dict
+        As :func:`run_model_check` returns it.
+    stream : text stream
+    """
+    threads = f" ({result['threads']} threads)" if result.get("threads") else ""
+    ran = (f"interrupted after {result['cases']} of {result['planned']} nodes" if result["interrupted"]
+           else f"{result['cases']} indexing node{'s' * (result['cases'] != 1)}")
+    print(f"{result['engine']} {result['engine_version']}{threads}: {result['model']}: {ran}; "
+          + ", ".join(f"{k} {v}" for k, v in result["summary"].items()), file=stream)
+    print(f"inputs (seed {result['seed']}): " + ", ".join(result["inputs"]), file=stream)
+    if result["our_error"]:
+        print(f"our kernels raise on these inputs, so the nodes after it did not run: {result['our_error']}",
+              file=stream)
+    if result["not_run"]:
+        print("not run by the model on these inputs: " + ", ".join(result["not_run"]), file=stream)
+    header = ("node", "op", "opset", "kind")
+    rows = [(r["node"], f"{r['domain'] + '.' if r['domain'] != 'ai.onnx' else ''}{r['op']}-{r['since_version']}",
+             str(r["opset"]), r["kind"], r) for r in result["nodes"]]
+    whole = result["whole_model"]
+    if whole is not None:
+        rows.append(("(whole model)", "-", "-", whole["kind"], whole))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    print("  ".join(c.ljust(w) for c, w in zip(header, widths)) + "  detail", file=stream)
+    for *cells, r in rows:
+        detail = " ".join(str(r["detail"]).split())[:200]
+        print(("  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + detail).rstrip(), file=stream)
+        if r.get("repro"):
+            files = [r["model"], r["inputs"]] if r["node"] else [r["inputs"]]
+            if r.get("node_model"):
+                files += [r["node_model"], r["node_inputs"]]
+            print(f"    files: {', '.join(files)}", file=stream)
+            print(f"    repro: {r['repro']}", file=stream)
+    findings = result["findings"]
+    print(f"{len(findings)} finding{'s' * (len(findings) != 1)}" if findings else "no findings", file=stream)
