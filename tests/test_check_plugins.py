@@ -141,7 +141,8 @@ def test_a_wrong_plugin_engine_is_found_and_its_finding_reproduces(plugins, tmp_
 
 
 @pytest.mark.parametrize(("engine", "message"), [
-    ("nope", "unknown engine 'nope' (engines: broken-import, flipped, misnamed, no-run, onnxruntime, "),
+    ("nope", "unknown engine 'nope' (engines: broken-import, flipped, jaxonnxruntime, misnamed, no-run, onnx2torch, "
+             "onnxruntime, "),
     ("broken-import", "engine 'broken-import' cannot be loaded: entry point 'gs_test_broken from "
                       f"{DIST} 0.1' failed: ModuleNotFoundError: No module named 'gs_not_a_module_anywhere'"),
     ("no-run", f"engine 'no-run' (gs_test_engines:NoRun from {DIST} 0.1) does not meet the engine protocol: "

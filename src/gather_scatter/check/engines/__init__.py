@@ -1,8 +1,9 @@
 """ONNX engines, found through the entry-point group ``gather_scatter.engines`` and each run out of
 process by a worker that is restarted after a crash.
 
-Every engine, the four built-in ones (``onnxruntime``, ``reference``, ``openvino``, ``tract``:
-one module each in this package, registered in gather_scatter's own ``pyproject.toml``) and any
+Every engine, the built-in ones (``onnxruntime``, ``reference``, ``openvino``, ``tract``, ``tvm``,
+``tinygrad``, ``onnx2torch``, ``jaxonnxruntime``: one module each in this package, registered in
+gather_scatter's own ``pyproject.toml``, each installed by the extra of its name) and any
 installed plugin, meets one protocol (:class:`Engine`): a ``name``, a ``version()``, and
 ``run(model, feeds, options)`` that runs a serialized ONNX model on inputs by name and returns
 its outputs. An engine call never runs in the checking process: a crash (a Rust panic, a

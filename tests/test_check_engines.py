@@ -1,0 +1,135 @@
+"""The engines of issue 17's second part: Apache TVM (Relax, llvm), tinygrad, onnx2torch, jaxonnxruntime.
+
+Each has its own extra (``gather_scatter[tvm]``, ...); only tinygrad (pure Python, a 3 MB wheel)
+is also in the ``test`` extra: TVM is a 100 MB wheel (320 MB installed), and onnx2torch and
+jaxonnxruntime bring torch and JAX, which CI's first step must not have. Each test skips,
+naming the extra, where the engine's package is missing. Where it is installed, the
+engine runs in its worker as ``gather-scatter check`` runs it: it must answer a valid Gather as
+the spec does, report its version, say ``unsupported`` (not a finding) for something it lacks,
+and show a defect it has.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from gather_scatter.check import engines, runner
+from gather_scatter.check.cases import Case
+from gather_scatter._versions import REGISTRY
+
+# engine -> (module it imports, its extra, the version pattern it reports)
+NEW = {
+    "tvm": ("tvm", "tvm", r"^\d+\.\d+\S* \(llvm\)$"),
+    "tinygrad": ("tinygrad", "tinygrad", r"^\d+\.\d+\S* \((CPU|PYTHON|[A-Z]+)\)$"),
+    "onnx2torch": ("onnx2torch", "onnx2torch", r"^\d+\.\d+\S* \(torch \S+(, torchvision stubbed)?\)$"),
+    "jaxonnxruntime": ("jaxonnxruntime", "jaxonnxruntime", r"^\d+\.\d+\S* \(jax \S+\)$"),
+}
+
+
+def _check(spec_key, inputs, attrs=None, kind="valid"):
+    spec = REGISTRY[spec_key]
+    return runner.CheckCase(spec, spec.since_version, Case(spec.op_type, inputs, attrs or {}), kind)
+
+
+def _need(engine):
+    module, extra, _ = NEW[engine]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"the {engine} engine needs its package: pip install \"gather_scatter[{extra}]\"")
+
+
+def _data():
+    return np.arange(6, dtype=np.float32).reshape(2, 3)
+
+
+# What each engine must refuse as unsupported (its own message) and a defect it has, by kind.
+UNSUPPORTED = {
+    "tvm": _check(("com.microsoft", "GatherND", 1), [_data(), np.array([[1, 0]], np.int32)]),  # int64 indices only
+    "tinygrad": _check(("", "GatherND", 13), [np.array([1 + 2j, 3], np.complex128), np.array([[1]])]),  # no complex
+    "onnx2torch": _check(("", "ScatterElements", 18), [_data(), np.array([[0]]), np.array([[9]], np.float32)]),
+    "jaxonnxruntime": _check(("", "ScatterND", 18), [_data(), np.array([[1]]), np.ones((1, 3), np.float32)]),
+}
+DEFECTS = {
+    # TVM's GatherElements refuses indices with an empty dimension: "Check failed: indices_dim_i >= 1".
+    "tvm": (_check(("", "GatherElements", 13), [_data(), np.zeros((2, 0), np.int64)], {"axis": 1}),
+            "rejected_valid", "indices_dim_i"),
+    # tinygrad's GatherND with batch_dims returns int32 for bool data.
+    "tinygrad": (_check(("", "GatherND", 13), [np.array([[True, False, True]]), np.array([[[-3]]])], {"batch_dims": 1}),
+                 "wrong_output", "dtype int32, expected bool"),
+    # onnx2torch hands negative GatherElements indices to torch.gather, which refuses them.
+    "onnx2torch": (_check(("", "GatherElements", 13), [_data(), np.array([[-1, 0]])], {"axis": 1}),
+                   "rejected_valid", "out of bounds"),
+    # jaxonnxruntime's Gather clamps an out-of-range index (jnp.take) instead of failing.
+    "jaxonnxruntime": (_check(("", "Gather", 13), [_data(), np.array([5])], kind="index out of bounds"),
+                       "accepted_invalid", "out of bounds"),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(NEW))
+def test_engine_answers_gather_reports_its_version_and_says_unsupported(engine):
+    _need(engine)
+    valid = _check(("", "Gather", 13), [_data(), np.array([[1, -2]])], {"axis": 0})
+    with engines.Worker(engine, timeout=120) as worker:
+        version = worker.start()
+        assert runner.run_one(worker, valid) == ("agree", "")
+        kind, detail = runner.run_one(worker, UNSUPPORTED[engine])
+        assert kind == "unsupported", (kind, detail)
+        assert worker.restarts == 0
+    import re
+
+    assert re.match(NEW[engine][2], version), version
+    assert engines.engine_version(engine) == version
+
+
+@pytest.mark.parametrize("engine", sorted(NEW))
+def test_engine_defect_is_found(engine):
+    _need(engine)
+    check, kind, fragment = DEFECTS[engine]
+    with engines.Worker(engine, timeout=120) as worker:
+        found, detail = runner.run_one(worker, check)
+    assert found == kind and fragment in detail, (found, detail)
+
+
+@pytest.mark.parametrize("engine", sorted(NEW))
+def test_engine_is_registered_and_missing_names_its_extra(engine, monkeypatch):
+    assert engine in engines.discover()
+    module, extra, _ = NEW[engine]
+    real = importlib.util.find_spec
+
+    def hidden(name, *args, **kwargs):
+        if name == module or name.startswith(module + "."):
+            return None
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", hidden)
+    with pytest.raises(engines.EngineMissing, match=rf'pip install "gather_scatter\[{extra}\]"'):
+        engines.require(engine)
+
+
+def test_onnx2torch_imports_with_a_torchvision_that_cannot(monkeypatch):
+    _need("onnx2torch")
+    from gather_scatter.check.engines import onnx2torch
+
+    monkeypatch.setitem(sys.modules, "torchvision", None)  # None: "import torchvision" raises ImportError
+    monkeypatch.delitem(sys.modules, "torchvision.ops", raising=False)
+    why = onnx2torch.guard_torchvision()
+    assert why.startswith("torchvision cannot be imported here (ModuleNotFoundError")
+    import torchvision
+
+    assert torchvision._gather_scatter_stub
+    with pytest.raises(NotImplementedError, match="torchvision cannot be imported"):
+        torchvision.ops.nms(None, None, 0.5)
+    assert onnx2torch.guard_torchvision() == why  # a second call keeps the stand-in
+
+
+def test_new_engines_print_nothing_into_the_checkers_output(capfd):
+    _need("tvm")
+    # TVM's ONNX frontend prints "Error converting operator ..." to stdout; the worker must not pass it on.
+    check = _check(("", "Scatter", 9), [_data(), np.array([[0]]), np.array([[9]], np.float32)])
+    with engines.Worker("tvm", timeout=120) as worker:
+        runner.run_one(worker, UNSUPPORTED["tvm"])
+        runner.run_one(worker, check)
+    assert "Error converting" not in capfd.readouterr().out
