@@ -382,9 +382,23 @@ def _ort_compare(case, ours) -> str:
     return "agree"
 
 
-def run_case(case: dict) -> dict:
+def _peak_rss() -> int:
+    """This process's peak resident memory, in bytes: VmHWM, its own address space's high-water
+    mark. (getrusage's ru_maxrss also keeps the parent's RSS at the fork that started this
+    worker: after a test run had grown pytest to GBs, every case read as a finding.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # not Linux: no fork inherited it
+
+
+def run_case(case: dict) -> dict:
     from gather_scatter import infer_model_shapes, run_model
 
     problems: list[str] = []
@@ -403,7 +417,7 @@ def run_case(case: dict) -> dict:
         "cli_shapes": _cli(["shapes", case["model"]], problems),
     }
     result["seconds"] = time.perf_counter() - start
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = _peak_rss()
     if rss > RSS_LIMIT:
         problems.append(f"peak RSS {rss >> 20} MiB > {RSS_LIMIT >> 20} MiB")
     result["rss_mib"] = rss >> 20
