@@ -341,15 +341,23 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi):
     each slice comes from ``past``. Offsets already checked and non-negative.
 
     Slices of a cache line or more are copied only where no update lands (runs of them, one
-    memcpy each), and a reduction's first update to a slice reads ``past`` itself, so each
-    slice is read and written once: an assignment to every slice costs one copy, not two.
-    Narrower slices take one memcpy of the whole range first (runs would be elements)."""
+    memcpy each), an assignment writes only the last update to each slice (walking the
+    updates backwards), and a reduction's first update to a slice reads ``past`` itself, so
+    each slice is read and written once: an assignment to every slice costs one copy, not
+    two, whatever its duplicates. Narrower slices take one memcpy of the whole range first
+    (runs would be elements), then every update in order."""
     w = u64(width)
     runs = copy and width * dst.itemsize >= LINE
     if copy and not runs:
         _copy_run(dst, u64(lo) * w, past, u64(lo) * w, u64(hi - lo) * w)
     hit = np.zeros(hi - lo if runs else 0, np.uint8)
-    for i in range(offsets.size):
+    if runs and op == NONE:  # the last update to each slice wins: the first met walking back
+        for i in range(offsets.size - 1, -1, -1):
+            o = offsets[i]
+            if o >= lo and o < hi and hit[o - lo] == 0:
+                _copy_run(dst, u64(o) * w, src, u64(i) * w, w)
+                hit[o - lo] = 1
+    for i in range(offsets.size if not (runs and op == NONE) else 0):
         o = offsets[i]
         if o < lo or o >= hi:
             continue
