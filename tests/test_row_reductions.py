@@ -89,6 +89,10 @@ def test_copy_and_scatter_rows_matches_the_spec_loop(dtype, reduction, n_updates
     before_data = data.copy()
     expected = _spec_loop(data, offsets, values, reduction)
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)  # a range of rows per thread
+    narrow = width * np.dtype(dtype).itemsize < _writes._ROW_BYTES
+    if narrow:  # by default such rows take NumPy's path, nothing written; the loop's own branch too
+        assert not _writes.copy_and_scatter_rows(np.empty_like(data), data, offsets, values, reduction)
+        monkeypatch.setattr(_writes, "_ROW_BYTES", 1)
     before = gs.get_num_threads()
     gs.set_num_threads(threads)
     try:
