@@ -343,3 +343,28 @@ def test_run_refuses_an_unwritable_output_before_running(tmp_path, case, monkeyp
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing was run
     assert captured.err == f"gather-scatter run: error: cannot write --output {shown!r}: {problem}\n"
+
+
+def test_large_gathers_and_scatters_load_numba_only_once_a_loop_pays_for_it():
+    """The compiled paths of large Gather/ScatterND calls wait for numba to be loaded (~0.5 s)
+    until a process's WARM_CALLS-th large call; their results never depend on it."""
+    code = (
+        "import sys, numpy as np, gather_scatter as gs\n"
+        "from gather_scatter.kernels import _compiled\n"
+        "t = np.arange(400_000, dtype=np.float32).reshape(4000, 100); i = np.arange(3000)[::-1].copy()\n"
+        "g = np.zeros((1000, 300), np.float32); r = np.array([[5], [5]]); u = np.ones((2, 300), np.float32)\n"
+        "first = [gs.gather(t, i), gs.scatter_nd(g, r, u, 'add')]\n"
+        "for _ in range(10):\n"
+        "    assert gs.gather(t, i).tobytes() == first[0].tobytes()\n"
+        "    assert gs.scatter_nd(g, r, u, 'add').tobytes() == first[1].tobytes()\n"
+        "print('numba' in sys.modules)\n"
+        "for _ in range(_compiled.WARM_CALLS):\n"
+        "    assert gs.gather(t, i).tobytes() == first[0].tobytes()\n"
+        "    assert gs.scatter_nd(g, r, u, 'add').tobytes() == first[1].tobytes()\n"
+        "print('numba' in sys.modules, _compiled.loops() is not None)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    before, after = result.stdout.splitlines()[-2:]
+    assert before == "False"
+    assert after in ("True True", "False False")  # numba loaded by WARM_CALLS such calls (or not installed)

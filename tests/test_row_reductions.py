@@ -13,6 +13,10 @@ from gather_scatter import _parallel
 from gather_scatter._versions import Reduction
 from gather_scatter.kernels import _compiled, _writes
 
+# Load the compiled loops now: the paths under test take them only once numba is loaded (or
+# after a process's first ~100 such calls, _compiled.warm_loops), so "compiled" means compiled.
+LOOPS = _compiled.loops()
+
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_, np.float16, ml_dtypes.bfloat16,
           np.complex64, object]
 REDUCTIONS = [Reduction.ADD, Reduction.MUL, Reduction.MAX, Reduction.MIN]

@@ -44,3 +44,25 @@ def loops() -> Any:
                               "the element-wise kernels run on NumPy instead", RuntimeWarning, stacklevel=2)
         _module = module
     return _module or None
+
+
+# Gather's large calls and ScatterND's writes of rows have a NumPy path a few tens of percent
+# slower than their compiled loops, but numba's import costs ~0.5 s once per process (~1 s the
+# first time ever, compiling): a script making a few such calls would lose. So they take the
+# loops once numba is loaded anyway (GatherElements, ScatterElements, TensorScatter or GatherND
+# with batch_dims loaded it), or from the WARM_CALLS-th such call in this process, a loop of
+# calls that the import then pays back.
+WARM_CALLS = 100
+_large_calls = 0
+
+
+def warm_loops() -> Any:
+    """:func:`loops` for a call of Gather's large path or ScatterND's writes of rows: the loops
+    once numba is loaded, or from this process's ``WARM_CALLS``-th such call on (the import
+    then); None before that, or where :func:`loops` is None: the NumPy path."""
+    global _large_calls
+    if _module is None:  # not tried yet: count the calls until the import pays
+        _large_calls += 1
+        if _large_calls < WARM_CALLS:
+            return None
+    return loops()

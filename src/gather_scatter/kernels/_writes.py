@@ -96,7 +96,7 @@ def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.nd
     """The compiled row loop (one pass, duplicates in order, columns split across the pool)
     where numba is here and the dtype allows; False leaves the work to NumPy. float16 (and
     ml_dtypes' types) round after every update as NumPy does: NumPy's path."""
-    loops = _compiled.loops()
+    loops = _compiled.warm_loops()
     dtype = target.dtype
     if (loops is None or not dtype.isnative or not target.flags.c_contiguous
             or not (dtype.kind in "iub" or dtype.kind == "f" and dtype.itemsize >= 4)):
@@ -129,11 +129,12 @@ def copy_and_scatter_rows(target: np.ndarray, source: np.ndarray | None, offsets
     alike; ``offsets`` checked, non-negative. False (nothing written) where rows are narrower
     than a cache line, numba is missing or the dtype needs NumPy: objects, and for reductions
     float16 and ml_dtypes' types (rounded after every update as NumPy does) and non-native
-    byte order."""
+    byte order; and before numba is loaded, until a process's large calls pay for its import
+    (:func:`_compiled.warm_loops`)."""
     dtype = target.dtype
     if target.shape[1] * dtype.itemsize < _ROW_BYTES:  # element-wise: ufunc.at and put are faster
         return False
-    loops = _compiled.loops()
+    loops = _compiled.warm_loops()
     if loops is None or dtype.hasobject or not target.flags.c_contiguous or (
             source is not None and not source.flags.c_contiguous):
         return False

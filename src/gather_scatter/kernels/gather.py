@@ -51,7 +51,7 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
     ``indices``, a fresh output. Only what depends on the values remains: the output's size and
     the bounds, then the copy."""
     out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
-    loops = _compiled.loops() if data.dtype.itemsize in (1, 2, 4, 8) else None
+    loops = _compiled.warm_loops() if data.dtype.itemsize in (1, 2, 4, 8) else None
     if loops is not None:  # the bounds and the copy in one compiled pass
         return _take_rows_compiled(spec, loops, data, indices, ax, out_shape)
     result = cached_output(spec, out_shape, data.dtype)
