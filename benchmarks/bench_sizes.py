@@ -2,14 +2,18 @@
 
     python benchmarks/bench_sizes.py [--quick] [--plot PATH]
 
-Three sweeps (issue 16's middle sizes):
+Five sweeps (issue 16's middle sizes and copy-mode scatters):
 
 - Gather (axis 0) of rows from a 100,000 x 64 float32 table by 1 ... 1,000,000 random int64
   indices: ``gs.gather``, ``np.take(table, indices, axis=0)``, onnxruntime;
 - ScatterND, reduction none, of 1 ... 10,000 rows (each 1,000 float32) into a 1000 x 1000
   float32 tensor: ``gs.scatter_nd``, ``data.copy()`` (the copy every copy-mode scatter owes),
   onnxruntime. Up to 1,000 the rows are distinct; 10,000 writes each row 10 times;
-- ScatterND, reduction add, the same sizes (one row is the issue's single-update case).
+- ScatterND, reduction add, the same sizes (one row is the issue's single-update case);
+- ScatterElements, reduction none, axis 0, of 1 ... 100 rows of indices (1,000 random row
+  positions each) into the same tensor: ``data.copy()`` is NumPy's column;
+- TensorScatter (linear, copy mode) of updates of sequence_length 1 ... 256 into a
+  4 x 8 x 2048 x 64 float16 cache at random positions: ``past_cache.copy()``.
 
 One process. Per size, each round times a batch of calls of every engine in turn (the order
 rotating from round to round; a batch lasts about 50 ms, or one call where a call lasts longer),
@@ -78,6 +82,22 @@ def sweeps(quick: bool, rng: np.random.Generator) -> list[dict]:
                     lambda: sess.run(None, feeds)[0])
         return point
 
+    def elements_point(k):  # k rows of 1,000 positions along axis 0, each column's rows at random
+        idx = rng.integers(0, grid.shape[0], (k, grid.shape[1]))
+        upd = rng.standard_normal((k, grid.shape[1])).astype(F32)
+        sess = _session(Case("scatter_elements", "ScatterElements", [grid, idx, upd], {"axis": 0}, 18))
+        feeds = {"in0": grid, "in1": idx, "in2": upd}
+        return (lambda: gs.scatter_elements(grid, idx, upd, axis=0), grid.copy, lambda: sess.run(None, feeds)[0])
+
+    cache = rng.standard_normal((4, 8, 2048, 64)).astype(np.float16)  # a KV cache of 8 MiB
+
+    def tensor_point(length):  # one decode step (1) to a prefill chunk (256), at random positions
+        update = rng.standard_normal((4, 8, length, 64)).astype(np.float16)
+        write = rng.integers(0, cache.shape[2] - length + 1, cache.shape[0])
+        sess = _session(Case("tensor_scatter", "TensorScatter", [cache, update, write], {}, 24))
+        feeds = {"in0": cache, "in1": update, "in2": write}
+        return (lambda: gs.tensor_scatter(cache, update, write), cache.copy, lambda: sess.run(None, feeds)[0])
+
     return [
         {"name": "gather", "title": "Gather rows of a 100,000 x 64 float32 table",
          "xlabel": "indices (rows gathered)", "numpy": "np.take", "sizes": gather_sizes, "point": gather_point},
@@ -87,6 +107,12 @@ def sweeps(quick: bool, rng: np.random.Generator) -> list[dict]:
         {"name": "scatter_nd_add", "title": "ScatterND add of rows into 1000 x 1000 float32",
          "xlabel": "updates (rows of 1,000 added)", "numpy": "data.copy()", "sizes": scatter_sizes,
          "point": scatter_point("add")},
+        {"name": "scatter_elements", "title": "ScatterElements (copy mode, axis 0) into 1000 x 1000 float32",
+         "xlabel": "rows of indices (1,000 elements each)", "numpy": "data.copy()", "sizes": scatter_sizes[:3],
+         "point": elements_point},
+        {"name": "tensor_scatter", "title": "TensorScatter (copy mode) into a 4 x 8 x 2048 x 64 float16 cache",
+         "xlabel": "sequence_length of the update", "numpy": "past_cache.copy()",
+         "sizes": [1, 256] if quick else [1, 16, 256], "point": tensor_point},
     ]
 
 
@@ -112,10 +138,12 @@ def measure(engines: dict, rounds: int, batch_ns: int) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in per_call.items()}
 
 
-def run(quick: bool, rounds: int, batch_ms: float) -> list[dict]:
+def run(quick: bool, rounds: int, batch_ms: float, only: list[str] | None = None) -> list[dict]:
     rng = np.random.default_rng(0)
     results = []
     for sweep in sweeps(quick, rng):
+        if only and sweep["name"] not in only:
+            continue
         rows = []
         for size in sweep["sizes"]:
             ours, numpy_op, onnxruntime = sweep["point"](size)
@@ -190,13 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "perf" / "sizes.png", help="where to write the PNG")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds per size (default 21, quick 3)")
     p.add_argument("--batch-ms", type=float, default=None, help="length of one timed batch (default 50, quick 2)")
+    p.add_argument("--only", nargs="*", default=None, help="sweeps to run (gather, scatter_nd_none, scatter_nd_add, "
+                   "scatter_elements, tensor_scatter; default: all)")
     args = p.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 21)
     batch_ms = args.batch_ms or (2.0 if args.quick else 50.0)
     machine = (f"{os.cpu_count()} cores, {gs.get_num_threads()} threads (ours and onnxruntime), "
                f"onnxruntime {ort.__version__}, NumPy {np.__version__}, {datetime.date.today().isoformat()}")
     print(f"median of {rounds} interleaved rounds of ~{batch_ms:g} ms batches; {machine}")
-    results = run(args.quick, rounds, batch_ms)
+    results = run(args.quick, rounds, batch_ms, args.only)
     print(table(results))
     try:
         plot(results, args.plot, machine)

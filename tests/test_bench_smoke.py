@@ -60,4 +60,6 @@ def test_quick_size_sweep_prints_its_table_and_writes_the_plot(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| case | size | ours µs | NumPy µs | ORT µs | ours / ORT |" in proc.stdout
+    for sweep in ("gather", "scatter_nd_none", "scatter_nd_add", "scatter_elements", "tensor_scatter"):
+        assert f"| {sweep} (" in proc.stdout, sweep
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
