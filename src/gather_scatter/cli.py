@@ -317,6 +317,8 @@ def _check(args: argparse.Namespace) -> int:
     _check_destination("--out", args.out, is_dir=True)
     if args.json:
         _check_destination("--json", args.json, is_dir=False)
+    if args.report:
+        _check_destination("--report", args.report, is_dir=True)
     try:
         if args.model is not None:
             result = _check_model(args)
@@ -324,7 +326,7 @@ def _check(args: argparse.Namespace) -> int:
             result = run_check(
                 args.engine, ops=args.op or None, opsets=args.opset or None, cases=args.cases or 20,
                 seed=args.seed, threads=args.threads, timeout=args.timeout, out_dir=args.out,
-                json_path=args.json, progress=sys.stderr.isatty(),
+                json_path=args.json, report_dir=args.report, progress=sys.stderr.isatty(),
             )
     except (EngineMissing, SelectionError) as exc:
         raise _UserError(str(exc)) from None
@@ -366,7 +368,7 @@ def _check_model(args: argparse.Namespace) -> dict:
     try:
         return run_model_check(args.model, args.engine, inputs=inputs, dims=dict(args.dim), seed=args.seed,
                                threads=args.threads, timeout=args.timeout, tries=args.tries or 3,
-                               out_dir=args.out, json_path=args.json)
+                               out_dir=args.out, json_path=args.json, report_dir=args.report)
     except ModelUsageError as exc:
         raise _UserError(str(exc)) from None
 
@@ -443,6 +445,10 @@ def _add_check(subparsers: Any) -> None:
     parser.add_argument("--out", default="check-findings", metavar="DIR",
                         help="where finding-NNNN.onnx/.npz go (default check-findings)")
     parser.add_argument("--json", default=None, metavar="REPORT.json", help="also write the report as JSON")
+    parser.add_argument("--report", default=None, metavar="DIR",
+                        help="also write, per class of findings, an issue text ready to file with the engine "
+                        "(NN-ENGINE-OP-KIND.md) and its standalone reproduction script (.py, numpy, onnx and the "
+                        "engine only; .npz beside it for larger arrays); DIR is replaced as a whole at the end")
     parser.set_defaults(func=_check)
 
 

@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from typing import TextIO
 
-from . import engines, report, runner, shrink
+from . import engines, report, runner, shrink, upstream
 
 __all__ = ["Interrupted", "run_check", "run_model_check"]
 
@@ -40,6 +40,7 @@ def run_check(
     timeout: float = 30.0,
     out_dir: str = "check-findings",
     json_path: str | None = None,
+    report_dir: str | None = None,
     progress: bool = True,
     stream: TextIO | None = None,
 ) -> dict:
@@ -64,6 +65,9 @@ def run_check(
         Seconds an engine may take on one case before it counts as hung.
     out_dir, json_path : str
         Where findings (``finding-NNNN.onnx`` + ``.npz``) and the JSON report go.
+    report_dir : str, optional
+        Where an issue text and a standalone script per class of findings go
+        (``upstream.write_reports``); not written when interrupted.
 
     Returns
     -------
@@ -105,7 +109,12 @@ def run_check(
                 bar.close()
     result = report.report(engine, version, sum(summary.values()), summary, findings, planned=len(checks),
                            interrupted=interrupted)
-    report.print_table(result, stream if stream is not None else sys.stdout)
+    out = stream if stream is not None else sys.stdout
+    report.print_table(result, out)
+    if report_dir and not interrupted:
+        result["reports"] = upstream.write_reports(findings, engine, version, report_dir, threads=threads,
+                                                   timeout=timeout)
+        print(f"{len(result['reports'])} issue text{'s' * (len(result['reports']) != 1)} in {report_dir}", file=out)
     if json_path:
         report.write_json(result, os.fspath(json_path))
     if interrupted:

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from ..errors import GatherScatterError
-from . import engines, report, runner, shrink
+from . import engines, report, runner, shrink, upstream
 from .capture import ModelUsageError, NodeRun, capture, indexing_nodes, load, make_feeds, not_run
 
 __all__ = ["ModelUsageError", "close", "print_report", "run_model_check"]
@@ -160,6 +160,7 @@ def run_model_check(
     tries: int = 3,
     out_dir: str = "check-findings",
     json_path: str | None = None,
+    report_dir: str | None = None,
     stream: TextIO | None = None,
 ) -> dict:
     """Check each indexing node of a model, on its own tensors, and the whole model, on ``engine``.
@@ -187,6 +188,9 @@ def run_model_check(
         Where findings (``finding-NNNN.onnx`` + ``.npz``, the node's own tensors as
         ``finding-NNNN-node.*`` where shrinking made them smaller, ``model-inputs.npz``) and
         the JSON report go.
+    report_dir : str, optional
+        Where an issue text and a standalone script per class of node findings go
+        (``upstream.write_reports``); not written when interrupted.
     stream : text stream, optional
         Where the report is printed (default stdout).
 
@@ -229,8 +233,9 @@ def run_model_check(
                   "our_error": None if our_error is None else " ".join(str(our_error).split()),
                   "nodes": [], "whole_model": None, "findings": [], "cases": 0, "planned": len(runs),
                   "interrupted": False}
+        found: list = []
         try:
-            _check_nodes(worker, runs, tries, out_dir, result)
+            _check_nodes(worker, runs, tries, out_dir, result, found)
             _check_whole(worker, whole, proto, feeds, ours, our_error, tries, out_dir, model_path, result)
         except KeyboardInterrupt:
             result["interrupted"] = True
@@ -238,7 +243,13 @@ def run_model_check(
         worker.close()
     counts = Counter(row["kind"] for row in result["nodes"])
     result["summary"] = {kind: counts.get(kind, 0) for kind in (*runner.FINDING_KINDS, "unsupported", "agree")}
-    print_report(result, stream if stream is not None else sys.stdout)
+    out = stream if stream is not None else sys.stdout
+    print_report(result, out)
+    if report_dir and not result["interrupted"]:
+        findings, nodes, tolerances = zip(*found) if found else ((), (), ())
+        result["reports"] = upstream.write_reports(findings, engine, version, report_dir, threads=threads,
+                                                   tries=tries, timeout=timeout, nodes=nodes, tolerances=tolerances)
+        print(f"{len(result['reports'])} issue text{'s' * (len(result['reports']) != 1)} in {report_dir}", file=out)
     if json_path:
         report.write_json(result, os.fspath(json_path))
     if result["interrupted"]:
@@ -246,8 +257,10 @@ def run_model_check(
     return result
 
 
-def _check_nodes(worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict) -> None:
-    """Replay each node, appending its row (and finding) to ``result`` once it is done."""
+def _check_nodes(worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict,
+                 found: list) -> None:
+    """Replay each node, appending its row (and finding) to ``result`` once it is done, and
+    ``(finding, node, tolerance)`` to ``found`` for the issue texts."""
     for run in runs:
         kind, detail = _replay(worker, run.check, tries)
         row = _node_row(run, kind, detail)
@@ -261,6 +274,8 @@ def _check_nodes(worker: engines.Worker, runs: list[NodeRun], tries: int, out_di
                 files.update(_write_node(run.check, os.path.join(out_dir, f"finding-{number:04d}-node")))
             row.update(detail=detail, shrunk=check is not run.check, **files)
             result["findings"].append(row)
+            dtype = check.case.inputs[0].dtype
+            found.append((finding, run.label, _tolerance(dtype) if _order_free(check) else 0.0))
         result["nodes"].append(row)
         result["cases"] += 1
 

@@ -87,7 +87,11 @@ class Engine(Protocol):
     # Optional: def available(self) -> str | None  (in the checking process: None, or why it cannot
     #   run here, e.g. the pip extra to install); def prepare(self) -> None  (once per worker, before
     #   the first model: import the engine); def repro(self, model_path, inputs_path) -> str  (Python
-    #   code that reproduces a finding from its written files).
+    #   code that reproduces a finding from its written files); def standalone_run_source(self, threads)
+    #   -> str  (Python source, for ``--report``'s standalone scripts, that defines ``run(model, feeds)``
+    #   -> outputs with the engine's own API only, never gather_scatter; it may use ``os``, ``sys``,
+    #   ``np`` and ``onnx``, which the script imports first) and ``standalone_requires`` (what the
+    #   script needs installed besides numpy and onnx, e.g. ``"onnxruntime"``).
 
 
 def installed(module: str, extra: str, engine: str) -> str | None:

@@ -127,3 +127,32 @@ def repro(model_path: str, inputs_path: str) -> str:
     return ("from gather_scatter.check.engines.onnx2torch import guard_torchvision; guard_torchvision(); "
             "import onnx, torch; from onnx2torch import convert; "
             f"print(convert(onnx.load({model_path!r}))(*[torch.from_numpy(v) for v in i.values()]))")
+
+
+standalone_requires = "onnx2torch and torch"
+
+
+def standalone_run_source(threads: int | None) -> str:
+    """Python source of ``run(model, feeds)`` with onnx2torch (converted, called under
+    ``torch.no_grad``), for a standalone reproduction; where torchvision cannot be imported, a
+    stand-in takes its place, as :func:`guard_torchvision` does."""
+    threads_line = f"torch.set_num_threads({threads})\n" if threads else ""
+    return ("import types\n\n"
+            "import torch\n\n"
+            "try:  # onnx2torch imports torchvision, whose CUDA wheel may not import with a CPU torch\n"
+            "    import torchvision  # noqa: F401\n"
+            "except Exception:\n"
+            "    for _key in [k for k in sys.modules if k.split(\".\")[0] == \"torchvision\"]:\n"
+            "        del sys.modules[_key]\n"
+            "    _ops = types.ModuleType(\"torchvision.ops\")  # only NonMaxSuppression and RoiAlign use it\n"
+            "    for _name in (\"nms\", \"roi_align\", \"box_convert\", \"batched_nms\"):\n"
+            "        setattr(_ops, _name, None)\n"
+            "    sys.modules[\"torchvision\"] = types.ModuleType(\"torchvision\")\n"
+            "    sys.modules[\"torchvision\"].ops = sys.modules[\"torchvision.ops\"] = _ops\n"
+            "from onnx2torch import convert  # noqa: E402\n\n"
+            f"{threads_line}\n"
+            "def run(model, feeds):\n"
+            "    module = convert(onnx.load_from_string(model))\n"
+            "    with torch.no_grad():\n"
+            "        result = module(*[torch.from_numpy(np.array(v, order=\"C\")) for v in feeds.values()])\n"
+            "    return [r.numpy() for r in result] if isinstance(result, (tuple, list)) else [result.numpy()]\n")

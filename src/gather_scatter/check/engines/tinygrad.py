@@ -64,3 +64,18 @@ def repro(model_path: str, inputs_path: str) -> str:
     return ("import os, shutil; os.environ['DEV'] = os.environ.get('DEV') or "
             "('CPU' if shutil.which('clang') else 'PYTHON'); from tinygrad.nn.onnx import OnnxRunner; "
             f"print([t.numpy() for t in OnnxRunner({model_path!r})(i).values()])")
+
+
+standalone_requires = "tinygrad"
+
+
+def standalone_run_source(threads: int | None) -> str:
+    """Python source of ``run(model, feeds)`` with tinygrad's ONNX runner (``DEV`` chosen as the
+    worker chooses it, before tinygrad is imported), for a standalone reproduction."""
+    return ("import shutil\n\n"
+            "os.environ[\"DEV\"] = os.environ.get(\"DEV\") or (\"CPU\" if shutil.which(\"clang\") else \"PYTHON\")\n"
+            "from tinygrad import Tensor  # noqa: E402 - after DEV is set\n"
+            "from tinygrad.nn.onnx import OnnxRunner  # noqa: E402\n\n\n"
+            "def run(model, feeds):\n"
+            "    outputs = OnnxRunner(Tensor(model))({k: np.array(v, order=\"C\") for k, v in feeds.items()})\n"
+            "    return [v.numpy() if isinstance(v, Tensor) else np.asarray(v) for v in outputs.values()]\n")

@@ -94,3 +94,23 @@ def repro(model_path: str, inputs_path: str) -> str:
             "m = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(m)); "
             "vm = relax.VirtualMachine(tvm.compile(m, target='llvm'), tvm.cpu()); "
             "print(vm['main'](*[tvm.runtime.tensor(np.ascontiguousarray(v)) for v in i.values()]))")
+
+
+standalone_requires = "apache-tvm"
+
+
+def standalone_run_source(threads: int | None) -> str:
+    """Python source of ``run(model, feeds)`` with TVM's own API (the Relax ONNX frontend,
+    ``LegalizeOps``, compiled for ``llvm``, the Relax VM), for a standalone reproduction."""
+    return ("import tvm\n"
+            "from tvm import relax\n"
+            "from tvm.relax.frontend.onnx import from_onnx\n\n\n"
+            "def run(model, feeds):\n"
+            "    mod = from_onnx(onnx.load_from_string(model), shape_dict={k: list(v.shape) for k, v in feeds.items()},\n"
+            "                    dtype_dict={k: str(v.dtype) for k, v in feeds.items()}, keep_params_in_input=False)\n"
+            "    mod = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(mod))\n"
+            f"    vm = relax.VirtualMachine(tvm.compile(mod, target={TARGET!r}), tvm.cpu())\n"
+            "    result = vm[\"main\"](*[tvm.runtime.tensor(np.array(v, order=\"C\"), tvm.cpu()) for v in feeds.values()])\n"
+            "    if hasattr(result, \"numpy\"):\n"
+            "        return [result.numpy()]\n"
+            "    return [result[i].numpy() for i in range(len(result))]\n")
