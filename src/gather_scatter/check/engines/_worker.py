@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -100,10 +103,18 @@ def _start_engine(name: str) -> tuple[Any, str]:
 
 def _serve(conn, name: str, threads: int | None, log: str) -> None:
     """The worker's loop: one request in, one (kind, outputs, message) out, until the pipe closes.
-    The engine's own stderr (a panic's message) goes to ``log``, for the crash's detail."""
+    The engine's own stderr (a panic's message) and stdout go to ``log``, for the crash's detail:
+    file descriptors 2 and 1 themselves, so a C library's prints land there too, not in the
+    checker's report (which shares the worker's inherited stdout). The answers go back over
+    ``conn``, a pipe of its own, never stdout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the checker's to handle (it then ends the worker)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for stream in (sys.stdout, sys.stderr):  # nothing of the parent's start left in a buffer
+        if stream is not None:
+            stream.flush()
     os.dup2(fd, 2)
+    os.dup2(fd, 1)
+    os.close(fd)
     try:
         engine, version = _start_engine(name)
     except EngineMissing as exc:
@@ -120,6 +131,29 @@ def _serve(conn, name: str, threads: int | None, log: str) -> None:
             conn.send(reply)
         except Exception as exc:  # noqa: BLE001 - an output that cannot be sent back (an odd dtype)
             conn.send(("ok", (None,), f"output not transferable: {exc}"))
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """This process's stdout (file descriptor 1, and so a C library's prints too) sent to stderr
+    meanwhile: a plugin that prints when imported does not write into the checker's report."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):  # where sys.stdout is not fd 1 (a capture)
+            yield
+    finally:
+        try:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+            ctypes.CDLL(None).fflush(None)  # C stdio's buffered prints, before fd 1 is back
+        except (OSError, AttributeError, ValueError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 _STARTUP_S = 300  # a worker's start: Python, NumPy and the engine imported, before any case
@@ -146,7 +180,8 @@ class Worker:
     """
 
     def __init__(self, engine: str, threads: int | None = None, timeout: float = 30.0) -> None:
-        require(engine)
+        with _stdout_to_stderr():  # the engine's module is imported here too, to check it
+            require(engine)
         self.engine, self.threads, self.timeout = engine, threads, timeout
         self.version: str | None = None
         self._context = multiprocessing.get_context("spawn")
