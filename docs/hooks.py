@@ -1,0 +1,181 @@
+"""MkDocs hooks: the parts of the site that must not drift are generated at build time.
+
+Two directives, each an HTML comment alone on a line of a page's Markdown:
+
+``<!-- versions-table -->`` / ``<!-- versions-table: Gather GatherND -->``
+    The supported-versions table, rendered from ``gather_scatter._versions.REGISTRY`` (every
+    version, or those of the named operators), and for each operator with several versions
+    what changed from one to the next, computed from the same values.
+
+``<!-- readme: ## Performance -->``
+    The README's section of that heading (exactly as written there), without the heading line,
+    its sub-headings shifted so that they start at ``##``, and its links to ``docs/...``
+    rewritten relative to the page. The README stays the one place its tables and numbers live.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import posixpath
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+try:  # an installed (editable) package, or else the source tree
+    from gather_scatter import _versions
+except ImportError:  # pragma: no cover - only without `pip install -e .`
+    sys.path.insert(0, str(ROOT / "src"))
+    from gather_scatter import _versions
+
+DIRECTIVE = re.compile(r"^<!--\s*(versions-table|readme)\s*:?\s*(.*?)\s*-->\s*$", re.MULTILINE)
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
+LINK = re.compile(r"(\]\()docs/([^)\s]+)")
+
+
+# --- the versions table ------------------------------------------------------------------------
+
+def _types_cell(types: frozenset[str]) -> str:
+    if types == _versions.ALL_TYPES:
+        return "all 16"
+    if types == _versions.TYPES_BEFORE_BFLOAT16:
+        return "all but bfloat16"
+    if types == _versions.TENSOR_SCATTER_TYPES:
+        return "all 24"
+    return ", ".join(sorted(types))
+
+
+def _attributes_cell(v: _versions.OpVersion) -> str:
+    if not v.attributes:
+        return "—"
+    choices = {"reduction": v.reductions, "mode": v.modes}
+    return ", ".join(
+        f"{name} ({default!r}: {', '.join(choices[name])})" if name in choices else f"{name} ({default})"
+        for name, default in v.attributes.items()
+    )
+
+
+def _domain(v: _versions.OpVersion) -> str:
+    return v.domain or "ai.onnx"
+
+
+def _selected(ops: list[str]) -> list[_versions.OpVersion]:
+    versions = list(_versions.REGISTRY.values())
+    return [v for v in versions if not ops or v.op_type in ops]
+
+
+def _opsets(v: _versions.OpVersion) -> str:
+    later = [w.since_version for w in _versions.REGISTRY.values()
+             if (w.domain, w.op_type) == (v.domain, v.op_type) and w.since_version > v.since_version]
+    last = (min(later) - 1) if later else (v.removed_in - 1 if v.removed_in else _versions.LATEST_OPSET[v.domain])
+    return f"{v.since_version}–{last}" if last != v.since_version else str(last)
+
+
+def versions_table(ops: list[str]) -> str:
+    rows = [
+        "| op | domain | since_version | model opsets | attributes (default) | data types | index types |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for v in _selected(ops):
+        rows.append(
+            f"| {v.op_type} | {_domain(v)} | {v.since_version} | {_opsets(v)} | {_attributes_cell(v)} "
+            f"| {_types_cell(v.data_types)} | {', '.join(sorted(v.index_types))} |"
+        )
+    return "\n".join(rows) + "\n\n" + changes(ops)
+
+
+def _diff(old: _versions.OpVersion, new: _versions.OpVersion) -> list[str]:
+    said = []
+    for name in new.attributes.keys() - old.attributes.keys():
+        said.append(f"adds the attribute `{name}` (default `{new.attributes[name]!r}`)")
+    for name in old.attributes.keys() - new.attributes.keys():
+        said.append(f"drops the attribute `{name}`")
+    added = [r for r in new.reductions if r not in old.reductions]
+    if added and old.reductions and "reduction" in old.attributes:
+        said.append("adds the reductions " + ", ".join(f"`{r}`" for r in added))
+    elif "reduction" in new.attributes and "reduction" not in old.attributes:
+        said.append("accepts the reductions " + ", ".join(f"`{r}`" for r in new.reductions))
+    types = sorted(new.data_types - old.data_types)
+    if types:
+        said.append(f"adds the data type{'s' if len(types) > 1 else ''} " + ", ".join(types))
+    index = sorted(new.index_types - old.index_types)
+    if index:
+        said.append(f"adds the index type{'s' if len(index) > 1 else ''} " + ", ".join(index))
+    return said or ["the same attributes and types"]
+
+
+def changes(ops: list[str]) -> str:
+    by_op: dict[tuple[str, str], list[_versions.OpVersion]] = {}
+    for v in _selected(ops):
+        by_op.setdefault((v.domain, v.op_type), []).append(v)
+    lines = []
+    for versions in by_op.values():
+        versions.sort(key=lambda v: v.since_version)
+        for old, new in zip(versions, versions[1:]):
+            lines.append(f"- **{new.name}** (from {old.name}): " + "; ".join(_diff(old, new)) + ".")
+        last = versions[-1]
+        if last.removed_in:
+            lines.append(f"- **{last.op_type}** is removed at opset {last.removed_in}"
+                         + (f"; models use {last.replaced_by} instead." if last.replaced_by else "."))
+    if not lines:
+        return ""
+    return "What changed from version to version (computed from the same registry):\n\n" + "\n".join(lines) + "\n"
+
+
+# --- README sections ---------------------------------------------------------------------------
+
+def _lines_outside_fences(text: str):
+    """(line, is_inside_a_fenced_block) for each line of text."""
+    inside = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            yield line, True
+            inside = not inside
+            continue
+        yield line, inside
+
+
+def readme_section(heading: str, page_path: str) -> str:
+    match = HEADING.match(heading)
+    if not match:
+        raise ValueError(f"readme directive needs a Markdown heading, got {heading!r}")
+    level, title = len(match.group(1)), match.group(2)
+    body: list[str] | None = None
+    for line, fenced in _lines_outside_fences(README.read_text(encoding="utf-8")):
+        found = None if fenced else HEADING.match(line)
+        if body is None:
+            if found and len(found.group(1)) == level and found.group(2) == title:
+                body = []
+            continue
+        if found and len(found.group(1)) <= level:
+            break
+        if found:  # a sub-heading: ### under ## becomes ##, #### under ### becomes ##
+            line = "#" * (len(found.group(1)) - level + 1) + " " + found.group(2)
+        body.append(line)
+    if body is None:
+        raise ValueError(f"README.md has no heading {heading!r}")
+    prefix = posixpath.relpath(".", posixpath.dirname(page_path) or ".")
+    return LINK.sub(lambda m: f"{m.group(1)}{posixpath.join(prefix, m.group(2))}", "\n".join(body)).strip() + "\n"
+
+
+# --- the hook ----------------------------------------------------------------------------------
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    def expand(match: re.Match) -> str:
+        kind, argument = match.group(1), match.group(2)
+        if kind == "versions-table":
+            return versions_table(argument.split())
+        return readme_section(argument, page.file.src_uri)
+
+    return DIRECTIVE.sub(expand, markdown)
+
+
+def on_config(config):
+    # `mkdocs serve` rebuilds when the README or the registry changes, not only docs/.
+    watch = config.setdefault("watch", [])
+    for path in (str(README), _versions.__file__):
+        if path not in watch:
+            watch.append(path)
+    return config
