@@ -20,7 +20,12 @@ from . import _memory, _shapes
 from ._versions import REGISTRY, Mode, OpVersion, Reduction, _choice_value, first_accepting, fix_hint, resolve
 from .errors import ArityError, InvalidAttributeError, node_label
 from .ops import (
-    run_gather, run_gather_elements, run_gather_nd, run_scatter_elements, run_scatter_nd, run_tensor_scatter,
+    run_gather,
+    run_gather_elements,
+    run_gather_nd,
+    run_scatter_elements,
+    run_scatter_nd,
+    run_tensor_scatter,
 )
 
 
@@ -34,8 +39,17 @@ class OffSpecWarning(UserWarning):
     ``'ScatterElements-16'``) and ``used`` (the version run, e.g. ``'ScatterElements-18'``).
     """
 
-    def __init__(self, message: str, *, node: str | None = None, op: str | None = None, domain: str = "",
-                 opset: int | None = None, resolved: str | None = None, used: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str | None = None,
+        op: str | None = None,
+        domain: str = "",
+        opset: int | None = None,
+        resolved: str | None = None,
+        used: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.node, self.op, self.domain, self.opset = node, op, domain, opset
@@ -66,13 +80,14 @@ _OPS = {
     "GatherND": _Op(run_gather_nd, _shapes.gather_nd_shape, ("data", "indices")),
     "ScatterND": _Op(run_scatter_nd, _shapes.scatter_nd_shape, ("data", "indices", "updates")),
     "GatherElements": _Op(run_gather_elements, _shapes.gather_elements_shape, ("data", "indices")),
-    "ScatterElements": _Op(
-        run_scatter_elements, _shapes.scatter_elements_shape, ("data", "indices", "updates")
-    ),
+    "ScatterElements": _Op(run_scatter_elements, _shapes.scatter_elements_shape, ("data", "indices", "updates")),
     "Scatter": _Op(run_scatter_elements, _shapes.scatter_elements_shape, ("data", "indices", "updates")),
     "TensorScatter": _Op(
-        run_tensor_scatter, _shapes.tensor_scatter_shape, ("past_cache", "update", "write_indices"),
-        optional=1, dtype_order=(0, 2, 1),
+        run_tensor_scatter,
+        _shapes.tensor_scatter_shape,
+        ("past_cache", "update", "write_indices"),
+        optional=1,
+        dtype_order=(0, 2, 1),
     ),
 }
 
@@ -96,7 +111,9 @@ def attribute_dict(attrs: Attributes) -> dict[str, Any]:
     elif isinstance(attrs, (str, bytes)) or not isinstance(attrs, Iterable):
         raise InvalidAttributeError(
             f"attributes must be a mapping of name to value or a sequence of onnx.AttributeProto, got "
-            f"{type(attrs).__name__}", input="attrs", value=type(attrs).__name__,
+            f"{type(attrs).__name__}",
+            input="attrs",
+            value=type(attrs).__name__,
         )
     else:
         items = []
@@ -105,7 +122,9 @@ def attribute_dict(attrs: Attributes) -> dict[str, Any]:
                 raise InvalidAttributeError(
                     f"attributes[{position}] is a {type(attr).__name__}, not an onnx.AttributeProto (attributes "
                     "are a mapping of name to value, or a sequence of onnx.AttributeProto)",
-                    input="attrs", position=(position,), value=type(attr).__name__,
+                    input="attrs",
+                    position=(position,),
+                    value=type(attr).__name__,
                 )
             items.append((attr.name, attr))
     values: dict[str, Any] = {}
@@ -125,9 +144,14 @@ def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[st
     values = dict(spec.attributes)
     for name, value in (attrs or {}).items():
         if name not in spec.attributes:
-            added = sorted((v for v in REGISTRY.values()
-                            if (v.domain, v.op_type) == (spec.domain, spec.op_type) and name in v.attributes),
-                           key=lambda v: v.since_version)
+            added = sorted(
+                (
+                    v
+                    for v in REGISTRY.values()
+                    if (v.domain, v.op_type) == (spec.domain, spec.op_type) and name in v.attributes
+                ),
+                key=lambda v: v.since_version,
+            )
             hint = f"; it was added in {added[0].name}" if added else ""
             later = first_accepting(spec, {name: value})
             if later is not None:  # some version takes this very value: name the way forward
@@ -137,7 +161,10 @@ def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[st
             known = ", ".join(spec.attributes) or "none"
             raise InvalidAttributeError(
                 f"{spec.name}: has no attribute {name!r} (attributes: {known}){hint}",
-                op=spec.op_type, since_version=spec.since_version, input=name, value=value,
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=name,
+                value=value,
             )
         values[name] = value
     return values
@@ -151,7 +178,10 @@ def _check_arity(spec: OpVersion, op: _Op, count: int) -> None:
         missing = f"; missing: {', '.join(op.inputs[count:low])}" if count < low else ""
         raise ArityError(
             f"{spec.name}: takes {takes} inputs ({', '.join(op.inputs)}{optional}), got {count}{missing}",
-            op=spec.op_type, since_version=spec.since_version, value=count, valid_range=(low, high),
+            op=spec.op_type,
+            since_version=spec.since_version,
+            value=count,
+            valid_range=(low, high),
             input=op.inputs[count] if count < low else None,
         )
 
@@ -163,7 +193,11 @@ def _warn_off_spec(spec: OpVersion, used: OpVersion, attrs: Mapping[str, Any], o
         OffSpecWarning(
             f"{where}{spec.op_type} at opset {opset} is {spec.name}, which does not accept {refused}; "
             f"run as {used.name}, the earliest version that does (strict=False)",
-            node=node, op=spec.op_type, domain=spec.domain or "ai.onnx", opset=int(opset), resolved=spec.name,
+            node=node,
+            op=spec.op_type,
+            domain=spec.domain or "ai.onnx",
+            opset=int(opset),
+            resolved=spec.name,
             used=used.name,
         ),
         stacklevel=4,  # the caller of run_node / infer_shape

@@ -68,14 +68,17 @@ def _feed(name: str, position: tuple[int, ...], value: Any, declared: onnx.TypeP
         return None if value is None else _feed(name, position, value, declared.optional_type.elem_type)
     if value is None and kind is not None:
         raise ModelInputError(
-            f"{_label(name, position)} is None, but the model declares {type_str(declared)}, which is not "
-            "optional", value=None, **fields,
+            f"{_label(name, position)} is None, but the model declares {type_str(declared)}, which is not optional",
+            value=None,
+            **fields,
         )
     if kind == "sequence_type":
         if not isinstance(value, (list, tuple)):
             raise DTypeError(
                 f"{_label(name, position)} is a {type(value).__name__}, but the model declares "
-                f"{type_str(declared)}: feed a list of its elements", value=type(value).__name__, **fields,
+                f"{type_str(declared)}: feed a list of its elements",
+                value=type(value).__name__,
+                **fields,
             )
         elem = declared.sequence_type.elem_type
         return [_feed(name, (*position, i), v, elem) for i, v in enumerate(value)]
@@ -83,7 +86,9 @@ def _feed(name: str, position: tuple[int, ...], value: Any, declared: onnx.TypeP
         if not isinstance(value, Mapping):
             raise DTypeError(
                 f"{_label(name, position)} is a {type(value).__name__}, but the model declares "
-                f"{type_str(declared)}: feed a dict", value=type(value).__name__, **fields,
+                f"{type_str(declared)}: feed a dict",
+                value=type(value).__name__,
+                **fields,
             )
         _check_keys(name, position, value, declared)
         return dict(value)
@@ -105,12 +110,18 @@ def _check_keys(name: str, position: tuple[int, ...], value: Mapping, declared: 
     key_type = declared.map_type.key_type
     strings = key_type == onnx.TensorProto.STRING
     for key in value:
-        ok = isinstance(key, (str, bytes)) if strings else (
-            isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)))
+        ok = (
+            isinstance(key, (str, bytes))
+            if strings
+            else (isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)))
+        )
         if not ok:
             raise DTypeError(
                 f"{_label(name, position)} has key {key!r} of type {type(key).__name__}, but the model declares "
-                f"{type_str(declared)}", input=name, position=position or None, value=type(key).__name__,
+                f"{type_str(declared)}",
+                input=name,
+                position=position or None,
+                value=type(key).__name__,
             )
 
 
@@ -131,7 +142,8 @@ def _check_type(label: str, value: np.ndarray, elem_type: int, fields: dict) -> 
         want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except KeyError:  # found by tests/test_model_fuzz.py: was a KeyError out of onnx.helper
         raise DTypeError(
-            f"{label} is declared with elem_type {elem_type}, which is not an ONNX tensor type", value=elem_type,
+            f"{label} is declared with elem_type {elem_type}, which is not an ONNX tensor type",
+            value=elem_type,
             **fields,
         ) from None
     native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype

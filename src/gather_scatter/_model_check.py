@@ -140,7 +140,9 @@ def _fields(message: Any, where: str, names: tuple[str, ...], node: str | None =
                 index = "" if isinstance(value, (str, bytes)) else f"[{i}]"
                 raise ModelInputError(
                     f"{where}: {name}{index} is not valid UTF-8 ({bytes(item)[:60]!r})",
-                    input=name, value=bytes(item)[:60], node=node,
+                    input=name,
+                    value=bytes(item)[:60],
+                    node=node,
                 )
 
 
@@ -190,7 +192,8 @@ def _check_opsets(imports: Any, where: str) -> None:
             known = f"1 to {latest}" if normalize_domain(o.domain) == "" else ">= 1"
             raise ModelInputError(
                 f"{where} imports opset {o.version} of domain {domain!r}, which is not a known opset "
-                f"(onnx {onnx.__version__} knows {known})", value=o.version,
+                f"(onnx {onnx.__version__} knows {known})",
+                value=o.version,
             )
 
 
@@ -202,7 +205,8 @@ def _check_data_type(tensor: onnx.TensorProto) -> None:
     except KeyError:
         raise ModelInputError(
             f"tensor {tensor.name!r} has data_type {tensor.data_type}, which is not an ONNX tensor type",
-            input=tensor.name, value=tensor.data_type,
+            input=tensor.name,
+            value=tensor.data_type,
         ) from None
 
 
@@ -215,7 +219,9 @@ def _check_raw_size(tensor: onnx.TensorProto) -> None:
     if expected is not None and len(tensor.raw_data) != expected:
         raise ModelInputError(
             f"tensor {tensor.name!r} has raw_data of {len(tensor.raw_data)} bytes, but its dims "
-            f"{tuple(tensor.dims)} and type take {expected} bytes", input=tensor.name, value=len(tensor.raw_data),
+            f"{tuple(tensor.dims)} and type take {expected} bytes",
+            input=tensor.name,
+            value=len(tensor.raw_data),
         )
 
 
@@ -231,7 +237,9 @@ def _check_aborts(model: onnx.ModelProto) -> None:
             if attr.name == "num_outputs" and attr.i != len(node.output):
                 raise ModelInputError(
                     f"{node_label(node.name)} (Split): num_outputs = {attr.i}, but the node has "
-                    f"{len(node.output)} outputs", node=node.name, value=attr.i,
+                    f"{len(node.output)} outputs",
+                    node=node.name,
+                    value=attr.i,
                 )
 
 
@@ -260,7 +268,8 @@ def external_data_loaded(model: onnx.ModelProto) -> None:
                 "was read with load_external_data=False): load it with onnx.load(path) (load_external_data=True, "
                 "the default), or call onnx.external_data_helper.load_external_data_for_model(model, base_dir) "
                 "with the folder of the .onnx file, or pass the model's path instead",
-                input=tensor.name, value=location,
+                input=tensor.name,
+                value=location,
             )
 
 

@@ -77,9 +77,7 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def check_outputs(
-    node: onnx.NodeProto, sizes: Mapping[str, tuple[tuple[int, ...], np.dtype, int]]
-) -> None:
+def check_outputs(node: onnx.NodeProto, sizes: Mapping[str, tuple[tuple[int, ...], np.dtype, int]]) -> None:
     """OutputTooLargeError naming ``node`` if one of its outputs of known size exceeds the limit."""
     for name in node.output:
         known = sizes.get(name)
@@ -91,7 +89,11 @@ def check_outputs(
             raise OutputTooLargeError(
                 f"{node_label(node.name)} ({node.op_type}): output {name!r} of shape {shape} and dtype {dtype} "
                 f"would take {nbytes} bytes, more than the memory limit of {limit} bytes (see "
-                "gather_scatter.set_memory_limit)", op=node.op_type, node=node.name, input=name, value=nbytes,
+                "gather_scatter.set_memory_limit)",
+                op=node.op_type,
+                node=node.name,
+                input=name,
+                value=nbytes,
             )
 
 
@@ -100,5 +102,7 @@ def from_memory_error(node: onnx.NodeProto, exc: MemoryError) -> OutputTooLargeE
     text = " ".join(str(exc).split()) or "out of memory"
     return OutputTooLargeError(
         f"{node_label(node.name)} ({node.op_type}): MemoryError: {text} (the memory limit is "
-        f"{_memory.memory_limit()} bytes; see gather_scatter.set_memory_limit)", op=node.op_type, node=node.name,
+        f"{_memory.memory_limit()} bytes; see gather_scatter.set_memory_limit)",
+        op=node.op_type,
+        node=node.name,
     )

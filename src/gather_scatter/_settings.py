@@ -43,7 +43,10 @@ def from_env(variable: str, minimum: int, default: str) -> int | None:
     if value is None or value < minimum:
         if (variable, text) not in _warned:
             _warned.add((variable, text))
-            warnings.warn(f"{variable}={text!r} is not an integer >= {minimum}; ignored, using {default}",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"{variable}={text!r} is not an integer >= {minimum}; ignored, using {default}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return None
     return value

@@ -57,7 +57,10 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
         # (a set's order is not the caller's): refuse rather than guess.
         raise ShapeError(
             f"{spec.name}: {input} shape must be a sequence of dims (or None for an unknown rank), got {shape!r}",
-            op=spec.op_type, since_version=spec.since_version, input=input, value=shape,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=input,
+            value=shape,
         )
     given = tuple(shape)
     dims = []
@@ -70,7 +73,11 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
             raise ShapeError(
                 f"{spec.name}: {input} shape {given} has an invalid dimension {d!r} at {i} "
                 "(dimensions are ints >= 0, symbol names, or None)",
-                op=spec.op_type, since_version=spec.since_version, input=input, position=(i,), value=d,
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=input,
+                position=(i,),
+                value=d,
             )
     return tuple(dims)
 
@@ -79,7 +86,10 @@ def _need_rank(spec: OpVersion, input: str, shape: Shape, minimum: int = 1) -> N
     if shape is not None and len(shape) < minimum:
         raise ShapeError(
             f"{spec.name}: {input} must have rank >= {minimum}, got shape {fmt_shape(shape)}",
-            op=spec.op_type, since_version=spec.since_version, input=input, value=len(shape),
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=input,
+            value=len(shape),
         )
 
 
@@ -87,7 +97,10 @@ def _int_attr(spec: OpVersion, name: str, value: Any) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise InvalidAttributeError(
             f"{spec.name}: attribute {name} must be an int, got {value!r}",
-            op=spec.op_type, since_version=spec.since_version, input=name, value=value,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=name,
+            value=value,
         )
     return int(value)
 
@@ -97,9 +110,11 @@ def normalize_axis(spec: OpVersion, axis: Any, rank: int) -> int:
     axis = _int_attr(spec, "axis", axis)
     if not -rank <= axis < rank:
         raise InvalidAttributeError(
-            f"{spec.name}: axis = {axis} is out of range for data of rank {rank} "
-            f"(valid range [{-rank}, {rank - 1}])",
-            op=spec.op_type, since_version=spec.since_version, input="axis", value=axis,
+            f"{spec.name}: axis = {axis} is out of range for data of rank {rank} (valid range [{-rank}, {rank - 1}])",
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="axis",
+            value=axis,
             valid_range=(-rank, rank - 1),
         )
     return axis % rank
@@ -128,7 +143,10 @@ def _batch_dims(spec: OpVersion, batch_dims: Any, data: Shape, indices: Shape) -
             f"{spec.name}: batch_dims = {b} must be in [0, {shown}] "
             f"(below min(rank(data), rank(indices)); data shape {fmt_shape(data)}, "
             f"indices shape {fmt_shape(indices)})",
-            op=spec.op_type, since_version=spec.since_version, input="batch_dims", value=b,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="batch_dims",
+            value=b,
             valid_range=(0, limit - 1) if limit is not None else None,
         )
     if data is not None and indices is not None:
@@ -138,19 +156,29 @@ def _batch_dims(spec: OpVersion, batch_dims: Any, data: Shape, indices: Shape) -
                 raise ShapeError(
                     f"{spec.name}: batch dimension {i} differs: data.shape[{i}] = {d} but "
                     f"indices.shape[{i}] = {j} (data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-                    op=spec.op_type, since_version=spec.since_version, input="indices", position=(i,), value=j,
+                    op=spec.op_type,
+                    since_version=spec.since_version,
+                    input="indices",
+                    position=(i,),
+                    value=j,
                 )
     return b
 
 
-def _last_dim_range(spec: OpVersion, k: Dim, low: int, high: int | None, data: Shape, indices: Shape, bound: str) -> None:
+def _last_dim_range(
+    spec: OpVersion, k: Dim, low: int, high: int | None, data: Shape, indices: Shape, bound: str
+) -> None:
     """``low <= k <= high``, where ``high`` is ``bound`` (e.g. rank(data)) or None when unknown."""
     if _known(k) and not (low <= k and (high is None or k <= high)):
         raise ShapeError(
             f"{spec.name}: indices.shape[-1] = {k} must be in [{low}, {bound if high is None else high}] "
             f"({low} to {bound}; data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-            op=spec.op_type, since_version=spec.since_version, input="indices",
-            position=(len(indices) - 1,), value=k, valid_range=(low, high) if high is not None else None,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="indices",
+            position=(len(indices) - 1,),
+            value=k,
+            valid_range=(low, high) if high is not None else None,
         )
 
 
@@ -206,7 +234,10 @@ def _same_rank(spec: OpVersion, data: Shape, other: Shape, name: str, data_name:
         raise ShapeError(
             f"{spec.name}: {name} must have the rank of {data_name} ({len(data)}), got shape {fmt_shape(other)} "
             f"({data_name} shape {fmt_shape(data)})",
-            op=spec.op_type, since_version=spec.since_version, input=name, value=len(other),
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=name,
+            value=len(other),
         )
 
 
@@ -229,8 +260,13 @@ def _elements_rule(spec: OpVersion, data: Shape, indices: Shape, axis: Any) -> i
                     f"{spec.name}: indices.shape[{d}] = {n} exceeds data.shape[{d}] = {s} "
                     f"(off the axis, indices may not be larger than data; axis = {ax}, "
                     f"data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-                    op=spec.op_type, since_version=spec.since_version, input="indices", position=(d,),
-                    value=n, valid_range=(0, s), axis=d,
+                    op=spec.op_type,
+                    since_version=spec.since_version,
+                    input="indices",
+                    position=(d,),
+                    value=n,
+                    valid_range=(0, s),
+                    axis=d,
                 )
     return ax
 
@@ -251,12 +287,17 @@ def scatter_elements_shape(spec: OpVersion, data: Shape, indices: Shape, updates
     updates = as_shape(spec, "updates", updates)
     _need_rank(spec, "updates", updates)
     _elements_rule(spec, data, indices if indices is not None else updates, axis)
-    if indices is not None and updates is not None and (
-        len(indices) != len(updates) or any(_known(i) and _known(u) and i != u for i, u in zip(indices, updates))
+    if (
+        indices is not None
+        and updates is not None
+        and (len(indices) != len(updates) or any(_known(i) and _known(u) and i != u for i, u in zip(indices, updates)))
     ):
         raise ShapeError(
             f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices shape {fmt_shape(indices)}",
-            op=spec.op_type, since_version=spec.since_version, input="updates", value=updates,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="updates",
+            value=updates,
         )
     return data
 
@@ -287,19 +328,30 @@ def tensor_scatter_shape(
             raise InvalidAttributeError(
                 f"{spec.name}: axis = {axis} is the batch axis 0; the sequence axis must be in "
                 f"[1, {len(known) - 1}] (or [{-len(known) + 1}, -1])",
-                op=spec.op_type, since_version=spec.since_version, input="axis", value=int(axis),
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="axis",
+                value=int(axis),
                 valid_range=(-len(known) + 1, len(known) - 1),
             )
         if past is not None and update is not None:
             for d, (u, p) in enumerate(zip(update, past)):
                 if _known(u) and _known(p) and (u > p if d == ax else u != p):
-                    rule = ("sequence_length must be <= max_sequence_length" if d == ax
-                            else "off the sequence axis, update must have past_cache's dims")
+                    rule = (
+                        "sequence_length must be <= max_sequence_length"
+                        if d == ax
+                        else "off the sequence axis, update must have past_cache's dims"
+                    )
                     raise ShapeError(
                         f"{spec.name}: update.shape[{d}] = {u} but past_cache.shape[{d}] = {p} ({rule}; "
                         f"axis = {ax}, past_cache shape {fmt_shape(past)}, update shape {fmt_shape(update)})",
-                        op=spec.op_type, since_version=spec.since_version, input="update", position=(d,),
-                        value=u, valid_range=(0, p) if d == ax else (p, p), axis=d,
+                        op=spec.op_type,
+                        since_version=spec.since_version,
+                        input="update",
+                        position=(d,),
+                        value=u,
+                        valid_range=(0, p) if d == ax else (p, p),
+                        axis=d,
                     )
     write = None if write_indices is ABSENT else as_shape(spec, "write_indices", write_indices)
     if write is not None:
@@ -308,7 +360,10 @@ def tensor_scatter_shape(
             raise ShapeError(
                 f"{spec.name}: write_indices must have shape (batch,) = "
                 f"{fmt_shape((batch if batch is not None else 'batch',))}, got {fmt_shape(write)}",
-                op=spec.op_type, since_version=spec.since_version, input="write_indices", value=write,
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="write_indices",
+                value=write,
             )
     if past is None or update is None:
         return past
@@ -327,7 +382,10 @@ def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: 
             f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices.shape[:-1] + "
             f"data.shape[k:] = {shown} with k = {k} "
             f"(data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-            op=spec.op_type, since_version=spec.since_version, input="updates", value=updates,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="updates",
+            value=updates,
         )
 
 
@@ -344,16 +402,19 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
     if isinstance(dtype, np.dtype):
         return dtype
     facts = dict(op=spec.op_type, since_version=spec.since_version, input=input, value=dtype)
-    forms = ("a NumPy dtype or its name ('float32'), an ONNX element type number (onnx.TensorProto.FLOAT) "
-             "or its type string ('tensor(float)')")
+    forms = (
+        "a NumPy dtype or its name ('float32'), an ONNX element type number (onnx.TensorProto.FLOAT) "
+        "or its type string ('tensor(float)')"
+    )
     if isinstance(dtype, str) and dtype.startswith("tensor(") and dtype.endswith(")"):
         from onnx import TensorProto
 
         try:
-            dtype = TensorProto.DataType.Value(dtype[len("tensor("):-1].upper())
+            dtype = TensorProto.DataType.Value(dtype[len("tensor(") : -1].upper())
         except ValueError:
-            raise DTypeError(f"{spec.name}: {input} dtype {dtype!r} names no ONNX element type "
-                             f"(pass {forms})", **facts) from None
+            raise DTypeError(
+                f"{spec.name}: {input} dtype {dtype!r} names no ONNX element type (pass {forms})", **facts
+            ) from None
     if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, (bool, np.bool_)):
         from onnx import TensorProto, helper
 
@@ -361,9 +422,12 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
             return np.dtype(helper.tensor_dtype_to_np_dtype(int(dtype)))
         except (KeyError, ValueError, TypeError):
             last = max(TensorProto.DataType.values())
-            raise DTypeError(f"{spec.name}: {input} dtype {int(dtype)} is not an ONNX element type number (those "
-                             f"of onnx.TensorProto run from 1, FLOAT, to {last}, "
-                             f"{TensorProto.DataType.Name(last)})", **facts) from None
+            raise DTypeError(
+                f"{spec.name}: {input} dtype {int(dtype)} is not an ONNX element type number (those "
+                f"of onnx.TensorProto run from 1, FLOAT, to {last}, "
+                f"{TensorProto.DataType.Name(last)})",
+                **facts,
+            ) from None
     try:
         return np.dtype(dtype)
     except (TypeError, ValueError):
@@ -371,7 +435,11 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
 
 
 def output_dtype(
-    spec: OpVersion, data: Any, indices: Any, updates: Any = None, *,
+    spec: OpVersion,
+    data: Any,
+    indices: Any,
+    updates: Any = None,
+    *,
     names: tuple[str, str, str] = ("data", "indices", "updates"),
 ) -> Any:
     """Check each known dtype against ``spec``; the output has ``data``'s dtype.
@@ -380,8 +448,9 @@ def output_dtype(
     dtypes (None) are skipped. ``names`` are the three inputs' names in messages
     (TensorScatter: past_cache, write_indices, update).
     """
-    data, indices, updates = (None if d is None else as_dtype(spec, n, d)
-                              for n, d in zip(names, (data, indices, updates)))
+    data, indices, updates = (
+        None if d is None else as_dtype(spec, n, d) for n, d in zip(names, (data, indices, updates))
+    )
     for input, dtype in zip(names, (data, indices, updates)):
         if dtype is not None:
             spec.check_dtype(input, dtype)
@@ -389,7 +458,10 @@ def output_dtype(
         raise DTypeError(
             f"{spec.name}: {names[2]} has type tensor({onnx_type_name(updates)}) but {names[0]} has "
             f"tensor({onnx_type_name(data)}); they must match",
-            op=spec.op_type, since_version=spec.since_version, input=names[2], value=onnx_type_name(updates),
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=names[2],
+            value=onnx_type_name(updates),
         )
     return data
 
@@ -403,7 +475,10 @@ def check_reduction_type(spec: OpVersion, reduction: Reduction, dtype) -> None:
         why = "strings cannot be multiplied" if kind == "string" else "complex numbers have no order"
         raise DTypeError(
             f"{spec.name}: reduction {reduction.value!r} is not defined for tensor({kind}) ({why})",
-            op=spec.op_type, since_version=spec.since_version, input="data", value=kind,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="data",
+            value=kind,
         )
 
 
@@ -428,7 +503,10 @@ def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int 
     raise OutputTooLargeError(
         f"{spec.name}: output of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
         f"more than {'the memory limit of ' if bound != _memory.INT64_MAX else ''}{bound} bytes ({why})",
-        op=spec.op_type, since_version=spec.since_version, input="output", value=nbytes,
+        op=spec.op_type,
+        since_version=spec.since_version,
+        input="output",
+        value=nbytes,
         valid_range=(0, bound),
     )
 

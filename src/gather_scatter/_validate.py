@@ -45,7 +45,9 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
     except (ValueError, TypeError) as exc:
         raise DTypeError(
             f"{spec.name}: {input} cannot be read as an array ({exc})",
-            op=spec.op_type, since_version=spec.since_version, input=input,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=input,
         ) from None
     if array.dtype.kind in "OUS":  # the items as given: NumPy makes ['a', 1] into ['a', '1']
         items = array if array.dtype.kind == "O" else _items(value, array)
@@ -96,7 +98,10 @@ def _only_strings(spec: OpVersion, input: str, array: np.ndarray, listed: bool =
     raise DTypeError(
         f"{spec.name}: {input}{where} = {shown} is {_a(type(item).__name__)}, but {input} is {what}, which stands "
         f"for tensor(string) and may hold only str or bytes{hint}",
-        op=spec.op_type, since_version=spec.since_version, input=input, position=position,
+        op=spec.op_type,
+        since_version=spec.since_version,
+        input=input,
+        position=position,
         value=type(item).__name__,
     )
 
@@ -110,7 +115,10 @@ def _refuse_masked(spec: OpVersion, input: str, value: np.ndarray) -> None:
         raise DTypeError(
             f"{spec.name}: {input} is a masked array, and masks are not supported (the kernels would "
             f"ignore them); pass {input}.filled(fill_value) or {input}.data",
-            op=spec.op_type, since_version=spec.since_version, input=input, value="MaskedArray",
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=input,
+            value="MaskedArray",
         )
 
 
@@ -139,7 +147,11 @@ def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype, va
     raise DTypeError(
         f"{spec.name}: {input}{where} = {value!r} does not fit exactly in {dtype}, the type {input} must have "
         f"here (a list takes that type when every value fits; pass an array to choose another)",
-        op=spec.op_type, since_version=spec.since_version, input=input, position=position, value=value,
+        op=spec.op_type,
+        since_version=spec.since_version,
+        input=input,
+        position=position,
+        value=value,
     )
 
 
@@ -201,8 +213,13 @@ def out_of_bounds(spec: OpVersion, position: tuple[int, ...], value: int, sizes:
         valid_range, shown = None, "the axis is empty: no index is valid"
     raise IndexOutOfBoundsError(
         f"{spec.name}: {where} = {value} is out of bounds for data axis {axis} of size {size} ({shown})",
-        op=spec.op_type, since_version=spec.since_version, input="indices", position=position,
-        value=value, valid_range=valid_range, axis=axis,
+        op=spec.op_type,
+        since_version=spec.since_version,
+        input="indices",
+        position=position,
+        value=value,
+        valid_range=valid_range,
+        axis=axis,
     )
 
 
@@ -278,13 +295,17 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
 # The memory rules for out=, one for every library: other libraries' arrays come here as
 # ndarrays over their addresses (backends/torch.py), which these functions never read.
 
+
 def refuse_broadcast(spec: OpVersion, out: np.ndarray) -> None:
     """InvalidAttributeError if two elements of ``out`` are one (a stride of 0 on a dim of size > 1)."""
     if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
         raise InvalidAttributeError(
             f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
             "it cannot hold a result; pass an array of its own",
-            op=spec.op_type, since_version=spec.since_version, input="out")
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="out",
+        )
 
 
 def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
@@ -295,7 +316,11 @@ def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
         if _overlaps(out, array):
             raise InvalidAttributeError(
                 f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
-                "(pass a separate array)", op=spec.op_type, since_version=spec.since_version, input="out")
+                "(pass a separate array)",
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+            )
 
 
 def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype: np.dtype, shape: tuple) -> None:
@@ -305,13 +330,21 @@ def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype
     if out_dtype != dtype:
         why = ""
         if dtype == object and out_dtype.kind in "US":
-            why = (" (string results are object arrays of str: a fixed-width string array would truncate "
-                   "them; pass an object array, e.g. out.astype(object))")
-        raise DTypeError(f"{spec.name}: out has dtype {out_dtype} but the result has dtype {np.dtype(dtype)}{why}",
-                         value=str(out_dtype), **facts)
+            why = (
+                " (string results are object arrays of str: a fixed-width string array would truncate "
+                "them; pass an object array, e.g. out.astype(object))"
+            )
+        raise DTypeError(
+            f"{spec.name}: out has dtype {out_dtype} but the result has dtype {np.dtype(dtype)}{why}",
+            value=str(out_dtype),
+            **facts,
+        )
     if tuple(out_shape) != tuple(shape):
-        raise ShapeError(f"{spec.name}: out has shape {tuple(out_shape)} but the result has shape {tuple(shape)}",
-                         value=tuple(out_shape), **facts)
+        raise ShapeError(
+            f"{spec.name}: out has shape {tuple(out_shape)} but the result has shape {tuple(shape)}",
+            value=tuple(out_shape),
+            **facts,
+        )
 
 
 def same_memory(out: Any, data: Any) -> bool:
@@ -322,8 +355,12 @@ def same_memory(out: Any, data: Any) -> bool:
         return out is not None
     if not (isinstance(out, np.ndarray) and isinstance(data, np.ndarray)):
         return False
-    return (out.dtype == data.dtype and out.shape == data.shape and out.strides == data.strides
-            and out.__array_interface__["data"][0] == data.__array_interface__["data"][0])
+    return (
+        out.dtype == data.dtype
+        and out.shape == data.shape
+        and out.strides == data.strides
+        and out.__array_interface__["data"][0] == data.__array_interface__["data"][0]
+    )
 
 
 def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:

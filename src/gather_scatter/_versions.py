@@ -19,8 +19,16 @@ import numpy as np
 from .errors import DTypeError, InvalidAttributeError, UnsupportedOpError
 
 __all__ = [
-    "LATEST_OPSET", "Mode", "OpVersion", "REGISTRY", "Reduction", "first_accepting", "fix_hint", "later_versions",
-    "onnx_type_name", "resolve",
+    "LATEST_OPSET",
+    "Mode",
+    "OpVersion",
+    "REGISTRY",
+    "Reduction",
+    "first_accepting",
+    "fix_hint",
+    "later_versions",
+    "onnx_type_name",
+    "resolve",
 ]
 
 # ONNX tensor element type name -> NumPy dtype. Strings are object arrays of str.
@@ -180,10 +188,17 @@ _VERSIONS = (
     _v("ScatterElements", 13, ALL_TYPES, INT32_INT64, {"axis": 0}, ("none",)),
     _v("ScatterElements", 16, ALL_TYPES, INT32_INT64, {"axis": 0, "reduction": "none"}, _NONE_ADD_MUL),
     _v("ScatterElements", 18, ALL_TYPES, INT32_INT64, {"axis": 0, "reduction": "none"}, _ALL_REDUCTIONS),
-    _v("Scatter", 9, TYPES_BEFORE_BFLOAT16, INT32_INT64, {"axis": 0}, ("none",),
-       removed_in=11, replaced_by="ScatterElements"),
-    _v("TensorScatter", 24, TENSOR_SCATTER_TYPES, INT64, {"axis": -2, "mode": "linear"},
-       modes=("linear", "circular")),
+    _v(
+        "Scatter",
+        9,
+        TYPES_BEFORE_BFLOAT16,
+        INT32_INT64,
+        {"axis": 0},
+        ("none",),
+        removed_in=11,
+        replaced_by="ScatterElements",
+    ),
+    _v("TensorScatter", 24, TENSOR_SCATTER_TYPES, INT64, {"axis": -2, "mode": "linear"}, modes=("linear", "circular")),
 )
 
 REGISTRY: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
@@ -287,8 +302,11 @@ def _resolve(op_type: Any, opset: Any, domain: Any) -> OpVersion:
 def later_versions(spec: OpVersion) -> list[OpVersion]:
     """The versions of ``spec``'s operator (same domain) after it, oldest first."""
     return sorted(
-        (v for v in REGISTRY.values()
-         if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version),
+        (
+            v
+            for v in REGISTRY.values()
+            if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version
+        ),
         key=lambda v: v.since_version,
     )
 
@@ -306,8 +324,10 @@ def first_accepting(spec: OpVersion, attrs: Mapping[str, Any]) -> OpVersion | No
 def fix_hint(later: OpVersion) -> str:
     """The way forward an attribute error names when ``later`` (see :func:`first_accepting`)
     accepts what the node's version refuses."""
-    return (f"re-export the model with opset {later.since_version} or later, or pass strict=False "
-            f"to run the node as {later.name}")
+    return (
+        f"re-export the model with opset {later.since_version} or later, or pass strict=False "
+        f"to run the node as {later.name}"
+    )
 
 
 def _parse_choice(cls, spec: OpVersion, name: str, accepted: tuple[str, ...], value: Any):
@@ -320,7 +340,10 @@ def _parse_choice(cls, spec: OpVersion, name: str, accepted: tuple[str, ...], va
         fix = f"; {value!r} exists from {later.name}: {fix_hint(later)}" if later else ""
         raise InvalidAttributeError(
             f"{spec.name}: {name} = {value!r} is not accepted (accepted: {', '.join(map(repr, accepted))}){fix}",
-            op=spec.op_type, since_version=spec.since_version, input=name, value=value,
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=name,
+            value=value,
         )
     return cls(value)
 

@@ -83,8 +83,9 @@ def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
     # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped).
     for name, value in arrays.items():
         if isinstance(value, (list, tuple)):  # np.asarray would stack it, or fail on a ragged one
-            raise ValueError(f"output {name!r} is a sequence of {len(value)} tensors, and an .npz file holds "
-                             "tensors only")
+            raise ValueError(
+                f"output {name!r} is a sequence of {len(value)} tensors, and an .npz file holds tensors only"
+            )
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, value in arrays.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
@@ -177,8 +178,10 @@ def _run(args: argparse.Namespace) -> int:
     print(f"wall time: {elapsed * 1e3:.1f} ms")
     if args.repeat > 1:
         median = statistics.median(runs)
-        print(f"{args.repeat} runs of one Session: first {runs[0] * 1e3:.3f} ms, median {median * 1e3:.3f} ms per run "
-              f"(built in {(built - start) * 1e3:.1f} ms)")
+        print(
+            f"{args.repeat} runs of one Session: first {runs[0] * 1e3:.3f} ms, median {median * 1e3:.3f} ms per run "
+            f"(built in {(built - start) * 1e3:.1f} ms)"
+        )
     if output:
         try:
             _save_arrays(output, outputs)
@@ -198,17 +201,26 @@ def _add_run(subparsers: Any) -> None:
     )
     parser.add_argument("model", nargs="?", metavar="MODEL", help="an .onnx file (default: the built-in model)")
     parser.add_argument(
-        "--input", action="append", default=[], type=_named_input, metavar="NAME=FILE.npy",
+        "--input",
+        action="append",
+        default=[],
+        type=_named_input,
+        metavar="NAME=FILE.npy",
         help="one model input from a .npy file (repeatable; overrides --inputs)",
     )
     parser.add_argument("--inputs", metavar="FILE.npz", help="model inputs from an .npz file, by name")
     parser.add_argument("--output", metavar="OUT.npz", help="also save the outputs, by name, to an .npz file")
     parser.add_argument(
-        "--repeat", type=_int_in(1), default=1, metavar="N",
+        "--repeat",
+        type=_int_in(1),
+        default=1,
+        metavar="N",
         help="run the model N times with one Session and report the first run's time and the median per run",
     )
     parser.add_argument(
-        "--no-strict", dest="strict", action="store_false",
+        "--no-strict",
+        dest="strict",
+        action="store_false",
         help="run a node whose attribute or value exists only in a later version of its operator (as PyTorch "
         "writes ScatterElements reduction='max' at opset 17) as that version, with a warning (default: refuse it)",
     )
@@ -218,7 +230,9 @@ def _add_run(subparsers: Any) -> None:
 
 def _add_no_check(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--no-check", dest="check", action="store_false",
+        "--no-check",
+        dest="check",
+        action="store_false",
         help="skip the validation of the model (well-formed names, graph, initializers, external data and "
         "opsets) before it is used, for a model you trust (default: refuse an invalid model in one line)",
     )
@@ -263,6 +277,7 @@ def _int_in(low: int, high: float = math.inf) -> Callable[[str], int]:
             bounds = f"in [{low}, {high}]" if high < math.inf else f">= {low}"
             raise argparse.ArgumentTypeError(f"{value} is not {bounds}")
         return value
+
     return parse
 
 
@@ -324,15 +339,24 @@ def _check(args: argparse.Namespace) -> int:
             result = _check_model(args)
         else:
             result = run_check(
-                args.engine, ops=args.op or None, opsets=args.opset or None, cases=args.cases or 20,
-                seed=args.seed, threads=args.threads, timeout=args.timeout, out_dir=args.out,
-                json_path=args.json, report_dir=args.report, progress=sys.stderr.isatty(),
+                args.engine,
+                ops=args.op or None,
+                opsets=args.opset or None,
+                cases=args.cases or 20,
+                seed=args.seed,
+                threads=args.threads,
+                timeout=args.timeout,
+                out_dir=args.out,
+                json_path=args.json,
+                report_dir=args.report,
+                progress=sys.stderr.isatty(),
             )
     except (EngineMissing, SelectionError) as exc:
         raise _UserError(str(exc)) from None
     except Interrupted as exc:  # the partial report is printed and written
         written = ([f"the findings so far in {args.out!r}"] if exc.result["findings"] else []) + (
-            [f"the report in {args.json!r}"] if args.json else [])
+            [f"the report in {args.json!r}"] if args.json else []
+        )
         print(f"gather-scatter check: {exc}" + (f"; {' and '.join(written)}" if written else ""), file=sys.stderr)
         return INTERRUPTED
     except OSError as exc:
@@ -347,14 +371,23 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     cases (--op, --opset, --cases); model mode (MODEL) takes the model's inputs (--input,
     --inputs, --dim, --tries)."""
     if args.model is not None:
-        given = [name for name, value in (("--op", args.op), ("--opset", args.opset), ("--cases", args.cases))
-                 if value]
+        given = [name for name, value in (("--op", args.op), ("--opset", args.opset), ("--cases", args.cases)) if value]
         if given:
-            raise _UserError(f"{', '.join(given)} select generated cases, not a model's nodes: leave out MODEL "
-                             "to check operators, or drop them to check the model")
+            raise _UserError(
+                f"{', '.join(given)} select generated cases, not a model's nodes: leave out MODEL "
+                "to check operators, or drop them to check the model"
+            )
     else:
-        given = [name for name, value in (("--input", args.input), ("--inputs", args.inputs), ("--dim", args.dim),
-                                          ("--tries", args.tries)) if value]
+        given = [
+            name
+            for name, value in (
+                ("--input", args.input),
+                ("--inputs", args.inputs),
+                ("--dim", args.dim),
+                ("--tries", args.tries),
+            )
+            if value
+        ]
         if given:
             raise _UserError(f"{', '.join(given)} apply to a model: gather-scatter check MODEL.onnx --engine NAME ...")
 
@@ -366,9 +399,19 @@ def _check_model(args: argparse.Namespace) -> dict:
     inputs = _load_arrays(args.inputs) if args.inputs else {}
     inputs.update({name: _load_array(name, path) for name, path in args.input})
     try:
-        return run_model_check(args.model, args.engine, inputs=inputs, dims=dict(args.dim), seed=args.seed,
-                               threads=args.threads, timeout=args.timeout, tries=args.tries or 3,
-                               out_dir=args.out, json_path=args.json, report_dir=args.report)
+        return run_model_check(
+            args.model,
+            args.engine,
+            inputs=inputs,
+            dims=dict(args.dim),
+            seed=args.seed,
+            threads=args.threads,
+            timeout=args.timeout,
+            tries=args.tries or 3,
+            out_dir=args.out,
+            json_path=args.json,
+            report_dir=args.report,
+        )
     except ModelUsageError as exc:
         raise _UserError(str(exc)) from None
 
@@ -388,8 +431,10 @@ def _list_engines() -> int:
     """``check --list-engines``: each engine of the entry-point group, started once in its worker."""
     from .check.engines import describe
 
-    rows = [(r["engine"], r["version"] or "-", r["source"], "can run" if r["status"] == "ok" else r["status"])
-            for r in describe()]
+    rows = [
+        (r["engine"], r["version"] or "-", r["source"], "can run" if r["status"] == "ok" else r["status"])
+        for r in describe()
+    ]
     header = ("engine", "version", "source", "status")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
@@ -415,40 +460,95 @@ def _add_check(subparsers: Any) -> None:
         "model's outputs are compared; the report names each diverging node. A model that cannot be read, has "
         "no indexing node, or a symbolic input dim without --dim is a usage error.",
     )
-    parser.add_argument("model", nargs="?", metavar="MODEL",
-                        help="model mode: check each indexing node of this .onnx file on its own tensors, and the "
-                        "whole model's outputs (default: operator mode, generated cases)")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        metavar="MODEL",
+        help="model mode: check each indexing node of this .onnx file on its own tensors, and the "
+        "whole model's outputs (default: operator mode, generated cases)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--engine", metavar="NAME", help="the engine to check (see --list-engines)")
-    which.add_argument("--list-engines", action="store_true",
-                       help="list the installed engines, their versions and whether they can run, and exit")
-    parser.add_argument("--input", action="append", default=[], type=_named_input, metavar="NAME=FILE.npy",
-                        help="model mode: one model input from a .npy file (repeatable; default: random values of "
-                        "its declared type and shape, from --seed)")
+    which.add_argument(
+        "--list-engines",
+        action="store_true",
+        help="list the installed engines, their versions and whether they can run, and exit",
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        type=_named_input,
+        metavar="NAME=FILE.npy",
+        help="model mode: one model input from a .npy file (repeatable; default: random values of "
+        "its declared type and shape, from --seed)",
+    )
     parser.add_argument("--inputs", metavar="FILE.npz", help="model mode: model inputs from an .npz file, by name")
-    parser.add_argument("--dim", action="append", default=[], type=_named_size, metavar="NAME=SIZE",
-                        help="model mode: the size of a symbolic dim of the random inputs (repeatable)")
-    parser.add_argument("--tries", type=_int_in(1), default=None, metavar="N",
-                        help="model mode: runs of each node and of the whole model until the engine disagrees, "
-                        "for a race that shows on some runs only (default 3)")
-    parser.add_argument("--op", action="append", default=[], type=_op_or_version, metavar="OP",
-                        help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)")
-    parser.add_argument("--opset", action="append", default=[], type=_int_in(1, LATEST_OPSET[""]), metavar="N",
-                        help="run each version at opset N where it is in effect (repeatable; default: its own)")
-    parser.add_argument("--cases", type=_int_in(1), default=None, metavar="N",
-                        help="cases per operator version (default 20)")
-    parser.add_argument("--seed", type=_int_in(0), default=0, metavar="S",
-                        help="seed of the generated cases, or of a model's random inputs (default 0)")
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        type=_named_size,
+        metavar="NAME=SIZE",
+        help="model mode: the size of a symbolic dim of the random inputs (repeatable)",
+    )
+    parser.add_argument(
+        "--tries",
+        type=_int_in(1),
+        default=None,
+        metavar="N",
+        help="model mode: runs of each node and of the whole model until the engine disagrees, "
+        "for a race that shows on some runs only (default 3)",
+    )
+    parser.add_argument(
+        "--op",
+        action="append",
+        default=[],
+        type=_op_or_version,
+        metavar="OP",
+        help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)",
+    )
+    parser.add_argument(
+        "--opset",
+        action="append",
+        default=[],
+        type=_int_in(1, LATEST_OPSET[""]),
+        metavar="N",
+        help="run each version at opset N where it is in effect (repeatable; default: its own)",
+    )
+    parser.add_argument(
+        "--cases", type=_int_in(1), default=None, metavar="N", help="cases per operator version (default 20)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=_int_in(0),
+        default=0,
+        metavar="S",
+        help="seed of the generated cases, or of a model's random inputs (default 0)",
+    )
     parser.add_argument("--threads", type=_int_in(1), default=None, metavar="T", help="the engine's intra-op threads")
-    parser.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
-                        help="seconds per case (or node, or whole model) before the engine counts as hung (default 30)")
-    parser.add_argument("--out", default="check-findings", metavar="DIR",
-                        help="where finding-NNNN.onnx/.npz go (default check-findings)")
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds per case (or node, or whole model) before the engine counts as hung (default 30)",
+    )
+    parser.add_argument(
+        "--out",
+        default="check-findings",
+        metavar="DIR",
+        help="where finding-NNNN.onnx/.npz go (default check-findings)",
+    )
     parser.add_argument("--json", default=None, metavar="REPORT.json", help="also write the report as JSON")
-    parser.add_argument("--report", default=None, metavar="DIR",
-                        help="also write, per class of findings, an issue text ready to file with the engine "
-                        "(NN-ENGINE-OP-KIND.md) and its standalone reproduction script (.py, numpy, onnx and the "
-                        "engine only; .npz beside it for larger arrays); DIR is replaced as a whole at the end")
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="also write, per class of findings, an issue text ready to file with the engine "
+        "(NN-ENGINE-OP-KIND.md) and its standalone reproduction script (.py, numpy, onnx and the "
+        "engine only; .npz beside it for larger arrays); DIR is replaced as a whole at the end",
+    )
     parser.set_defaults(func=_check)
 
 

@@ -24,7 +24,15 @@ import numpy as np
 from . import _memory
 from ._types import ArrayT, NDArray, NumPyInput, ReductionName
 from ._versions import (
-    GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER, Mode, OpVersion, Reduction,
+    GATHER,
+    GATHER_ELEMENTS,
+    GATHER_ND,
+    SCATTER_ELEMENTS,
+    SCATTER_ND,
+    TENSOR_SCATTER,
+    Mode,
+    OpVersion,
+    Reduction,
 )
 from .backends import backend_for
 from .kernels import elements as _elements
@@ -147,13 +155,22 @@ def _elements_plan(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], 
     grid = list(np.indices(indices_shape, sparse=True))
     grid[ax] = np.zeros_like(grid[ax])
     base = np.ravel_multi_index(tuple(grid), data_shape) if indices_shape else np.zeros((), np.intp)
-    return ax, np.arange(data_shape[ax]), np.ascontiguousarray(np.broadcast_to(base, indices_shape)), \
-        _size(data_shape[ax + 1 :])
+    return (
+        ax,
+        np.arange(data_shape[ax]),
+        np.ascontiguousarray(np.broadcast_to(base, indices_shape)),
+        _size(data_shape[ax + 1 :]),
+    )
 
 
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> Any:
-    if (out is None and type(data) is _ndarray and type(indices) is _ndarray and type(updates) is _ndarray
-            and type(reduction) is str):
+    if (
+        out is None
+        and type(data) is _ndarray
+        and type(indices) is _ndarray
+        and type(updates) is _ndarray
+        and type(reduction) is str
+    ):
         key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape, reduction)
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
@@ -207,10 +224,25 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> Any
 
 
 def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> Any:
-    if (out is None and type(data) is _ndarray and type(indices) is _ndarray and type(updates) is _ndarray
-            and type(axis) is int and type(reduction) is str):
-        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape, axis,
-               reduction)
+    if (
+        out is None
+        and type(data) is _ndarray
+        and type(indices) is _ndarray
+        and type(updates) is _ndarray
+        and type(axis) is int
+        and type(reduction) is str
+    ):
+        key = (
+            id(spec),
+            data.dtype,
+            indices.dtype,
+            updates.dtype,
+            data.shape,
+            indices.shape,
+            updates.shape,
+            axis,
+            reduction,
+        )
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
             ax, plan, parsed = accepted
@@ -240,13 +272,28 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     return _elements.run_scatter_elements(spec, data, indices, updates, axis, reduction, out)
 
 
-def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
-                       out=None) -> Any:
-    if (out is None and type(past_cache) is _ndarray and type(update) is _ndarray and type(axis) is int
-            and type(mode) is str and (write_indices is None or type(write_indices) is _ndarray)):
+def run_tensor_scatter(
+    spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None
+) -> Any:
+    if (
+        out is None
+        and type(past_cache) is _ndarray
+        and type(update) is _ndarray
+        and type(axis) is int
+        and type(mode) is str
+        and (write_indices is None or type(write_indices) is _ndarray)
+    ):
         absent = write_indices is None
-        key = (id(spec), past_cache.dtype, update.dtype, past_cache.shape, update.shape, axis, mode,
-               None if absent else (write_indices.dtype, write_indices.shape))
+        key = (
+            id(spec),
+            past_cache.dtype,
+            update.dtype,
+            past_cache.shape,
+            update.shape,
+            axis,
+            mode,
+            None if absent else (write_indices.dtype, write_indices.shape),
+        )
         plan = _ACCEPTED.get(key)
         if plan is not None:
             where, order, ramp, zeros, capacity, high = plan
@@ -261,8 +308,13 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
         else:
             result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode)
             ax = axis % past_cache.ndim
-            if (past_cache.dtype.kind in "biufc" and result.dtype == past_cache.dtype and past_cache.shape[0]
-                    and ax and past_cache.nbytes <= SMALL_BYTES):
+            if (
+                past_cache.dtype.kind in "biufc"
+                and result.dtype == past_cache.dtype
+                and past_cache.shape[0]
+                and ax
+                and past_cache.nbytes <= SMALL_BYTES
+            ):
                 batch, capacity, length = past_cache.shape[0], past_cache.shape[ax], update.shape[ax]
                 where = (np.arange(batch)[:, None],) + (slice(None),) * (ax - 1)
                 order = (0, ax, *(d for d in range(1, update.ndim) if d != ax))
@@ -276,6 +328,7 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
 
 
 # ---- the public operators: the newest version of each ----------------------------------------
+
 
 @overload
 def gather(data: NumPyInput, indices: Any, axis: int = 0, *, out: NDArray | None = None) -> NDArray: ...
@@ -401,11 +454,13 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, out: Any = None) 
 
 
 @overload
-def scatter_nd(data: NumPyInput, indices: Any, updates: Any, reduction: ReductionName = "none", *,
-               out: NDArray | None = None) -> NDArray: ...
+def scatter_nd(
+    data: NumPyInput, indices: Any, updates: Any, reduction: ReductionName = "none", *, out: NDArray | None = None
+) -> NDArray: ...
 @overload
-def scatter_nd(data: ArrayT, indices: Any, updates: Any, reduction: ReductionName = "none", *,
-               out: ArrayT | None = None) -> ArrayT: ...
+def scatter_nd(
+    data: ArrayT, indices: Any, updates: Any, reduction: ReductionName = "none", *, out: ArrayT | None = None
+) -> ArrayT: ...
 def scatter_nd(
     data: Any,
     indices: Any,
@@ -542,11 +597,25 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *, out: Any = None) 
 
 
 @overload
-def scatter_elements(data: NumPyInput, indices: Any, updates: Any, axis: int = 0, reduction: ReductionName = "none", *,
-                     out: NDArray | None = None) -> NDArray: ...
+def scatter_elements(
+    data: NumPyInput,
+    indices: Any,
+    updates: Any,
+    axis: int = 0,
+    reduction: ReductionName = "none",
+    *,
+    out: NDArray | None = None,
+) -> NDArray: ...
 @overload
-def scatter_elements(data: ArrayT, indices: Any, updates: Any, axis: int = 0, reduction: ReductionName = "none", *,
-                     out: ArrayT | None = None) -> ArrayT: ...
+def scatter_elements(
+    data: ArrayT,
+    indices: Any,
+    updates: Any,
+    axis: int = 0,
+    reduction: ReductionName = "none",
+    *,
+    out: ArrayT | None = None,
+) -> ArrayT: ...
 def scatter_elements(
     data: Any,
     indices: Any,
@@ -621,11 +690,25 @@ def scatter_elements(
 
 
 @overload
-def tensor_scatter(past_cache: NumPyInput, update: Any, write_indices: Any = None, *, axis: int = -2,
-                   mode: Literal["linear", "circular"] = "linear", out: NDArray | None = None) -> NDArray: ...
+def tensor_scatter(
+    past_cache: NumPyInput,
+    update: Any,
+    write_indices: Any = None,
+    *,
+    axis: int = -2,
+    mode: Literal["linear", "circular"] = "linear",
+    out: NDArray | None = None,
+) -> NDArray: ...
 @overload
-def tensor_scatter(past_cache: ArrayT, update: Any, write_indices: Any = None, *, axis: int = -2,
-                   mode: Literal["linear", "circular"] = "linear", out: ArrayT | None = None) -> ArrayT: ...
+def tensor_scatter(
+    past_cache: ArrayT,
+    update: Any,
+    write_indices: Any = None,
+    *,
+    axis: int = -2,
+    mode: Literal["linear", "circular"] = "linear",
+    out: ArrayT | None = None,
+) -> ArrayT: ...
 def tensor_scatter(
     past_cache: Any,
     update: Any,

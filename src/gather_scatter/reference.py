@@ -78,7 +78,11 @@ class _Node(OpRun):
         # off-spec node of a non-strict evaluator gets its version (and its warning) once, here.
         try:
             self._spec, self._values = resolve_node(
-                onnx_node.op_type, self._attrs(), opset=self._opset, domain=self.op_domain, strict=_STRICT.get(),
+                onnx_node.op_type,
+                self._attrs(),
+                opset=self._opset,
+                domain=self.op_domain,
+                strict=_STRICT.get(),
                 node=onnx_node.name,
             )
         except GatherScatterError as exc:
@@ -195,7 +199,14 @@ MicrosoftGatherND.__name__ = "GatherND"
 
 #: The classes to pass as ``ReferenceEvaluator(model, new_ops=NEW_OPS)``.
 NEW_OPS: tuple[type[OpRun], ...] = (
-    Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter, MicrosoftGatherND
+    Gather,
+    GatherND,
+    ScatterND,
+    GatherElements,
+    ScatterElements,
+    Scatter,
+    TensorScatter,
+    MicrosoftGatherND,
 )
 
 
@@ -357,7 +368,12 @@ class Evaluator(ReferenceEvaluator):
     """
 
     def __init__(
-        self, proto: Any, *args: Any, new_ops: Any = None, strict: bool | None = None, check: bool = True,
+        self,
+        proto: Any,
+        *args: Any,
+        new_ops: Any = None,
+        strict: bool | None = None,
+        check: bool = True,
         **kwargs: Any,
     ) -> None:
         path = None
@@ -411,8 +427,9 @@ class Evaluator(ReferenceEvaluator):
         # subgraph's evaluator is run with attributes or a context, by ReferenceEvaluator.run).
         self._steps = None
         if isinstance(self.proto_, onnx.ModelProto):
-            self._steps = [(node.run, tuple(node.input), tuple(node.output), node.need_context())
-                           for node in self.rt_nodes_]
+            self._steps = [
+                (node.run, tuple(node.input), tuple(node.output), node.need_context()) for node in self.rt_nodes_
+            ]
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """As ``ReferenceEvaluator.run``, our errors given back from onnx.reference's

@@ -31,7 +31,13 @@ from ._dispatch import _OPS, infer_version, resolve_node
 from ._shapes import Shape, fmt_shape
 from ._versions import LATEST_OPSET, normalize_domain, resolve
 from .errors import (
-    ArityError, DTypeError, GatherScatterError, ModelInputError, ShapeError, UnsupportedOpError, node_label,
+    ArityError,
+    DTypeError,
+    GatherScatterError,
+    ModelInputError,
+    ShapeError,
+    UnsupportedOpError,
+    node_label,
 )
 
 __all__ = ["infer_model_shapes", "node_shapes"]
@@ -71,8 +77,9 @@ def _dtype(t: onnx.TypeProto | None, name: str = "") -> Any:
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
     except KeyError:  # a number TensorProto.DataType does not define
-        raise DTypeError(f"{name!r} has elem_type {elem}, which is not an ONNX tensor type",
-                         input=name, value=elem) from None
+        raise DTypeError(
+            f"{name!r} has elem_type {elem}, which is not an ONNX tensor type", input=name, value=elem
+        ) from None
 
 
 def _type_name(elem: int) -> str:
@@ -90,7 +97,9 @@ def _merge_elem(node: onnx.NodeProto, output: str, ours: int, declared: onnx.Typ
         raise DTypeError(
             f"output {output!r} is declared with type {_type_name(theirs)}, but its data input "
             f"{node.input[0]!r} has type {_type_name(ours)}",
-            op=node.op_type, input=output, value=theirs,
+            op=node.op_type,
+            input=output,
+            value=theirs,
         ).in_node(node.name, node.op_type)
     return ours or theirs
 
@@ -105,9 +114,10 @@ def _merge(node: onnx.NodeProto, output: str, ours: Shape, declared: Shape) -> S
         isinstance(o, int) and isinstance(d, int) and o != d for o, d in zip(ours, declared)
     ):
         raise ShapeError(
-            f"output {output!r} is declared with shape {fmt_shape(declared)}, but the inputs give "
-            f"{fmt_shape(ours)}",
-            op=node.op_type, input=output, value=declared,
+            f"output {output!r} is declared with shape {fmt_shape(declared)}, but the inputs give {fmt_shape(ours)}",
+            op=node.op_type,
+            input=output,
+            value=declared,
         ).in_node(node.name, node.op_type)
     return tuple(d if o is None else o for o, d in zip(ours, declared))
 
@@ -139,7 +149,11 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
             raise ArityError(
                 f"{spec.name}: input {position} ({input}) is required, but the node leaves it out "
                 "(an empty input name)",
-                op=spec.op_type, since_version=spec.since_version, input=input, position=(position,), value="",
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=input,
+                position=(position,),
+                value="",
             )
         shape, _ = infer_version(
             spec, values, [_shape(t) for t in inputs], [_dtype(t, name) for t, name in zip(inputs, names)]
@@ -225,8 +239,11 @@ def infer_model_shapes(
     path = None
     if not isinstance(model, onnx.ModelProto):
         path = model
-        model = _model_check.load_model(model, external_data=False) if check else onnx.load(
-            os.fspath(model), load_external_data=False)
+        model = (
+            _model_check.load_model(model, external_data=False)
+            if check
+            else onnx.load(os.fspath(model), load_external_data=False)
+        )
     if check:
         _model_check.check_model(model, path=path)
     opsets = _opsets(model)
@@ -321,6 +338,9 @@ def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
             dtype = _dtype(types.get(name), name)
         except GatherScatterError as exc:
             raise exc.in_node(node.name, node.op_type) from None
-        found = f"{name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}" if name else "no output"
+        found = (
+            f"{name} {fmt_shape(_shape(types.get(name)))} {dtype if dtype is not None else '?'}"
+            if name
+            else "no output"
+        )
         yield f"{node_label(node.name)} ({spec.name}): {found}"
-

@@ -63,7 +63,10 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
                     f"{spec.name}: {name} is a {library_name(value)} but {first_name} is a {library_name(first)}; "
                     f"{first_name} decides the library of the result, so pass {name} as a NumPy array (or "
                     f"{first_name} as a {library_name(value)})",
-                    op=spec.op_type, since_version=spec.since_version, input=name, value=library_name(value),
+                    op=spec.op_type,
+                    since_version=spec.since_version,
+                    input=name,
+                    value=library_name(value),
                 )
         return None
     import array_api_compat
@@ -74,7 +77,10 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
         raise DTypeError(
             f"{spec.name}: {first_name} is a {library_name(first)}, which is not an array library this package "
             f"can run on ({exc})",
-            op=spec.op_type, since_version=spec.since_version, input=first_name, value=library_name(first),
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=first_name,
+            value=library_name(first),
         ) from None
     if array_api_compat.is_torch_namespace(xp):
         from .torch import TorchBackend as backend

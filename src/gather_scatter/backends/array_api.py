@@ -75,9 +75,13 @@ class ArrayAPIBackend:
             return numpy_dtype(array.dtype)
         except TypeError:
             spec = self.spec
-            raise DTypeError(f"{spec.name}: {name} has dtype {array.dtype}, which has no ONNX type",
-                             op=spec.op_type, since_version=spec.since_version, input=name,
-                             value=str(array.dtype)) from None
+            raise DTypeError(
+                f"{spec.name}: {name} has dtype {array.dtype}, which has no ONNX type",
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=name,
+                value=str(array.dtype),
+            ) from None
 
     def array(self, name: str, value: Any, dtype: Any = None) -> Any:
         """``value`` as an array of this library on this device (see the rule in
@@ -88,7 +92,10 @@ class ArrayAPIBackend:
                 raise DTypeError(
                     f"{spec.name}: {name} is on device {self._device_of(value)} but {self.first_name} is on "
                     f"{self.device}; move it there first",
-                    op=spec.op_type, since_version=spec.since_version, input=name, value=str(self._device_of(value)),
+                    op=spec.op_type,
+                    since_version=spec.since_version,
+                    input=name,
+                    value=str(self._device_of(value)),
                 )
             return value
         from . import _foreign
@@ -97,7 +104,10 @@ class ArrayAPIBackend:
             raise DTypeError(
                 f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a {self.library}; pass "
                 f"arrays of one library (or NumPy arrays, which move to {self.first_name}'s device)",
-                op=spec.op_type, since_version=spec.since_version, input=name, value=library_name(value),
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=name,
+                value=library_name(value),
             )
         host = as_array(spec, name, value, dtype)
         self.host_dtypes[name] = host.dtype
@@ -179,8 +189,10 @@ class ArrayAPIBackend:
         if not per_component:
             return np.asarray(int(low)), np.asarray(int(high))
         # int() of 0-d arrays: the standard's one way to the host (CuPy refuses np.asarray)
-        return (np.array([int(low[j]) for j in range(self.shape(low)[0])]),
-                np.array([int(high[j]) for j in range(self.shape(high)[0])]))
+        return (
+            np.array([int(low[j]) for j in range(self.shape(low)[0])]),
+            np.array([int(high[j]) for j in range(self.shape(high)[0])]),
+        )
 
     def take_checked(self, indices: Any, size: int, axis: int, take: Any) -> Any:
         """``take(norm)`` for ``norm`` the checked, non-negative ``indices`` of one axis of
@@ -244,8 +256,12 @@ class ArrayAPIBackend:
         keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule)."""
         xp = self.xp
         if dtype == xp.bool:
-            return {Reduction.ADD: xp.logical_or, Reduction.MAX: xp.logical_or,
-                    Reduction.MUL: xp.logical_and, Reduction.MIN: xp.logical_and}[reduction]
+            return {
+                Reduction.ADD: xp.logical_or,
+                Reduction.MAX: xp.logical_or,
+                Reduction.MUL: xp.logical_and,
+                Reduction.MIN: xp.logical_and,
+            }[reduction]
         if reduction is Reduction.ADD:
             return xp.add
         if reduction is Reduction.MUL:
@@ -313,8 +329,7 @@ class ArrayAPIBackend:
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
         xp = self.xp
-        indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_nd_shape, batch_dims,
-                                                              out)
+        indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_nd_shape, batch_dims, out)
         b, k = int(batch_dims), ishape[-1]
         dims = shape[b : b + k]
         norm = self.bounds(indices, dims, tuple(range(b, b + k)))
@@ -331,7 +346,8 @@ class ArrayAPIBackend:
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
         xp = self.xp
         indices, updates, shape, ishape, reduction = self.scatter_steps(
-            data, indices, updates, _shapes.scatter_nd_shape, (), reduction, out)
+            data, indices, updates, _shapes.scatter_nd_shape, (), reduction, out
+        )
         k = ishape[-1]
         dims = shape[:k]
         offsets = self.rows_of(self.bounds(indices, dims, tuple(range(k))), dims)
@@ -350,7 +366,8 @@ class ArrayAPIBackend:
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
         indices, updates, shape, _, reduction = self.scatter_steps(
-            data, indices, updates, _shapes.scatter_elements_shape, (axis,), reduction, out)
+            data, indices, updates, _shapes.scatter_elements_shape, (axis,), reduction, out
+        )
         ax = _shapes.normalize_axis(self.spec, axis, len(shape))
         norm = self.bounds(indices, shape[ax], ax)
         result = self.scatter_along(data, norm, updates, ax, reduction)
@@ -371,8 +388,9 @@ class ArrayAPIBackend:
                 flat = flat + xp.reshape(along, tuple(n if e == d else 1 for e in range(len(ishape))))
         size = math.prod(shape)
         flat = self.guard(flat, size)
-        result = self.scatter_rows(xp.reshape(data, (size, 1)), xp.reshape(flat, (-1,)),
-                                   xp.reshape(updates, (-1, 1)), reduction)
+        result = self.scatter_rows(
+            xp.reshape(data, (size, 1)), xp.reshape(flat, (-1,)), xp.reshape(updates, (-1, 1)), reduction
+        )
         return xp.reshape(result, shape)
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
@@ -384,8 +402,13 @@ class ArrayAPIBackend:
         absent = write_indices is None
         write = None if absent else self.array("write_indices", write_indices, np.int64)
         shape, ushape = self.shape(past_cache), self.shape(update)
-        _shapes.output_dtype(spec, dtype, None if absent else self.dtype("write_indices", write),
-                             self.dtype("update", update), names=NAMES)
+        _shapes.output_dtype(
+            spec,
+            dtype,
+            None if absent else self.dtype("write_indices", write),
+            self.dtype("update", update),
+            names=NAMES,
+        )
         _shapes.tensor_scatter_shape(spec, shape, ushape, _shapes.ABSENT if absent else self.shape(write), axis)
         mode = Mode.parse(spec, mode)
         ax = _shapes.normalize_axis(spec, axis, len(shape))
@@ -407,8 +430,9 @@ class ArrayAPIBackend:
         bad = write < 0
         if mode is Mode.LINEAR:
             bad = bad | (write > capacity - length)
-        self.raise_first_bad(write, bad, None, None,
-                             lambda b, value: write_index_error(spec, b[0], value, length, capacity, mode, ax))
+        self.raise_first_bad(
+            write, bad, None, None, lambda b, value: write_index_error(spec, b[0], value, length, capacity, mode, ax)
+        )
         self.bad = xp.reshape(bad, (self.shape(write)[0], 1, 1, 1))  # per batch, for guard()'s any(axis=-1)
         return write
 
@@ -424,8 +448,13 @@ class ArrayAPIBackend:
         base = xp.reshape(xp.arange(batch * heads, dtype=xp.int64, device=self.device), (batch, heads, 1)) * capacity
         rows = self.guard(base + positions, batch * heads * capacity, per_tuple=True)
         rows = xp.reshape(rows, (-1,))
-        result = self.scatter_rows(xp.reshape(past, (batch * heads * capacity, inner)), rows,
-                                   xp.reshape(update, (batch * heads * length, inner)), Reduction.NONE, unique=True)
+        result = self.scatter_rows(
+            xp.reshape(past, (batch * heads * capacity, inner)),
+            rows,
+            xp.reshape(update, (batch * heads * length, inner)),
+            Reduction.NONE,
+            unique=True,
+        )
         return xp.reshape(result, shape)
 
     def check_out(self, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
@@ -436,18 +465,27 @@ class ArrayAPIBackend:
         if not self.writable:
             raise DTypeError(
                 f"{spec.name}: out= cannot be written for {self.library} (immutable arrays); use the returned array",
-                op=spec.op_type, since_version=spec.since_version, input="out", value=library_name(out),
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+                value=library_name(out),
             )
         if not isinstance(out, self.kind):
             raise DTypeError(
                 f"{spec.name}: out must be a {self.library} like {self.first_name}, got {library_name(out)}",
-                op=spec.op_type, since_version=spec.since_version, input="out", value=library_name(out),
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+                value=library_name(out),
             )
         check_out_type(spec, self.dtype("out", out), self.shape(out), dtype, shape)
         if not self.same_device(out):
             raise DTypeError(
                 f"{spec.name}: out is on device {self._device_of(out)} but {self.first_name} is on {self.device}",
-                op=spec.op_type, since_version=spec.since_version, input="out", value=str(self._device_of(out)),
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+                value=str(self._device_of(out)),
             )
 
     def write_out(self, result: Any, out: Any, inputs: dict) -> Any:  # pragma: no cover - writable backends

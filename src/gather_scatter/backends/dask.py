@@ -64,7 +64,11 @@ class DaskBackend:
             raise ShapeError(
                 f"{spec.name}: {name} has unknown chunk sizes (shape {array.shape}); call "
                 f"{name}.compute_chunk_sizes() first",
-                op=spec.op_type, since_version=spec.since_version, input=name, value=array.shape)
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=name,
+                value=array.shape,
+            )
 
     # ---- inputs -------------------------------------------------------------------------
 
@@ -78,7 +82,11 @@ class DaskBackend:
             raise DTypeError(
                 f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a dask.array.Array; pass "
                 f"NumPy or dask arrays",
-                op=spec.op_type, since_version=spec.since_version, input=name, value=library_name(value))
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=name,
+                value=library_name(value),
+            )
         return as_array(self.spec, name, value, dtype)
 
     def checked(self, indices: Any, sizes: Any, axes: Any) -> Any:
@@ -87,8 +95,9 @@ class DaskBackend:
         if isinstance(indices, da.Array):
             if isinstance(sizes, tuple):  # a tuple's components in one chunk: component j is axis axes[j]
                 indices = indices.rechunk({indices.ndim - 1: -1})
-            return da.map_blocks(_checked_chunk, indices, dtype=np.int64, spec_key=_key(self.spec), sizes=sizes,
-                                 axes=axes)
+            return da.map_blocks(
+                _checked_chunk, indices, dtype=np.int64, spec_key=_key(self.spec), sizes=sizes, axes=axes
+            )
         check_bounds(self.spec, indices, sizes, axes)
         return _nonnegative(indices, sizes)
 
@@ -106,17 +115,29 @@ class DaskBackend:
             raise ShapeError(
                 f"{spec.name}: out must be a writable array of shape {result.shape} (a zarr array, an HDF5 dataset, "
                 f"a NumPy memmap), got {library_name(out)} of shape {getattr(out, 'shape', None)}",
-                op=spec.op_type, since_version=spec.since_version, input="out", value=getattr(out, "shape", None))
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+                value=getattr(out, "shape", None),
+            )
         if np.dtype(out.dtype) != result.dtype:
-            raise DTypeError(f"{spec.name}: out has dtype {out.dtype} but the result has dtype {result.dtype}",
-                             op=spec.op_type, since_version=spec.since_version, input="out", value=str(out.dtype))
+            raise DTypeError(
+                f"{spec.name}: out has dtype {out.dtype} but the result has dtype {result.dtype}",
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+                value=str(out.dtype),
+            )
         in_place = spec.op_type.startswith("Scatter") and _read_from(inputs["data"], out)
         for name, array in inputs.items():
             if isinstance(array, da.Array) and not (in_place and name == "data") and _mentions(array, out):
                 raise InvalidAttributeError(
                     f"{spec.name}: out is an array that {name} is read from; the result would overwrite its own "
                     "input (pass a separate array)",
-                    op=spec.op_type, since_version=spec.since_version, input="out")
+                    op=spec.op_type,
+                    since_version=spec.since_version,
+                    input="out",
+                )
         unit = _write_unit(out, result.ndim)
         if in_place and isinstance(rows, np.ndarray):  # only the units that change
             _store_touched(result if unit is None else result.rechunk(unit), out, rows)
@@ -135,7 +156,9 @@ class DaskBackend:
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
         moved = da.moveaxis(data, ax, 0) if ax else data
-        items = _gather(moved, _reshape(norm, (math.prod(indices.shape), 1)), indices.shape)  # (*indices.shape, *before, *after)
+        items = _gather(
+            moved, _reshape(norm, (math.prod(indices.shape), 1)), indices.shape
+        )  # (*indices.shape, *before, *after)
         q = len(indices.shape)
         if ax:  # the axes before ``axis`` go back in front of the indices' axes
             order = [*range(q, q + ax), *range(q), *range(q + ax, items.ndim)]
@@ -164,8 +187,9 @@ class DaskBackend:
         ax = _shapes.normalize_axis(spec, axis, data.ndim)
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
-        return self.finish(_gather(data, _element_rows(norm, ax), indices.shape), out,
-                           {"data": data, "indices": indices})
+        return self.finish(
+            _gather(data, _element_rows(norm, ax), indices.shape), out, {"data": data, "indices": indices}
+        )
 
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
         spec = self.spec
@@ -180,8 +204,9 @@ class DaskBackend:
         data = _strings_as_objects(data)
         values = _reshape(updates, (math.prod(indices.shape[:-1]),) + data.shape[k:])
         rows = _as_rows(norm, k)
-        return self.finish(_scatter(data, rows, values, reduction), out,
-                           {"data": data, "indices": indices, "updates": updates}, rows)
+        return self.finish(
+            _scatter(data, rows, values, reduction), out, {"data": data, "indices": indices, "updates": updates}, rows
+        )
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
         spec = self.spec
@@ -196,15 +221,20 @@ class DaskBackend:
         data = _strings_as_objects(data)
         values = _reshape(updates, (math.prod(updates.shape),))
         rows = _element_rows(norm, ax)
-        return self.finish(_scatter(data, rows, values, reduction), out,
-                           {"data": data, "indices": indices, "updates": updates}, rows)
+        return self.finish(
+            _scatter(data, rows, values, reduction), out, {"data": data, "indices": indices, "updates": updates}, rows
+        )
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
         spec = self.spec
         raise DTypeError(
             f"{spec.name}: past_cache is a dask.array.Array; TensorScatter runs on NumPy, PyTorch, JAX and "
             "array-API arrays (a KV cache lives in one device's memory)",
-            op=spec.op_type, since_version=spec.since_version, input="past_cache", value="dask.array.Array")
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="past_cache",
+            value="dask.array.Array",
+        )
 
 
 def _strings_as_objects(data: da.Array) -> da.Array:
@@ -260,17 +290,23 @@ def _with_batch(rows: Any, batch_shape: tuple, lead_shape: tuple) -> Any:
         batch = da.stack(da.unravel_index(position // max(per_batch, 1), batch_shape), axis=1)
         return da.concatenate([batch.rechunk((rows.chunks[0], -1)), rows.rechunk((rows.chunks[0], -1))], axis=1)
     position = np.arange(n, dtype=np.int64)
-    batch = np.stack(np.unravel_index(position // max(per_batch, 1), batch_shape), axis=1) if n else np.empty(
-        (0, len(batch_shape)), np.int64)
+    batch = (
+        np.stack(np.unravel_index(position // max(per_batch, 1), batch_shape), axis=1)
+        if n
+        else np.empty((0, len(batch_shape)), np.int64)
+    )
     return np.concatenate([batch.astype(np.int64), rows], axis=1)
 
 
 def _element_rows(norm: Any, axis: int) -> Any:
     """GatherElements/ScatterElements: each element's own coordinates, ``norm`` on ``axis``."""
     if isinstance(norm, da.Array):
-        grids = [da.broadcast_to(da.arange(n, chunks=c).reshape(tuple(n if e == d else 1 for e in range(norm.ndim))),
-                                 norm.shape).rechunk(norm.chunks)
-                 for d, (n, c) in enumerate(zip(norm.shape, norm.chunks))]
+        grids = [
+            da.broadcast_to(
+                da.arange(n, chunks=c).reshape(tuple(n if e == d else 1 for e in range(norm.ndim))), norm.shape
+            ).rechunk(norm.chunks)
+            for d, (n, c) in enumerate(zip(norm.shape, norm.chunks))
+        ]
         grids[axis] = norm
         flat = (math.prod(norm.shape),)
         return da.stack([_reshape(g, flat) for g in grids], axis=1).rechunk((None, -1))
@@ -361,12 +397,19 @@ def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Arra
         for tail, shape in _tail(data, m):
             block_shape = ((block_lead,) + tuple(lead_shape[1:]) if lead_shape else ()) + shape
             key = (name,) + ((o,) + (0,) * (len(lead_shape) - 1) if lead_shape else ()) + tail
-            layer[key] = (_assemble, (hi - lo,) + shape, block_shape, data.dtype,
-                          [(parts, g) + tail for g, *_ in pieces], [p[1:] for p in pieces])
+            layer[key] = (
+                _assemble,
+                (hi - lo,) + shape,
+                block_shape,
+                data.dtype,
+                [(parts, g) + tail for g, *_ in pieces],
+                [p[1:] for p in pieces],
+            )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[data])
     ndim = len(lead_shape) + data.ndim - m
-    return da.Array(graph, name, chunks=lead_chunks + data.chunks[m:], dtype=data.dtype,
-                    meta=np.empty((0,) * ndim, data.dtype))
+    return da.Array(
+        graph, name, chunks=lead_chunks + data.chunks[m:], dtype=data.dtype, meta=np.empty((0,) * ndim, data.dtype)
+    )
 
 
 def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:
@@ -405,6 +448,7 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction) -> da
         def piece(g, items, tail):
             spans = (_span(data.chunks[m + j], i) for j, i in enumerate(tail))
             return (_rows, shared, items, tuple(slice(start, start + size) for start, size in spans))
+
     touched = set()
     for g, (lead, items) in enumerate(groups):
         local = plan.local[items]
@@ -452,14 +496,27 @@ def _gather_dask_rows(data: da.Array, rows: da.Array) -> da.Array:
     for c, size in enumerate(rows.chunks[0]):
         for lead in leads:
             for tail, _ in _tail(data, m):
-                layer[(parts, c) + lead + tail] = (_take_masked, (data.name,) + lead + tail, (rows.name, c, 0),
-                                                   _block_origin(data, lead))
+                layer[(parts, c) + lead + tail] = (
+                    _take_masked,
+                    (data.name,) + lead + tail,
+                    (rows.name, c, 0),
+                    _block_origin(data, lead),
+                )
         for tail, shape in _tail(data, m):
-            layer[(name, c) + tail] = (_assemble_masked, (size,) + shape, data.dtype,
-                                       [(parts, c) + lead + tail for lead in leads])
+            layer[(name, c) + tail] = (
+                _assemble_masked,
+                (size,) + shape,
+                data.dtype,
+                [(parts, c) + lead + tail for lead in leads],
+            )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[data, rows])
-    return da.Array(graph, name, chunks=(rows.chunks[0],) + data.chunks[m:], dtype=data.dtype,
-                    meta=np.empty((0,) * (1 + data.ndim - m), data.dtype))
+    return da.Array(
+        graph,
+        name,
+        chunks=(rows.chunks[0],) + data.chunks[m:],
+        dtype=data.dtype,
+        meta=np.empty((0,) * (1 + data.ndim - m), data.dtype),
+    )
 
 
 def _block_origin(data: da.Array, lead: tuple) -> tuple:
@@ -503,8 +560,14 @@ def _scatter_dask_rows(data: da.Array, rows: da.Array, values: Any, reduction: R
         current = (data.name,) + key
         for c in range(len(rows.chunks[0])):
             step = (f"{name}-step", c) + key if c < len(rows.chunks[0]) - 1 else (name,) + key
-            layer[step] = (_apply_masked, current, (rows.name, c, 0), (values.name, c) + tail,
-                           _block_origin(data, lead), reduction.value)
+            layer[step] = (
+                _apply_masked,
+                current,
+                (rows.name, c, 0),
+                (values.name, c) + tail,
+                _block_origin(data, lead),
+                reduction.value,
+            )
             current = step
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[data, rows, values])
     return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta)

@@ -101,12 +101,14 @@ class JaxBackend(ArrayAPIBackend):
         return self.staged("gather_elements", {"indices": indices}, {"axis": axis}, out)
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
-        return self.staged("scatter_elements", {"indices": indices, "updates": updates},
-                           {"axis": axis, "reduction": reduction}, out)
+        return self.staged(
+            "scatter_elements", {"indices": indices, "updates": updates}, {"axis": axis, "reduction": reduction}, out
+        )
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
-        return self.staged("tensor_scatter", {"update": update, "write_indices": write_indices},
-                           {"axis": axis, "mode": mode}, out)
+        return self.staged(
+            "tensor_scatter", {"update": update, "write_indices": write_indices}, {"axis": axis, "mode": mode}, out
+        )
 
     def staged(self, op: str, inputs: dict, attrs: dict, out: Any) -> Any:
         """Run ``op`` as one compiled XLA computation (one compilation per shape, one dispatch
@@ -116,8 +118,12 @@ class JaxBackend(ArrayAPIBackend):
         cannot be static, it runs op by op."""
         method = getattr(ArrayAPIBackend, op)
         eager = functools.partial(method, self, self.first, **inputs, **attrs, out=out)
-        if (self.traced or out is not None or any(isinstance(v, jax.core.Tracer) for v in inputs.values())
-                or not all(d.platform == "cpu" for d in self.first.devices())):
+        if (
+            self.traced
+            or out is not None
+            or any(isinstance(v, jax.core.Tracer) for v in inputs.values())
+            or not all(d.platform == "cpu" for d in self.first.devices())
+        ):
             return eager()
         try:
             statics = tuple(sorted((name, type(v).__name__, v) for name, v in attrs.items()))
@@ -125,9 +131,10 @@ class JaxBackend(ArrayAPIBackend):
         except TypeError:
             return eager()
         dtype = self.dtype(self.first_name, self.first)
-        arrays = {name: None if value is None else self.array(name, value, dtype if _NEEDS[name] == "data"
-                                                                 else _NEEDS[name])
-                  for name, value in inputs.items()}
+        arrays = {
+            name: None if value is None else self.array(name, value, dtype if _NEEDS[name] == "data" else _NEEDS[name])
+            for name, value in inputs.items()
+        }
         for name in _INDEX_INPUTS:  # host indices that JAX holds exactly go in as they are, checked there
             host = arrays.get(name)
             if isinstance(host, np.ndarray) and host.dtype.kind == "i":
@@ -138,9 +145,15 @@ class JaxBackend(ArrayAPIBackend):
         if not all(v is None or isinstance(v, jax.Array) for v in arrays.values()):
             return eager()  # a type JAX cannot hold: the type rule raises
         spec = self.spec
-        result, any_bad = _staged(self.first, arrays, op=op, key=(spec.domain, spec.op_type, spec.since_version),
-                                  first_name=self.first_name, statics=statics,
-                                  host_dtypes=tuple(sorted((k, v.name) for k, v in self.host_dtypes.items())))
+        result, any_bad = _staged(
+            self.first,
+            arrays,
+            op=op,
+            key=(spec.domain, spec.op_type, spec.since_version),
+            first_name=self.first_name,
+            statics=statics,
+            host_dtypes=tuple(sorted((k, v.name) for k, v in self.host_dtypes.items())),
+        )
         if bool(any_bad):
             return eager()  # raises the IndexOutOfBoundsError naming the first bad position
         return result
@@ -182,12 +195,18 @@ class JaxBackend(ArrayAPIBackend):
         if self.index_dtype == np.int64 or max(positions, count) < _INT32_POSITIONS:
             return
         spec = self.spec
-        what = (f"{self.first_name} of shape {fmt_shape(self.shape(self.first))} needs offsets over {positions} "
-                f"positions" if positions >= count else f"{count} index values need positions up to {count}")
+        what = (
+            f"{self.first_name} of shape {fmt_shape(self.shape(self.first))} needs offsets over {positions} positions"
+            if positions >= count
+            else f"{count} index values need positions up to {count}"
+        )
         raise OutputTooLargeError(
             f"{spec.name}: {what}, more than int32 holds (2**31); JAX without jax_enable_x64 indexes with int32, "
             f"so enable it (jax.config.update('jax_enable_x64', True), or `with jax.enable_x64(True):`)",
-            op=spec.op_type, since_version=spec.since_version, input=self.first_name, value=max(positions, count),
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=self.first_name,
+            value=max(positions, count),
         )
 
     def bounds(self, indices, sizes, axes):

@@ -44,8 +44,20 @@ from .array_api import ArrayAPIBackend
 
 # torch dtypes that index_select/index_copy move but arithmetic does not cover: copied as bits.
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_NATIVE_COPY = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+_NATIVE_COPY = {
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+}
 _UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
 _REDUCE = {Reduction.MUL: "prod", Reduction.MAX: "amax", Reduction.MIN: "amin"}
 
@@ -127,9 +139,16 @@ class TorchBackend(ArrayAPIBackend):
                 targets, updates = _last_wins(targets, updates, data.shape[0])
             return _restore(_as_bits(data).index_copy(0, targets, _as_bits(updates)), data.dtype)
         if data.dtype == torch.bool:  # or / and: max / min of 0 and 1
-            as_int = self.scatter_rows(data.to(torch.uint8), targets, updates.to(torch.uint8),
-                                       Reduction.MAX if reduction is Reduction.ADD else
-                                       Reduction.MIN if reduction is Reduction.MUL else reduction)
+            as_int = self.scatter_rows(
+                data.to(torch.uint8),
+                targets,
+                updates.to(torch.uint8),
+                Reduction.MAX
+                if reduction is Reduction.ADD
+                else Reduction.MIN
+                if reduction is Reduction.MUL
+                else reduction,
+            )
             return as_int.to(torch.bool)
         if data.dtype in _UNSIGNED:  # torch computes on uint16/32/64 only in part: their signed twins
             signed = _BITS[data.element_size()]
@@ -148,8 +167,11 @@ class TorchBackend(ArrayAPIBackend):
         with warnings.catch_warnings():  # "index_reduce() is in beta": our tests pin its results
             warnings.simplefilter("ignore", UserWarning)
             if data.shape[1] == 1:  # as a vector: ATen's half-type prod fails on (n, 1)
-                return data.reshape(-1).index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction],
-                                                     include_self=True).reshape(data.shape)
+                return (
+                    data.reshape(-1)
+                    .index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction], include_self=True)
+                    .reshape(data.shape)
+                )
             return data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
 
     def scatter_along(self, data, norm, updates, axis, reduction):
@@ -157,9 +179,14 @@ class TorchBackend(ArrayAPIBackend):
         # element's updates apply in the spec's row-major order (tested); 'none' keeps the
         # flat last-wins path, whose gradient skips the overwritten updates (scatter's does not),
         # and half types that path too: ATen's scatter reduces them in float32, rounding once.
-        if (data.device.type != "cpu" or reduction is Reduction.NONE or data.dtype in _UNSIGNED
-                or data.dtype in (torch.bool, torch.float16, torch.bfloat16)
-                or data.is_complex() and reduction is not Reduction.ADD):
+        if (
+            data.device.type != "cpu"
+            or reduction is Reduction.NONE
+            or data.dtype in _UNSIGNED
+            or data.dtype in (torch.bool, torch.float16, torch.bfloat16)
+            or data.is_complex()
+            and reduction is not Reduction.ADD
+        ):
             return super().scatter_along(data, norm, updates, axis, reduction)
         index = norm.contiguous()  # an expanded (stride-0) index takes ATen's sorting path: other order
         if reduction is Reduction.ADD:
@@ -176,7 +203,10 @@ class TorchBackend(ArrayAPIBackend):
             raise InvalidAttributeError(
                 f"{spec.name}: out is a leaf tensor that requires grad (an nn.Parameter?), which autograd cannot "
                 "let an operation write into; call under torch.no_grad() to update it, or use the returned tensor",
-                op=spec.op_type, since_version=spec.since_version, input="out")
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+            )
 
     def write_out(self, result, out, inputs):
         self.check_memory(out, inputs)
@@ -191,12 +221,29 @@ class TorchBackend(ArrayAPIBackend):
         view = _memory(out)
         if self.first_name not in inputs and not same_memory(view, _memory(self.first)):
             inputs = {self.first_name: self.first, **inputs}
-        refuse_overlap(self.spec, view, {name: _memory(t) for name, t in inputs.items()
-                                         if isinstance(t, torch.Tensor) and t.device == out.device})
+        refuse_overlap(
+            self.spec,
+            view,
+            {name: _memory(t) for name, t in inputs.items() if isinstance(t, torch.Tensor) and t.device == out.device},
+        )
 
 
-_NUMPY_NAMES = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
-                "complex64", "complex128", "uint16", "uint32", "uint64"}
+_NUMPY_NAMES = {
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "uint16",
+    "uint32",
+    "uint64",
+}
 
 
 def _restore(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -232,9 +279,13 @@ class _Addresses:
 
     def __init__(self, t: torch.Tensor):
         size = t.element_size()
-        self.__array_interface__ = {"version": 3, "data": (t.data_ptr() if t.numel() else 0, False),
-                                    "shape": tuple(t.shape), "typestr": f"|V{size}",
-                                    "strides": tuple(stride * size for stride in t.stride())}
+        self.__array_interface__ = {
+            "version": 3,
+            "data": (t.data_ptr() if t.numel() else 0, False),
+            "shape": tuple(t.shape),
+            "typestr": f"|V{size}",
+            "strides": tuple(stride * size for stride in t.stride()),
+        }
 
 
 def _memory(t: torch.Tensor) -> np.ndarray:

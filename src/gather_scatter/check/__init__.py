@@ -107,13 +107,15 @@ def run_check(
         finally:
             if bar is not None:
                 bar.close()
-    result = report.report(engine, version, sum(summary.values()), summary, findings, planned=len(checks),
-                           interrupted=interrupted)
+    result = report.report(
+        engine, version, sum(summary.values()), summary, findings, planned=len(checks), interrupted=interrupted
+    )
     out = stream if stream is not None else sys.stdout
     report.print_table(result, out)
     if report_dir and not interrupted:
-        result["reports"] = upstream.write_reports(findings, engine, version, report_dir, threads=threads,
-                                                   timeout=timeout)
+        result["reports"] = upstream.write_reports(
+            findings, engine, version, report_dir, threads=threads, timeout=timeout
+        )
         print(f"{len(result['reports'])} issue text{'s' * (len(result['reports']) != 1)} in {report_dir}", file=out)
     if json_path:
         report.write_json(result, os.fspath(json_path))
@@ -133,8 +135,9 @@ def _run(worker: engines.Worker, checks: list, out_dir: str, summary: Counter, f
             if key not in shrunk:  # the first of each (version, kind, case kind) is shrunk
                 shrunk.add(key)
                 want = runner.signature(check, kind)
-                small = shrink.shrink(check, want,
-                                      lambda c: runner.signature(c, runner.run_one(worker, c)[0]), budget=60)
+                small = shrink.shrink(
+                    check, want, lambda c: runner.signature(c, runner.run_one(worker, c)[0]), budget=60
+                )
                 if small is not check:  # its own detail, if the engine shows it again (heaps corrupt unevenly)
                     again, said = runner.run_one(worker, small)
                     if runner.signature(small, again) == want:

@@ -30,8 +30,18 @@ from . import runner
 __all__ = ["FAMILY", "ModelUsageError", "NodeRun", "capture", "indexing_nodes", "load", "make_feeds", "not_run"]
 
 #: (domain, op_type) of the operators replayed.
-FAMILY = frozenset({("", "Gather"), ("", "GatherND"), ("", "ScatterND"), ("", "GatherElements"),
-                    ("", "ScatterElements"), ("", "Scatter"), ("", "TensorScatter"), ("com.microsoft", "GatherND")})
+FAMILY = frozenset(
+    {
+        ("", "Gather"),
+        ("", "GatherND"),
+        ("", "ScatterND"),
+        ("", "GatherElements"),
+        ("", "ScatterElements"),
+        ("", "Scatter"),
+        ("", "TensorScatter"),
+        ("com.microsoft", "GatherND"),
+    }
+)
 
 
 class ModelUsageError(ValueError):
@@ -67,8 +77,12 @@ class NodeRun:
     check: runner.CheckCase = field(init=False)
 
     def __post_init__(self) -> None:
-        self.check = runner.CheckCase(self.spec, self.opset, C.Case(self.spec.op_type, self.inputs, self.attrs),
-                                      "valid" if self.error is None else "invalid")
+        self.check = runner.CheckCase(
+            self.spec,
+            self.opset,
+            C.Case(self.spec.op_type, self.inputs, self.attrs),
+            "valid" if self.error is None else "invalid",
+        )
 
 
 def _domain(node: onnx.NodeProto) -> str:
@@ -92,8 +106,10 @@ def indexing_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 def _input_shape(value: onnx.ValueInfoProto, dims: Mapping[str, int]) -> tuple[int, ...]:
     name, t = value.name, value.type
     if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type:
-        raise ModelUsageError(f"model input {name!r} is {type_str(t)}: random values are made for tensors only; "
-                              f"pass it with --input {name}=FILE.npy")
+        raise ModelUsageError(
+            f"model input {name!r} is {type_str(t)}: random values are made for tensors only; "
+            f"pass it with --input {name}=FILE.npy"
+        )
     if not t.tensor_type.HasField("shape"):
         raise ModelUsageError(f"model input {name!r} declares no shape: pass it with --input {name}=FILE.npy")
     shape = []
@@ -103,16 +119,20 @@ def _input_shape(value: onnx.ValueInfoProto, dims: Mapping[str, int]) -> tuple[i
         elif d.dim_param and d.dim_param in dims:
             shape.append(dims[d.dim_param])
         elif d.dim_param:
-            raise ModelUsageError(f"model input {name!r} has the symbolic dim {d.dim_param!r} (axis {axis}): "
-                                  f"pass --dim {d.dim_param}=SIZE")
+            raise ModelUsageError(
+                f"model input {name!r} has the symbolic dim {d.dim_param!r} (axis {axis}): "
+                f"pass --dim {d.dim_param}=SIZE"
+            )
         else:
-            raise ModelUsageError(f"model input {name!r} has no size on axis {axis}: pass it with "
-                                  f"--input {name}=FILE.npy")
+            raise ModelUsageError(
+                f"model input {name!r} has no size on axis {axis}: pass it with --input {name}=FILE.npy"
+            )
     return tuple(shape)
 
 
-def make_feeds(graph: onnx.GraphProto, given: Mapping[str, np.ndarray], dims: Mapping[str, int],
-               seed: int) -> tuple[dict[str, np.ndarray], list[str]]:
+def make_feeds(
+    graph: onnx.GraphProto, given: Mapping[str, np.ndarray], dims: Mapping[str, int], seed: int
+) -> tuple[dict[str, np.ndarray], list[str]]:
     """The model's inputs: ``given`` ones as they are, the others random of their declared type
     and shape, reproducible from ``seed``.
 
@@ -144,14 +164,24 @@ def make_feeds(graph: onnx.GraphProto, given: Mapping[str, np.ndarray], dims: Ma
     for name in given:
         if name not in declared:
             raise ModelUsageError(f"the model has no input {name!r} (inputs: {', '.join(declared) or 'none'})")
-    symbols = {d.dim_param for i in graph.input if i.type.WhichOneof("value") == "tensor_type"
-               for d in i.type.tensor_type.shape.dim if d.dim_param}
+    symbols = {
+        d.dim_param
+        for i in graph.input
+        if i.type.WhichOneof("value") == "tensor_type"
+        for d in i.type.tensor_type.shape.dim
+        if d.dim_param
+    }
     for name in dims:
         if name not in symbols:
-            raise ModelUsageError(f"--dim {name}: the model's inputs have no symbolic dim {name!r} "
-                                  f"(symbolic dims: {', '.join(sorted(symbols)) or 'none'})")
-    shapes = {name: _input_shape(value, dims) for name, value in declared.items()
-              if name not in given and name not in initializers}
+            raise ModelUsageError(
+                f"--dim {name}: the model's inputs have no symbolic dim {name!r} "
+                f"(symbolic dims: {', '.join(sorted(symbols)) or 'none'})"
+            )
+    shapes = {
+        name: _input_shape(value, dims)
+        for name, value in declared.items()
+        if name not in given and name not in initializers
+    }
     sizes = [n for s in [*shapes.values(), *(np.shape(a) for a in given.values())] for n in s if n > 0]
     high = min(sizes, default=1)
     feeds: dict[str, Any] = dict(given)
@@ -192,8 +222,9 @@ def _capturing(cls: type, record) -> type:
     return Capturing
 
 
-def capture(model: onnx.ModelProto, feeds: Mapping[str, Any]) -> tuple[list[NodeRun], list[Any] | None,
-                                                                        GatherScatterError | None]:
+def capture(
+    model: onnx.ModelProto, feeds: Mapping[str, Any]
+) -> tuple[list[NodeRun], list[Any] | None, GatherScatterError | None]:
     """Run ``model`` with our kernels, recording each indexing node's first call.
 
     Parameters

@@ -30,7 +30,23 @@ FLOATS = ("float", "double", "float16", "bfloat16")
 COMPLEX = ("complex64", "complex128")
 INDEX_DTYPES = {"int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
 
-STRINGS = ("", "a", "b", "ab", "abc", "Z", "zz", "é", "héllo", "日本語", "🙂", "a🙂b", "\u00ff", "\x00x", "longer string " * 3)
+STRINGS = (
+    "",
+    "a",
+    "b",
+    "ab",
+    "abc",
+    "Z",
+    "zz",
+    "é",
+    "héllo",
+    "日本語",
+    "🙂",
+    "a🙂b",
+    "\u00ff",
+    "\x00x",
+    "longer string " * 3,
+)
 
 
 def reductions_for(type_name: str, accepted) -> list[str]:
@@ -67,8 +83,11 @@ def values(rng: np.random.Generator, type_name: str, shape: tuple[int, ...], *, 
         elif type_name == "uint4":
             flat = rng.integers(0, 16, size=n).astype(dtype)
         else:
-            flat = rng.integers(-6, 7, size=n).astype(np.float32).astype(dtype) if type_name != "int4" \
+            flat = (
+                rng.integers(-6, 7, size=n).astype(np.float32).astype(dtype)
+                if type_name != "int4"
                 else rng.integers(-8, 8, size=n).astype(dtype)
+            )
         return flat.reshape(shape)
     if type_name in FLOATS:
         flat = _float_values(rng, n, special).astype(np.float32 if type_name == "bfloat16" else dtype)
@@ -120,7 +139,9 @@ def index_tuples(
         pool = np.stack([rng.integers(0, s, size=3) for s in sizes], axis=-1) if k else np.zeros((3, 0), np.int64)
         rows = pool[rng.integers(0, 3, size=n)]
     else:
-        rows = np.stack([rng.integers(0, max(s, 1), size=n) for s in sizes], axis=-1) if k else np.zeros((n, 0), np.int64)
+        rows = (
+            np.stack([rng.integers(0, max(s, 1), size=n) for s in sizes], axis=-1) if k else np.zeros((n, 0), np.int64)
+        )
     rows = rows.astype(np.int64).reshape(n, k)
     if negative and rows.size:
         flip = rng.random(rows.shape) < 0.35
@@ -198,8 +219,15 @@ def gather_nd_case(rng, type_name: str, index_dtype: str, *, batch_dims: bool = 
 
 
 def scatter_nd_case(
-    rng, type_name: str, index_dtype: str, reduction: str | None, *, duplicates: bool | None = None,
-    unique: bool = False, zero: float = 0.08, max_rank: int = 4,
+    rng,
+    type_name: str,
+    index_dtype: str,
+    reduction: str | None,
+    *,
+    duplicates: bool | None = None,
+    unique: bool = False,
+    zero: float = 0.08,
+    max_rank: int = 4,
 ) -> Case:
     r = int(rng.integers(1, max_rank + 1))
     data_shape = _shape(rng, r, zero=zero)
@@ -218,18 +246,28 @@ def scatter_nd_case(
     return Case("ScatterND", [values(rng, type_name, data_shape), indices, updates], attrs)
 
 
-def elements_case(rng, op: str, type_name: str, index_dtype: str, reduction: str | None = None, *,
-                  duplicates: bool | None = None, zero: float = 0.08) -> Case:
+def elements_case(
+    rng,
+    op: str,
+    type_name: str,
+    index_dtype: str,
+    reduction: str | None = None,
+    *,
+    duplicates: bool | None = None,
+    zero: float = 0.08,
+) -> Case:
     """GatherElements / ScatterElements / Scatter: same rank, indices no larger than data off the
     axis (often smaller), any length on the axis, negatives, duplicates for the scatters."""
     r = int(rng.integers(1, 5))
     data_shape = _shape(rng, r, zero=zero)
     axis = int(rng.integers(-r, r))
     ax = axis % r
-    ind_shape = tuple(int(rng.integers(0, 5)) if d == ax else int(rng.integers(0, n + 1)) if rng.random() < 0.4 else n
-                      for d, n in enumerate(data_shape))
+    ind_shape = tuple(
+        int(rng.integers(0, 5)) if d == ax else int(rng.integers(0, n + 1)) if rng.random() < 0.4 else n
+        for d, n in enumerate(data_shape)
+    )
     if data_shape[ax] == 0 and math.prod(ind_shape):
-        ind_shape = ind_shape[:ax] + (0,) + ind_shape[ax + 1:]
+        ind_shape = ind_shape[:ax] + (0,) + ind_shape[ax + 1 :]
     size = data_shape[ax]
     if duplicates is None:
         duplicates = rng.random() < 0.5
@@ -246,8 +284,9 @@ def elements_case(rng, op: str, type_name: str, index_dtype: str, reduction: str
     return Case(op, inputs, attrs)
 
 
-def tensor_scatter_case(rng, type_name: str, mode: str | None = None, *, with_write: bool | None = None,
-                        zero: float = 0.08) -> Case:
+def tensor_scatter_case(
+    rng, type_name: str, mode: str | None = None, *, with_write: bool | None = None, zero: float = 0.08
+) -> Case:
     """TensorScatter: cache (batch, ..., max_sequence_length, ...), an update of sequence_length
     <= max on the axis, write indices in range for the mode (circular ones may exceed max)."""
     r = int(rng.integers(2, 5))
@@ -256,7 +295,7 @@ def tensor_scatter_case(rng, type_name: str, mode: str | None = None, *, with_wr
     ax = axis % r
     capacity = past_shape[ax]
     length = int(rng.integers(0, capacity + 1))
-    update_shape = past_shape[:ax] + (length,) + past_shape[ax + 1:]
+    update_shape = past_shape[:ax] + (length,) + past_shape[ax + 1 :]
     mode = mode or ("circular" if rng.random() < 0.5 else "linear")
     if with_write is None:
         with_write = rng.random() < 0.75
@@ -317,7 +356,11 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
         base = _nonempty(lambda r: gather_case(r, type_name, index_dtype, zero=0.0), rng)
         yield "index out of bounds", _push_out_of_bounds(rng, base), errors.IndexOutOfBoundsError
         r = base.inputs[0].ndim
-        yield "axis out of range", Case(op, base.inputs, {"axis": int(rng.choice([r, -r - 1]))}), errors.InvalidAttributeError
+        yield (
+            "axis out of range",
+            Case(op, base.inputs, {"axis": int(rng.choice([r, -r - 1]))}),
+            errors.InvalidAttributeError,
+        )
         return
     if op == "GatherND":
         base = _nonempty(lambda r: gather_nd_case(r, type_name, index_dtype, batch_dims=has_batch, zero=0.0), rng)
@@ -345,12 +388,18 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
             w = write.copy()
             w[int(rng.integers(w.size))] = bad
             yield kind, Case(op, [past, update, w], base.attrs), errors.IndexOutOfBoundsError
-        longer = past.shape[:axis] + (past.shape[axis] + 1,) + past.shape[axis + 1:]
-        yield "sequence_length > max", Case(op, [past, values(rng, type_name, longer), write], base.attrs), \
-            errors.ShapeError
+        longer = past.shape[:axis] + (past.shape[axis] + 1,) + past.shape[axis + 1 :]
+        yield (
+            "sequence_length > max",
+            Case(op, [past, values(rng, type_name, longer), write], base.attrs),
+            errors.ShapeError,
+        )
         yield "axis 0", Case(op, [past, update, write], {**base.attrs, "axis": 0}), errors.InvalidAttributeError
-        yield "write_indices shape", Case(op, [past, update, np.zeros(past.shape[0] + 1, np.int64)], base.attrs), \
-            errors.ShapeError
+        yield (
+            "write_indices shape",
+            Case(op, [past, update, np.zeros(past.shape[0] + 1, np.int64)], base.attrs),
+            errors.ShapeError,
+        )
         return
     reductions = reductions_for(type_name, spec.reductions) if "reduction" in spec.attributes else [None]
     reduction = reductions[int(rng.integers(len(reductions)))]
@@ -359,18 +408,28 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
         yield "index out of bounds", _push_out_of_bounds(rng, base), errors.IndexOutOfBoundsError
         data, indices = base.inputs[:2]
         rest = base.inputs[2:]
-        yield "rank differs", Case(op, [data, indices[..., None], *(u[..., None] for u in rest)], base.attrs), \
-            errors.ShapeError
+        yield (
+            "rank differs",
+            Case(op, [data, indices[..., None], *(u[..., None] for u in rest)], base.attrs),
+            errors.ShapeError,
+        )
         ax = base.attrs["axis"] % data.ndim
         if data.ndim > 1:
             d = (ax + 1) % data.ndim
-            wide = indices.shape[:d] + (data.shape[d] + 1,) + indices.shape[d + 1:]
+            wide = indices.shape[:d] + (data.shape[d] + 1,) + indices.shape[d + 1 :]
             big = np.zeros(wide, dtype=indices.dtype)
-            yield "indices wider than data off the axis", \
-                Case(op, [data, big, *(values(rng, type_name, wide) for _ in rest)], base.attrs), errors.ShapeError
+            yield (
+                "indices wider than data off the axis",
+                Case(op, [data, big, *(values(rng, type_name, wide) for _ in rest)], base.attrs),
+                errors.ShapeError,
+            )
         if rest:
             grown = indices.shape[:-1] + (indices.shape[-1] + 1,)
-            yield "updates shape", Case(op, [data, indices, values(rng, type_name, grown)], base.attrs), errors.ShapeError
+            yield (
+                "updates shape",
+                Case(op, [data, indices, values(rng, type_name, grown)], base.attrs),
+                errors.ShapeError,
+            )
         return
 
     def make(r):

@@ -110,12 +110,15 @@ def close(actual: Any, expected: Any) -> str | None:
     if ok.all():
         return None
     i = int(np.argmin(ok))
-    return (f"{int((~ok).sum())} of {a.size} elements differ by more than {tol:.3g}; first at flat position {i}: "
-            f"{actual.reshape(-1)[i]!r}, expected {expected.reshape(-1)[i]!r}")
+    return (
+        f"{int((~ok).sum())} of {a.size} elements differ by more than {tol:.3g}; first at flat position {i}: "
+        f"{actual.reshape(-1)[i]!r}, expected {expected.reshape(-1)[i]!r}"
+    )
 
 
-def _classify_model(outcome: engines.Outcome, names: list[str], ours: list | None,
-                    error: GatherScatterError | None) -> tuple[str, str]:
+def _classify_model(
+    outcome: engines.Outcome, names: list[str], ours: list | None, error: GatherScatterError | None
+) -> tuple[str, str]:
     if outcome.kind in ("crash", "timeout", "unsupported"):
         return outcome.kind, outcome.message
     if error is not None:
@@ -143,9 +146,16 @@ def _write_node(check: runner.CheckCase, stem: str) -> dict[str, str]:
 
 def _node_row(run: NodeRun, kind: str, detail: str) -> dict:
     spec = run.spec
-    return {"node": run.label, "op": spec.op_type, "domain": spec.domain or "ai.onnx",
-            "since_version": spec.since_version, "opset": run.opset, "calls": run.calls, "kind": kind,
-            "detail": detail}
+    return {
+        "node": run.label,
+        "op": spec.op_type,
+        "domain": spec.domain or "ai.onnx",
+        "since_version": spec.since_version,
+        "opset": run.opset,
+        "calls": run.calls,
+        "kind": kind,
+        "detail": detail,
+    }
 
 
 def run_model_check(
@@ -218,8 +228,10 @@ def run_model_check(
     try:
         proto = load(model_path)
         if not indexing_nodes(proto):
-            raise ModelUsageError(f"{model_path!r} has no Gather, GatherND, ScatterND, GatherElements, "
-                                  "ScatterElements, Scatter or TensorScatter node: nothing to check")
+            raise ModelUsageError(
+                f"{model_path!r} has no Gather, GatherND, ScatterND, GatherElements, "
+                "ScatterElements, Scatter or TensorScatter node: nothing to check"
+            )
         feeds, described = make_feeds(proto.graph, dict(inputs or {}), dict(dims or {}), seed)
         runs, ours, our_error = capture(proto, feeds)
         try:
@@ -227,12 +239,23 @@ def run_model_check(
         except ValueError:  # over 2 GiB: protobuf cannot hold it in one message
             whole = None
         version = worker.start()
-        result = {"mode": "model", "model": model_path, "engine": engine, "engine_version": version,
-                  "threads": threads, "seed": seed, "inputs": described,
-                  "not_run": not_run(proto, runs),
-                  "our_error": None if our_error is None else " ".join(str(our_error).split()),
-                  "nodes": [], "whole_model": None, "findings": [], "cases": 0, "planned": len(runs),
-                  "interrupted": False}
+        result = {
+            "mode": "model",
+            "model": model_path,
+            "engine": engine,
+            "engine_version": version,
+            "threads": threads,
+            "seed": seed,
+            "inputs": described,
+            "not_run": not_run(proto, runs),
+            "our_error": None if our_error is None else " ".join(str(our_error).split()),
+            "nodes": [],
+            "whole_model": None,
+            "findings": [],
+            "cases": 0,
+            "planned": len(runs),
+            "interrupted": False,
+        }
         found: list = []
         try:
             _check_nodes(worker, runs, tries, out_dir, result, found)
@@ -247,8 +270,17 @@ def run_model_check(
     print_report(result, out)
     if report_dir and not result["interrupted"]:
         findings, nodes, tolerances = zip(*found) if found else ((), (), ())
-        result["reports"] = upstream.write_reports(findings, engine, version, report_dir, threads=threads,
-                                                   tries=tries, timeout=timeout, nodes=nodes, tolerances=tolerances)
+        result["reports"] = upstream.write_reports(
+            findings,
+            engine,
+            version,
+            report_dir,
+            threads=threads,
+            tries=tries,
+            timeout=timeout,
+            nodes=nodes,
+            tolerances=tolerances,
+        )
         print(f"{len(result['reports'])} issue text{'s' * (len(result['reports']) != 1)} in {report_dir}", file=out)
     if json_path:
         report.write_json(result, os.fspath(json_path))
@@ -257,8 +289,9 @@ def run_model_check(
     return result
 
 
-def _check_nodes(worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict,
-                 found: list) -> None:
+def _check_nodes(
+    worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict, found: list
+) -> None:
     """Replay each node, appending its row (and finding) to ``result`` once it is done, and
     ``(finding, node, tolerance)`` to ``found`` for the issue texts."""
     for run in runs:
@@ -280,9 +313,18 @@ def _check_nodes(worker: engines.Worker, runs: list[NodeRun], tries: int, out_di
         result["cases"] += 1
 
 
-def _check_whole(worker: engines.Worker, whole: bytes | None, proto: onnx.ModelProto, feeds: Mapping[str, Any],
-                 ours: list | None, our_error: GatherScatterError | None, tries: int, out_dir: str,
-                 model_path: str, result: dict) -> None:
+def _check_whole(
+    worker: engines.Worker,
+    whole: bytes | None,
+    proto: onnx.ModelProto,
+    feeds: Mapping[str, Any],
+    ours: list | None,
+    our_error: GatherScatterError | None,
+    tries: int,
+    out_dir: str,
+    model_path: str,
+    result: dict,
+) -> None:
     """Run the whole model on the engine and compare its outputs with ours."""
     if whole is None:
         result["whole_model"] = {"kind": "not_run", "detail": "the model is over 2 GiB"}
@@ -316,19 +358,34 @@ def print_report(result: dict, stream: TextIO) -> None:
     stream : text stream
     """
     threads = f" ({result['threads']} threads)" if result.get("threads") else ""
-    ran = (f"interrupted after {result['cases']} of {result['planned']} nodes" if result["interrupted"]
-           else f"{result['cases']} indexing node{'s' * (result['cases'] != 1)}")
-    print(f"{result['engine']} {result['engine_version']}{threads}: {result['model']}: {ran}; "
-          + ", ".join(f"{k} {v}" for k, v in result["summary"].items()), file=stream)
+    ran = (
+        f"interrupted after {result['cases']} of {result['planned']} nodes"
+        if result["interrupted"]
+        else f"{result['cases']} indexing node{'s' * (result['cases'] != 1)}"
+    )
+    print(
+        f"{result['engine']} {result['engine_version']}{threads}: {result['model']}: {ran}; "
+        + ", ".join(f"{k} {v}" for k, v in result["summary"].items()),
+        file=stream,
+    )
     print(f"inputs (seed {result['seed']}): " + ", ".join(result["inputs"]), file=stream)
     if result["our_error"]:
-        print(f"our kernels raise on these inputs, so the nodes after it did not run: {result['our_error']}",
-              file=stream)
+        print(
+            f"our kernels raise on these inputs, so the nodes after it did not run: {result['our_error']}", file=stream
+        )
     if result["not_run"]:
         print("not run by the model on these inputs: " + ", ".join(result["not_run"]), file=stream)
     header = ("node", "op", "opset", "kind")
-    rows = [(r["node"], f"{r['domain'] + '.' if r['domain'] != 'ai.onnx' else ''}{r['op']}-{r['since_version']}",
-             str(r["opset"]), r["kind"], r) for r in result["nodes"]]
+    rows = [
+        (
+            r["node"],
+            f"{r['domain'] + '.' if r['domain'] != 'ai.onnx' else ''}{r['op']}-{r['since_version']}",
+            str(r["opset"]),
+            r["kind"],
+            r,
+        )
+        for r in result["nodes"]
+    ]
     whole = result["whole_model"]
     if whole is not None:
         rows.append(("(whole model)", "-", "-", whole["kind"], whole))

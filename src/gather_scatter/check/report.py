@@ -20,11 +20,15 @@ def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
     import onnx
     from onnx import helper
 
-    declared = {i.name: np.dtype(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
-                for i in onnx.load(model_path).graph.input}
+    declared = {
+        i.name: np.dtype(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
+        for i in onnx.load(model_path).graph.input
+    }
     with np.load(inputs_path, allow_pickle=True) as archive:
-        return {name: (a.view(declared[name]) if declared[name].kind == "V" and a.dtype != declared[name] else a)
-                for name, a in archive.items()}
+        return {
+            name: (a.view(declared[name]) if declared[name].kind == "V" and a.dtype != declared[name] else a)
+            for name, a in archive.items()
+        }
 
 
 def _storable(array: np.ndarray) -> np.ndarray:
@@ -40,12 +44,19 @@ def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> N
     with open(model, "wb") as f:
         f.write(model_bytes(finding.check))
     np.savez(inputs, **{name: _storable(a) for name, a in finding.check.feeds().items()})
-    finding.files = {"model": model, "inputs": inputs,
-                     "repro": f'python -c "{repro_code(engine, model, inputs)}"'}
+    finding.files = {"model": model, "inputs": inputs, "repro": f'python -c "{repro_code(engine, model, inputs)}"'}
 
 
-def report(engine: str, version: str, cases: int, summary: Counter, findings: list[Finding], *,
-           planned: int | None = None, interrupted: bool = False) -> dict:
+def report(
+    engine: str,
+    version: str,
+    cases: int,
+    summary: Counter,
+    findings: list[Finding],
+    *,
+    planned: int | None = None,
+    interrupted: bool = False,
+) -> dict:
     """The JSON report (see ``gather-scatter check --help``): ``cases`` run of ``planned``
     (default: all of them), ``interrupted`` by Ctrl-C or not."""
     return {
@@ -56,10 +67,18 @@ def report(engine: str, version: str, cases: int, summary: Counter, findings: li
         "interrupted": interrupted,
         "summary": {kind: summary.get(kind, 0) for kind in (*FINDING_KINDS, "unsupported", "agree")},
         "findings": [
-            {"op": f.check.spec.op_type, "domain": f.check.spec.domain or "ai.onnx",
-             "since_version": f.check.spec.since_version, "opset": f.check.opset, "kind": f.kind,
-             "case": f.check.kind, "model": f.files.get("model"), "inputs": f.files.get("inputs"),
-             "detail": f.detail, "repro": f.files.get("repro")}
+            {
+                "op": f.check.spec.op_type,
+                "domain": f.check.spec.domain or "ai.onnx",
+                "since_version": f.check.spec.since_version,
+                "opset": f.check.opset,
+                "kind": f.kind,
+                "case": f.check.kind,
+                "model": f.files.get("model"),
+                "inputs": f.files.get("inputs"),
+                "detail": f.detail,
+                "repro": f.files.get("repro"),
+            }
             for f in findings
         ],
     }
@@ -71,16 +90,24 @@ def print_table(result: dict, stream: TextIO) -> None:
     for f in result["findings"]:
         key = (f["op"] if f["domain"] == "ai.onnx" else f"{f['domain']}.{f['op']}", f["since_version"], f["kind"])
         rows.setdefault(key, []).append(f)
-    ran = (f"interrupted after {result['cases']} of {result['planned']} cases" if result.get("interrupted")
-           else f"{result['cases']} cases")
-    print(f"{result['engine']} {result['engine_version']}: {ran}; "
-          + ", ".join(f"{k} {v}" for k, v in result["summary"].items()), file=stream)
+    ran = (
+        f"interrupted after {result['cases']} of {result['planned']} cases"
+        if result.get("interrupted")
+        else f"{result['cases']} cases"
+    )
+    print(
+        f"{result['engine']} {result['engine_version']}: {ran}; "
+        + ", ".join(f"{k} {v}" for k, v in result["summary"].items()),
+        file=stream,
+    )
     if not rows:
         print("no findings", file=stream)
         return
     header = ("engine", "op", "version", "kind", "count", "example")
-    lines = [(result["engine"], op, str(v), kind, str(len(fs)), " ".join(fs[0]["detail"].split())[:100])
-             for (op, v, kind), fs in sorted(rows.items())]
+    lines = [
+        (result["engine"], op, str(v), kind, str(len(fs)), " ".join(fs[0]["detail"].split())[:100])
+        for (op, v, kind), fs in sorted(rows.items())
+    ]
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(5)]
     for row in [header, *lines]:
         print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5], file=stream)

@@ -28,8 +28,20 @@ from ..errors import GatherScatterError
 from . import cases as C
 from .engines import Outcome, Worker
 
-__all__ = ["FINDING_KINDS", "CheckCase", "Finding", "SelectionError", "check_selection", "classify", "expected",
-           "generate", "model_bytes", "run_one", "same", "signature"]
+__all__ = [
+    "FINDING_KINDS",
+    "CheckCase",
+    "Finding",
+    "SelectionError",
+    "check_selection",
+    "classify",
+    "expected",
+    "generate",
+    "model_bytes",
+    "run_one",
+    "same",
+    "signature",
+]
 
 FINDING_KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", "timeout")
 
@@ -120,8 +132,9 @@ def same(actual: Any, expected: np.ndarray) -> str | None:
 def expected(check: CheckCase) -> np.ndarray | GatherScatterError:
     try:
         with np.errstate(all="ignore"):
-            return run_node(check.spec.op_type, check.case.inputs, check.case.attrs, opset=check.opset,
-                            domain=check.spec.domain)
+            return run_node(
+                check.spec.op_type, check.case.inputs, check.case.attrs, opset=check.opset, domain=check.spec.domain
+            )
     except GatherScatterError as exc:
         return exc
 
@@ -149,8 +162,9 @@ def classify(check: CheckCase, outcome: Outcome) -> tuple[str, str]:
 
 def _first_wins_allowed(check: CheckCase) -> bool:
     """ONNX leaves the winner among duplicate targets unspecified for reduction 'none'."""
-    return check.spec.op_type in ("ScatterND", "ScatterElements", "Scatter") and \
-        check.case.attrs.get("reduction", "none") in ("none", b"none")
+    return check.spec.op_type in ("ScatterND", "ScatterElements", "Scatter") and check.case.attrs.get(
+        "reduction", "none"
+    ) in ("none", b"none")
 
 
 def _first_wins(check: CheckCase) -> np.ndarray | None:
@@ -165,8 +179,9 @@ def _first_wins(check: CheckCase) -> np.ndarray | None:
     else:  # duplicates share every coordinate off the axis: reverse along it
         axis = check.case.attrs.get("axis", 0) % data.ndim
         indices, updates = np.flip(indices, axis), np.flip(updates, axis)
-    flipped = CheckCase(check.spec, check.opset, C.Case(check.case.op, [data, indices, updates], check.case.attrs),
-                        check.kind)
+    flipped = CheckCase(
+        check.spec, check.opset, C.Case(check.case.op, [data, indices, updates], check.case.attrs), check.kind
+    )
     first = expected(flipped)
     return first if isinstance(first, np.ndarray) else None
 
@@ -204,8 +219,11 @@ class SelectionError(ValueError):
 
 def _end(spec: OpVersion) -> int:
     """The last opset at which ``spec`` is the version in effect."""
-    newer = [v.since_version for v in REGISTRY.values()
-             if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version]
+    newer = [
+        v.since_version
+        for v in REGISTRY.values()
+        if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version
+    ]
     return min(newer + [spec.removed_in or LATEST_OPSET[spec.domain] + 1]) - 1
 
 
@@ -224,9 +242,12 @@ def check_selection(ops: list[str] | None, opsets: list[int] | None) -> None:
         where = f"opset {low}" if low == high else f"opsets {low} to {high}"
         present = "; ".join(
             f"opset {o} has {', '.join(v.name for v in _versions(None) if not v.domain and _opsets(v, [o]))}"
-            for o in sorted(set(opsets)))
+            for o in sorted(set(opsets))
+        )
         shown = ", ".join(map(str, sorted(set(opsets))))
-        raise SelectionError(f"--op {op} selects nothing at --opset {shown}: {op} is in effect at {where}{names}; {present}")
+        raise SelectionError(
+            f"--op {op} selects nothing at --opset {shown}: {op} is in effect at {where}{names}; {present}"
+        )
 
 
 def generate(ops: list[str] | None, opsets: list[int] | None, per_version: int, seed: int) -> Iterator[CheckCase]:

@@ -49,7 +49,9 @@ def size(check: CheckCase) -> int:
     return sum(math.prod(a.shape) for a in check.case.inputs)
 
 
-def shrink(check: CheckCase, kind: Hashable, reproduces: Callable[[CheckCase], Hashable], budget: int = 200) -> CheckCase:
+def shrink(
+    check: CheckCase, kind: Hashable, reproduces: Callable[[CheckCase], Hashable], budget: int = 200
+) -> CheckCase:
     """The smallest case found (total elements) for which ``reproduces(case) == kind`` (a
     finding kind, or a fuller signature of the finding such as ``runner.signature``)."""
     calls = 0

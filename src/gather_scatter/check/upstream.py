@@ -36,59 +36,92 @@ from onnx import TensorProto
 from ..errors import GatherScatterError
 from . import engines, runner
 
-__all__ = ["LITERAL_LIMIT", "SPEC_FILES", "SPEC_QUOTES", "IssueClass", "classes", "issue_text", "script_source",
-           "spec_quote", "title", "topic", "write_reports"]
+__all__ = [
+    "LITERAL_LIMIT",
+    "SPEC_FILES",
+    "SPEC_QUOTES",
+    "IssueClass",
+    "classes",
+    "issue_text",
+    "script_source",
+    "spec_quote",
+    "title",
+    "topic",
+    "write_reports",
+]
 
 LITERAL_LIMIT = 64
 """Arrays of at most this many elements are written into the script as literals."""
 
 SPEC_FILES = {
-    "Gather": "Gather-1-11-13.rst.txt", "GatherND": "GatherND-11-12-13.rst.txt",
-    "GatherElements": "GatherElements-11-13.md.txt", "ScatterND": "ScatterND-11-13-16.rst.txt",
-    "ScatterElements": "ScatterElements-11-13-16-18.md.txt", "Scatter": "Scatter-9-11.md.txt",
-    "TensorScatter": "TensorScatter-24.md.txt", "com.microsoft.GatherND": "com.microsoft-GatherND-1.md.txt",
+    "Gather": "Gather-1-11-13.rst.txt",
+    "GatherND": "GatherND-11-12-13.rst.txt",
+    "GatherElements": "GatherElements-11-13.md.txt",
+    "ScatterND": "ScatterND-11-13-16.rst.txt",
+    "ScatterElements": "ScatterElements-11-13-16-18.md.txt",
+    "Scatter": "Scatter-9-11.md.txt",
+    "TensorScatter": "TensorScatter-24.md.txt",
+    "com.microsoft.GatherND": "com.microsoft-GatherND-1.md.txt",
 }
 """The schema text (as the onnx package carries it, ``onnx.defs``) each quote is taken from."""
 
-_BOUNDS = ("All index values are expected to be within bounds [-s, s-1] along axis of size s. "
-           "It is an error if any of the index values are out of bounds.")
-_ELEMENTS_OUTPUT = ("For each entry in `updates`, the target index in `data` is obtained by combining the "
-                    "corresponding entry in `indices` with the index of the entry itself: the index-value for "
-                    "dimension = axis is obtained from the value of the corresponding entry in `indices` and the "
-                    "index-value for dimension != axis is obtained from the index of the entry itself.")
-_REDUCTION = ("`reduction` allows specification of an optional reduction operation, which is applied to all values "
-              "in `updates` tensor into `output` at the specified `indices`.")
+_BOUNDS = (
+    "All index values are expected to be within bounds [-s, s-1] along axis of size s. "
+    "It is an error if any of the index values are out of bounds."
+)
+_ELEMENTS_OUTPUT = (
+    "For each entry in `updates`, the target index in `data` is obtained by combining the "
+    "corresponding entry in `indices` with the index of the entry itself: the index-value for "
+    "dimension = axis is obtained from the value of the corresponding entry in `indices` and the "
+    "index-value for dimension != axis is obtained from the index of the entry itself."
+)
+_REDUCTION = (
+    "`reduction` allows specification of an optional reduction operation, which is applied to all values "
+    "in `updates` tensor into `output` at the specified `indices`."
+)
 
 SPEC_QUOTES: dict[tuple[str, str], str] = {
     ("Gather", "bounds"): _BOUNDS,
     ("Gather", "output"): (
         "Given `data` tensor of rank r >= 1, and `indices` tensor of rank q, gather entries of the axis dimension "
         "of `data` (by default outer-most one as axis=0) indexed by `indices`, and concatenates them in an output "
-        "tensor of rank q + (r - 1)."),
+        "tensor of rank q + (r - 1)."
+    ),
     ("GatherND", "bounds"): (
         "All values in `indices` are expected to be within bounds [-s, s-1] along axis of size `s` (i.e.) "
         "`-data_shape[i] <= indices[...,i] <= data_shape[i] - 1`. It is an error if any of the index values are "
-        "out of bounds."),
-    ("GatherND", "output"): ("The output tensor is obtained by mapping each index-tuple in the `indices` tensor to "
-                             "the corresponding slice of the input `data`."),
+        "out of bounds."
+    ),
+    ("GatherND", "output"): (
+        "The output tensor is obtained by mapping each index-tuple in the `indices` tensor to "
+        "the corresponding slice of the input `data`."
+    ),
     ("GatherElements", "bounds"): _BOUNDS,
-    ("GatherElements", "output"): ("Its output shape is the same as the shape of `indices` and consists of one "
-                                   "value (gathered from the `data`) for each element in `indices`."),
+    ("GatherElements", "output"): (
+        "Its output shape is the same as the shape of `indices` and consists of one "
+        "value (gathered from the `data`) for each element in `indices`."
+    ),
     ("ScatterND", "bounds"): (
         "`indices` is treated as a (q-1)-dimensional tensor of k-tuples, where each k-tuple is a partial-index "
-        "into `data`."),
+        "into `data`."
+    ),
     ("ScatterND", "output"): (
         "The output of the operation is produced by creating a copy of the input `data`, and then updating its "
         "value to values specified by `updates` at specific index positions specified by `indices`. Its output "
-        "shape is the same as the shape of `data`."),
-    ("ScatterND", "reduction-add"): _REDUCTION + (
-        "\n\nWhen `reduction` is set to \"add\", `output` is calculated as follows:\n\n"
+        "shape is the same as the shape of `data`."
+    ),
+    ("ScatterND", "reduction-add"): _REDUCTION
+    + (
+        '\n\nWhen `reduction` is set to "add", `output` is calculated as follows:\n\n'
         "    output = np.copy(data)\n    update_indices = indices.shape[:-1]\n"
-        "    for idx in np.ndindex(update_indices):\n        output[indices[idx]] += updates[idx]"),
-    ("ScatterND", "reduction-mul"): _REDUCTION + (
-        "\n\nWhen `reduction` is set to \"mul\", `output` is calculated as follows:\n\n"
+        "    for idx in np.ndindex(update_indices):\n        output[indices[idx]] += updates[idx]"
+    ),
+    ("ScatterND", "reduction-mul"): _REDUCTION
+    + (
+        '\n\nWhen `reduction` is set to "mul", `output` is calculated as follows:\n\n'
         "    output = np.copy(data)\n    update_indices = indices.shape[:-1]\n"
-        "    for idx in np.ndindex(update_indices):\n        output[indices[idx]] *= updates[idx]"),
+        "    for idx in np.ndindex(update_indices):\n        output[indices[idx]] *= updates[idx]"
+    ),
     ("ScatterND", "reduction"): _REDUCTION,
     ("ScatterElements", "bounds"): _BOUNDS,
     ("ScatterElements", "output"): _ELEMENTS_OUTPUT,
@@ -98,11 +131,13 @@ SPEC_QUOTES: dict[tuple[str, str], str] = {
     ("TensorScatter", "bounds"): "`linear` mode requires write_indices+sequence_length<=max_sequence_length.",
     ("TensorScatter", "output"): (
         "The optional `write_indices` input indicates the write index for each sample in the batch, assumed to "
-        "be zero if not provided. When the `mode` attribute is set to \"circular\", the write index is modulo "
-        "max_sequence_length."),
+        'be zero if not provided. When the `mode` attribute is set to "circular", the write index is modulo '
+        "max_sequence_length."
+    ),
     ("com.microsoft.GatherND", "output"): (
         "Given data tensor of rank r >= 1, and indices tensor of rank q >= 1, gather slices of data into an "
-        "output tensor of rank q - 1 + r - indices[-1]."),
+        "output tensor of rank q - 1 + r - indices[-1]."
+    ),
 }
 """The sentences of the ONNX operator specification that decide a finding, by operator and topic:
 ``bounds`` (which index values are valid), ``output`` (what the output is), ``reduction`` (every
@@ -137,8 +172,12 @@ class IssueClass:
         return min(self.findings, key=lambda f: sum(a.size for a in f.check.case.inputs))
 
 
-def classes(findings: Sequence[runner.Finding], *, nodes: Sequence[str | None] | None = None,
-            tolerances: Sequence[float] | None = None) -> list[IssueClass]:
+def classes(
+    findings: Sequence[runner.Finding],
+    *,
+    nodes: Sequence[str | None] | None = None,
+    tolerances: Sequence[float] | None = None,
+) -> list[IssueClass]:
     """Group findings into classes: the same operator version, kind and kind of case.
 
     Parameters
@@ -223,10 +262,16 @@ def spec_quote(finding: runner.Finding) -> tuple[str, str]:
     """
     op, want = _op(finding.check), topic(finding)
     if want == "reduction":
-        want = f"reduction-{_reduction(finding.check)}" if (op, f"reduction-{_reduction(finding.check)}") in \
-            SPEC_QUOTES else want
-    quote = SPEC_QUOTES.get((op, want)) or SPEC_QUOTES.get((op, "reduction" if want.startswith("reduction") else
-                                                           "output")) or SPEC_QUOTES.get((op, "output"), "")
+        want = (
+            f"reduction-{_reduction(finding.check)}"
+            if (op, f"reduction-{_reduction(finding.check)}") in SPEC_QUOTES
+            else want
+        )
+    quote = (
+        SPEC_QUOTES.get((op, want))
+        or SPEC_QUOTES.get((op, "reduction" if want.startswith("reduction") else "output"))
+        or SPEC_QUOTES.get((op, "output"), "")
+    )
     spec = finding.check.spec
     if spec.domain:
         where = "https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md"
@@ -260,14 +305,18 @@ def title(group: IssueClass, engine: str, version: str, threads: int | None) -> 
         elif "shape" in finding.detail and finding.detail.startswith("shape"):
             what = f" returns the wrong output shape ({finding.detail})"
         else:
-            what = f"{red} returns a wrong output" + (" with negative indices" if _negative(check) else "") + \
-                _threads(threads)
+            what = (
+                f"{red} returns a wrong output"
+                + (" with negative indices" if _negative(check) else "")
+                + _threads(threads)
+            )
     elif finding.kind == "accepted_invalid":
         what = f" returns a result for an invalid input ({check.kind}) instead of raising an error"
     elif finding.kind == "rejected_valid":
         message = finding.detail.removeprefix("the engine raised: ")
-        what = (" rejects valid negative indices" if _negative(check) else " rejects a valid input") + \
-            f": {_shorten(message, 90)}"
+        what = (
+            " rejects valid negative indices" if _negative(check) else " rejects a valid input"
+        ) + f": {_shorten(message, 90)}"
     elif finding.kind == "crash":
         what = f" crashes the process on {'an invalid input (' + check.kind + ')' if check.kind != 'valid' else 'a valid input'}"
     else:
@@ -315,7 +364,9 @@ def _literal(array: np.ndarray) -> str:
     array = np.asarray(array)
     if array.dtype.kind == "V":
         bits = array.view(f"u{array.dtype.itemsize}")
-        return f"np.array({_nested(bits, 'u')}, dtype=np.uint{8 * array.dtype.itemsize}).view({_dtype_expr(array.dtype)})"
+        return (
+            f"np.array({_nested(bits, 'u')}, dtype=np.uint{8 * array.dtype.itemsize}).view({_dtype_expr(array.dtype)})"
+        )
     body = _nested(array, array.dtype.kind)
     text = f"np.array({body}, dtype={_dtype_expr(array.dtype)})"
     return text + f".reshape({tuple(array.shape)!r})" if 0 in array.shape else text
@@ -374,16 +425,24 @@ def differs(actual, expected):
     return f"{len(bad)} of {expected.size} elements differ; flat positions {first}"
 '''
 
-_SHOW = '''
+_SHOW = """
 def show(label, array):
     array = np.asarray(array)
     print(f"{label}: {array.dtype} {list(array.shape)}")
     print(np.array2string(array, threshold=60, edgeitems=3))
-'''
+"""
 
 
-def _check_block(finding: runner.Finding, expected: Any, also: np.ndarray | None, tries: int, timeout: float,
-                 tolerance: float, stored: dict, archive: str) -> str:
+def _check_block(
+    finding: runner.Finding,
+    expected: Any,
+    also: np.ndarray | None,
+    tries: int,
+    timeout: float,
+    tolerance: float,
+    stored: dict,
+    archive: str,
+) -> str:
     """The part of the script that runs the model and says whether the defect shows."""
     if isinstance(expected, GatherScatterError):
         lines = [f"EXPECTED_ERROR = {' '.join(str(expected).split())!r}  # the spec requires an error"]
@@ -391,7 +450,9 @@ def _check_block(finding: runner.Finding, expected: Any, also: np.ndarray | None
         lines = [_array_source("EXPECTED", expected, stored, archive) + "  # the spec's loop (see the issue)"]
     if finding.kind == "wrong_output":
         lines += [
-            "ALSO_RIGHT = None" if also is None else _array_source("ALSO_RIGHT", also, stored, archive)
+            "ALSO_RIGHT = None"
+            if also is None
+            else _array_source("ALSO_RIGHT", also, stored, archive)
             + "  # the first of each duplicate winning: the spec leaves the winner open",
             f"TOLERANCE = {tolerance!r}  # of the largest expected magnitude: 0 is exact",
             f"TRIES = {tries}  # runs until it shows (a race shows on some runs only)",
@@ -439,8 +500,11 @@ def _check_block(finding: runner.Finding, expected: Any, also: np.ndarray | None
             "print('not reproduced: the engine accepted the input')",
         ]
     else:  # crash, timeout: in a child process, so that this one can say what happened
-        wanted = ("print(f'expected: an error: {EXPECTED_ERROR}')" if isinstance(expected, GatherScatterError)
-                  else "show('expected', EXPECTED)")
+        wanted = (
+            "print(f'expected: an error: {EXPECTED_ERROR}')"
+            if isinstance(expected, GatherScatterError)
+            else "show('expected', EXPECTED)"
+        )
         lines += [
             _SHOW,
             f"TIMEOUT = {max(timeout, 1.0)!r}  # seconds",
@@ -478,12 +542,14 @@ def _engine_source(engine: str, threads: int | None) -> tuple[str, str]:
         "_ENGINE = _ENGINE() if isinstance(_ENGINE, type) else _ENGINE\n\n\n"
         "def run(model, feeds):\n"
         f"    options = types.SimpleNamespace(threads={threads!r}, output=None)\n"
-        "    return list(_ENGINE.run(model, feeds, options))\n")
+        "    return list(_ENGINE.run(model, feeds, options))\n"
+    )
     return source, f"the package registering the {engine!r} engine"
 
 
-def script_source(group: IssueClass, engine: str, version: str, threads: int | None, tries: int,
-                  timeout: float, archive: str) -> tuple[str, dict[str, np.ndarray]]:
+def script_source(
+    group: IssueClass, engine: str, version: str, threads: int | None, tries: int, timeout: float, archive: str
+) -> tuple[str, dict[str, np.ndarray]]:
     """The standalone reproduction of ``group``: its source, and the arrays it loads from ``archive``.
 
     Parameters
@@ -522,19 +588,26 @@ def script_source(group: IssueClass, engine: str, version: str, threads: int | N
     opsets = [f'helper.make_opsetid("", {check.opset if not spec.domain else 13})']
     if spec.domain:
         opsets.append(f"helper.make_opsetid({spec.domain!r}, {check.opset})")
-    ir = max(8, __import__("onnx").helper.find_min_ir_version_for(
-        [__import__("onnx").helper.make_opsetid("", check.opset if not spec.domain else 13)]))
+    ir = max(
+        8,
+        __import__("onnx").helper.find_min_ir_version_for(
+            [__import__("onnx").helper.make_opsetid("", check.opset if not spec.domain else 13)]
+        ),
+    )
     value_infos = ",\n        ".join(
         f"helper.make_tensor_value_info({n!r}, TensorProto.{_elem_name(a)}, {list(a.shape)!r})"
-        for n, a in zip(check.names, check.case.inputs))
-    needs_ml = any(np.asarray(a).dtype.kind == "V" for a in [*check.case.inputs, *(
-        [expected] if isinstance(expected, np.ndarray) else [])])
+        for n, a in zip(check.names, check.case.inputs)
+    )
+    needs_ml = any(
+        np.asarray(a).dtype.kind == "V"
+        for a in [*check.case.inputs, *([expected] if isinstance(expected, np.ndarray) else [])]
+    )
     head = [
         f'"""{title(group, engine, version, threads)}',
         "",
         f"Standalone reproduction (generated by gather-scatter check --report): needs numpy, onnx and {requires}.",
         "Prints the engine's output and the one the ONNX spec gives; exit status 1 and",
-        "\"DEFECT REPRODUCED\" where the defect shows, 0 where it does not.",
+        '"DEFECT REPRODUCED" where the defect shows, 0 where it does not.',
         '"""',
         "import os",
         "import subprocess",
@@ -548,18 +621,21 @@ def script_source(group: IssueClass, engine: str, version: str, threads: int | N
         head.append("import ml_dtypes  # installed with onnx")
     head.append("")
     if stored:
-        head += ["HERE = os.path.dirname(os.path.abspath(__file__))",
-                 f"ARRAYS = np.load(os.path.join(HERE, {archive!r}), allow_pickle=True)", ""]
+        head += [
+            "HERE = os.path.dirname(os.path.abspath(__file__))",
+            f"ARRAYS = np.load(os.path.join(HERE, {archive!r}), allow_pickle=True)",
+            "",
+        ]
     body = [
         "# The inputs (the smallest case found).",
         *inputs,
         "",
         f"# The model: one {_op(check)} node at opset {check.opset}.",
-        f"node = helper.make_node({spec.op_type!r}, {check.names!r}, [\"y\"]{domain}{attrs})",
+        f'node = helper.make_node({spec.op_type!r}, {check.names!r}, ["y"]{domain}{attrs})',
         "graph = helper.make_graph(",
-        "    [node], \"repro\",",
+        '    [node], "repro",',
         f"    [{value_infos}],",
-        f"    [helper.make_tensor_value_info(\"y\", TensorProto.{_elem_name(check.case.inputs[0])}, None)],",
+        f'    [helper.make_tensor_value_info("y", TensorProto.{_elem_name(check.case.inputs[0])}, None)],',
         ")",
         f"model = helper.make_model(graph, opset_imports=[{', '.join(opsets)}])",
         f"model.ir_version = {ir}",
@@ -598,19 +674,34 @@ def _what(group: IssueClass) -> str:
     expected = runner.expected(check)
     if finding.kind == "accepted_invalid" and isinstance(expected, GatherScatterError):
         detail = f"the spec requires an error ({' '.join(str(expected).split())}), but the engine returned a result"
-    text = (f"A model of one `{_op(check)}` node (opset {check.opset}{', ' + attrs if attrs else ''}), run on "
-            f"{case} ({shapes}): {detail}")
+    text = (
+        f"A model of one `{_op(check)}` node (opset {check.opset}{', ' + attrs if attrs else ''}), run on "
+        f"{case} ({shapes}): {detail}"
+    )
     extra = []
     if len(group.findings) > 1:
         extra.append(f"{len(group.findings)} cases of this kind were found; the script shows the smallest")
     if group.nodes:
-        extra.append("found at node" + "s" * (len(set(group.nodes)) > 1) + " "
-                     + ", ".join(f"`{n}`" for n in dict.fromkeys(group.nodes)) + " of the model checked")
+        extra.append(
+            "found at node"
+            + "s" * (len(set(group.nodes)) > 1)
+            + " "
+            + ", ".join(f"`{n}`" for n in dict.fromkeys(group.nodes))
+            + " of the model checked"
+        )
     return text + ("" if text.endswith(".") else ".") + "".join(f" {e[0].upper()}{e[1:]}." for e in extra)
 
 
-def issue_text(group: IssueClass, engine: str, version: str, threads: int | None, script: str, script_name: str,
-               archive: str | None, output: str) -> str:
+def issue_text(
+    group: IssueClass,
+    engine: str,
+    version: str,
+    threads: int | None,
+    script: str,
+    script_name: str,
+    archive: str | None,
+    output: str,
+) -> str:
     """The Markdown issue text of ``group``.
 
     Parameters
@@ -631,44 +722,47 @@ def issue_text(group: IssueClass, engine: str, version: str, threads: int | None
     """
     finding = group.smallest
     quote, source = spec_quote(finding)
-    quoted = "\n".join(f"> {line}".rstrip() for line in quote.splitlines()) if quote else \
-        "> (no sentence of the spec found)"
+    quoted = (
+        "\n".join(f"> {line}".rstrip() for line in quote.splitlines()) if quote else "> (no sentence of the spec found)"
+    )
     files = f"`{script_name}`" + (f" with `{archive}` beside it (the larger arrays)" if archive else "")
-    return "\n".join([
-        f"# {title(group, engine, version, threads)}",
-        "",
-        "## Environment",
-        "",
-        *_environment(engine, version, threads),
-        "",
-        "## What happens",
-        "",
-        _what(group),
-        "",
-        "## What the ONNX specification says",
-        "",
-        quoted,
-        "",
-        f"— {source}",
-        "",
-        "## Actual and expected output",
-        "",
-        "The script below, run on the machine above:",
-        "",
-        "```text",
-        output.rstrip() or "(no output)",
-        "```",
-        "",
-        "## Reproduction",
-        "",
-        f"Standalone: numpy, onnx and {engine} only ({files}; `python {script_name}` exits with status 1 and "
-        "prints `DEFECT REPRODUCED` where the defect shows).",
-        "",
-        "```python",
-        script.rstrip(),
-        "```",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"# {title(group, engine, version, threads)}",
+            "",
+            "## Environment",
+            "",
+            *_environment(engine, version, threads),
+            "",
+            "## What happens",
+            "",
+            _what(group),
+            "",
+            "## What the ONNX specification says",
+            "",
+            quoted,
+            "",
+            f"— {source}",
+            "",
+            "## Actual and expected output",
+            "",
+            "The script below, run on the machine above:",
+            "",
+            "```text",
+            output.rstrip() or "(no output)",
+            "```",
+            "",
+            "## Reproduction",
+            "",
+            f"Standalone: numpy, onnx and {engine} only ({files}; `python {script_name}` exits with status 1 and "
+            "prints `DEFECT REPRODUCED` where the defect shows).",
+            "",
+            "```python",
+            script.rstrip(),
+            "```",
+            "",
+        ]
+    )
 
 
 def _slug(text: str) -> str:
@@ -678,8 +772,9 @@ def _slug(text: str) -> str:
 def _run_script(path: str, timeout: float) -> str:
     """What the script prints, run here (its output shows in the issue text)."""
     try:
-        done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=timeout,
-                              cwd=os.path.dirname(path))
+        done = subprocess.run(
+            [sys.executable, path], capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(path)
+        )
     except subprocess.TimeoutExpired:
         return f"(the script did not finish within {timeout:.0f} s)"
     text = done.stdout + (("\n" + done.stderr.strip()[-1500:]) if done.returncode not in (0, 1) and done.stderr else "")
@@ -687,10 +782,19 @@ def _run_script(path: str, timeout: float) -> str:
     return "\n".join(lines[:60] + (["..."] if len(lines) > 60 else [])) + f"\n(exit status {done.returncode})"
 
 
-def write_reports(findings: Sequence[runner.Finding], engine: str, version: str, report_dir: str, *,
-                  threads: int | None = None, tries: int = 1, timeout: float = 30.0,
-                  nodes: Sequence[str | None] | None = None, tolerances: Sequence[float] | None = None,
-                  run_scripts: bool = True) -> list[str]:
+def write_reports(
+    findings: Sequence[runner.Finding],
+    engine: str,
+    version: str,
+    report_dir: str,
+    *,
+    threads: int | None = None,
+    tries: int = 1,
+    timeout: float = 30.0,
+    nodes: Sequence[str | None] | None = None,
+    tolerances: Sequence[float] | None = None,
+    run_scripts: bool = True,
+) -> list[str]:
     """Write one issue text (``.md``), standalone script (``.py``) and, where needed, arrays
     (``.npz``) per class of ``findings`` into ``report_dir``, atomically.
 
@@ -736,10 +840,10 @@ def write_reports(findings: Sequence[runner.Finding], engine: str, version: str,
                 f.write(script)
             if stored:
                 np.savez(os.path.join(tmp, archive), **stored)
-            output = (_run_script(os.path.join(tmp, script_name), timeout * (tries + 2) + 60) if run_scripts
-                      else "(not run)")
-            text = issue_text(group, engine, version, threads, script, script_name, archive if stored else None,
-                              output)
+            output = (
+                _run_script(os.path.join(tmp, script_name), timeout * (tries + 2) + 60) if run_scripts else "(not run)"
+            )
+            text = issue_text(group, engine, version, threads, script, script_name, archive if stored else None, output)
             with open(os.path.join(tmp, stem + ".md"), "w") as f:
                 f.write(text)
             written.append(os.path.join(report_dir, stem + ".md"))

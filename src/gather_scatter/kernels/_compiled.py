@@ -40,8 +40,12 @@ def loops() -> Any:
             except ImportError:  # numba is not installed here
                 pass
             except Exception as exc:  # noqa: BLE001 - e.g. no writable cache directory: run, slower
-                warnings.warn(f"gather_scatter: numba's loops failed to load ({type(exc).__name__}: {exc}); "
-                              "the element-wise kernels run on NumPy instead", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"gather_scatter: numba's loops failed to load ({type(exc).__name__}: {exc}); "
+                    "the element-wise kernels run on NumPy instead",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         _module = module
     return _module or None
 

@@ -128,18 +128,23 @@ def slice_numbers(rows, dims, per_batch, numbers, lo, hi):
 @intrinsic
 def _prefetch(typingctx, array, at):
     """Ask for the cache line holding ``array[at]`` (LLVM's prefetch: a hint, never a fault)."""
+
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
         byte, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]))
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32])
+        )
         builder.call(fn, [builder.bitcast(builder.gep(data, [args[1]]), byte), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()
+
     return types.void(array, types.uint64), codegen
 
 
 @intrinsic
 def _copy_run(typingctx, dst, at, src, start, count):
     """``dst[at:at + count] = src[start:start + count]`` as one memcpy (the arrays never overlap)."""
+
     def codegen(context, builder, signature, args):
         to, at, source, start, count = args
         to = context.make_array(signature.args[0])(context, builder, to).data
@@ -147,6 +152,7 @@ def _copy_run(typingctx, dst, at, src, start, count):
         size = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
         cgutils.raw_memcpy(builder, builder.gep(to, [at]), builder.gep(source, [start]), count, size)
         return context.get_dummy_value()
+
     return types.void(dst, types.uint64, src, types.uint64, types.uint64), codegen
 
 
@@ -195,7 +201,7 @@ def take_rows(src, indices, dst, size, block, olo, ohi, lo, hi):
     ublock = u64(block)
     n = u64(indices.size)
     for o in range(olo, ohi):
-        row = src[u64(o) * u64(size) * ublock:]
+        row = src[u64(o) * u64(size) * ublock :]
         at = u64(o) * n + u64(lo)
         if low >= 0:
             copy_slices(row, indices[lo:hi], hi - lo, dst, at, block)
@@ -292,8 +298,10 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
         row = u64(r) * u64(capacity) * n
         at = u64(r) * u64(length) * n  # the update's row r
         if copy:  # past outside the update: [end of the wrapped part, start), [start + first, capacity)
-            for a, b in ((row + u64(length - first) * n, row + u64(start) * n),
-                         (row + u64(start + first) * n, row + u64(capacity) * n)):
+            for a, b in (
+                (row + u64(length - first) * n, row + u64(start) * n),
+                (row + u64(start + first) * n, row + u64(capacity) * n),
+            ):
                 for i in range(a, b):
                     dst[i] = past[i]
         d = row + u64(start) * n
@@ -313,8 +321,8 @@ def reduce_rows(dst, offsets, src, width, op, jlo, jhi):
     w = u64(width)
     m = u64(jhi - jlo)
     for i in range(offsets.size):
-        a = dst[u64(offsets[i]) * w + u64(jlo):]
-        b = src[u64(i) * w + u64(jlo):]
+        a = dst[u64(offsets[i]) * w + u64(jlo) :]
+        b = src[u64(i) * w + u64(jlo) :]
         if op == ADD:
             for j in range(m):
                 a[j] = a[j] + b[j]
@@ -367,7 +375,7 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi):
         else:
             a = dst[at:]
             x = past[at:] if runs and hit[o - lo] == 0 else a
-            b = src[u64(i) * w:]
+            b = src[u64(i) * w :]
             if op == ADD:
                 for j in range(w):
                     a[j] = x[j] + b[j]

@@ -26,8 +26,13 @@ STEP = 1 << 17
 
 
 def nd_offsets(
-    spec: OpVersion, indices: np.ndarray, dims: tuple[int, ...], batch_dims: int, per_batch: int,
-    emit: TakeInto | None = None, checked: bool = False,
+    spec: OpVersion,
+    indices: np.ndarray,
+    dims: tuple[int, ...],
+    batch_dims: int,
+    per_batch: int,
+    emit: TakeInto | None = None,
+    checked: bool = False,
 ) -> np.ndarray | None:
     """Flat offsets into ``data.reshape(-1, *data.shape[b + k:])`` of the index tuples
     (``indices.shape[-1] == k``), computed in steps on the pool with the bounds check in the same pass.

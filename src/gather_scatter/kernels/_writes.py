@@ -10,8 +10,20 @@ from . import _compiled
 from .._validate import check_out
 from .._versions import OpVersion, Reduction
 
-__all__ = ["UFUNCS", "assign_last_wins", "bits", "checked_target", "copy_and_scatter_rows", "copy_into", "fresh_output", "last_of_duplicates",
-           "reduce_into", "result_dtype", "scatter_output", "strings_as_objects"]
+__all__ = [
+    "UFUNCS",
+    "assign_last_wins",
+    "bits",
+    "checked_target",
+    "copy_and_scatter_rows",
+    "copy_into",
+    "fresh_output",
+    "last_of_duplicates",
+    "reduce_into",
+    "result_dtype",
+    "scatter_output",
+    "strings_as_objects",
+]
 
 
 UFUNCS = {
@@ -58,8 +70,13 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     _parallel.run(lambda lo, hi: np.copyto(flat_dst[lo:hi], flat_src[lo:hi]), chunks)
 
 
-def reduce_into(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction,
-                dims: tuple[int, ...] | None = None) -> None:
+def reduce_into(
+    target: np.ndarray,
+    offsets: np.ndarray,
+    values: np.ndarray,
+    reduction: Reduction,
+    dims: tuple[int, ...] | None = None,
+) -> None:
     """``target[offsets[i]] = f(target[offsets[i]], values[i])`` in order of ``i`` (the spec's
     loop), ``f`` the reduction's ufunc; ``target`` holds one slice per row (1-D: one element),
     or, given ``dims``, one per flat offset into its first ``len(dims)`` axes (any layout).
@@ -86,10 +103,18 @@ def reduce_into(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
             target[rows] = ufunc(target[rows], values if where is None else values[where])
 
 
-_CODES = {Reduction.ADD: _compiled.ADD, Reduction.MUL: _compiled.MUL, Reduction.MAX: _compiled.MAX,
-          Reduction.MIN: _compiled.MIN}
-_BOOL_CODES = {Reduction.ADD: _compiled.MAX, Reduction.MUL: _compiled.MIN, Reduction.MAX: _compiled.MAX,
-               Reduction.MIN: _compiled.MIN}  # bool as uint8 0/1: or is max, and is min
+_CODES = {
+    Reduction.ADD: _compiled.ADD,
+    Reduction.MUL: _compiled.MUL,
+    Reduction.MAX: _compiled.MAX,
+    Reduction.MIN: _compiled.MIN,
+}
+_BOOL_CODES = {
+    Reduction.ADD: _compiled.MAX,
+    Reduction.MUL: _compiled.MIN,
+    Reduction.MAX: _compiled.MAX,
+    Reduction.MIN: _compiled.MIN,
+}  # bool as uint8 0/1: or is max, and is min
 
 
 def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> bool:
@@ -98,8 +123,12 @@ def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.nd
     ml_dtypes' types) round after every update as NumPy does: NumPy's path."""
     loops = _compiled.warm_loops()
     dtype = target.dtype
-    if (loops is None or not dtype.isnative or not target.flags.c_contiguous
-            or not (dtype.kind in "iub" or dtype.kind == "f" and dtype.itemsize >= 4)):
+    if (
+        loops is None
+        or not dtype.isnative
+        or not target.flags.c_contiguous
+        or not (dtype.kind in "iub" or dtype.kind == "f" and dtype.itemsize >= 4)
+    ):
         return False
     width = _shapes.size(target.shape[1:])
     if dtype == np.bool_:
@@ -120,8 +149,9 @@ def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.nd
 _ROW_BYTES = 64
 
 
-def copy_and_scatter_rows(target: np.ndarray, source: np.ndarray | None, offsets: np.ndarray, values: np.ndarray,
-                          reduction: Reduction) -> bool:
+def copy_and_scatter_rows(
+    target: np.ndarray, source: np.ndarray | None, offsets: np.ndarray, values: np.ndarray, reduction: Reduction
+) -> bool:
     """``target[...] = source`` (unless None: in place), then ``target[offsets[i]]`` assigned or
     reduced with ``values[i]`` in order of ``i`` (the spec's loop: the last write wins), in one
     compiled pass per range of rows on the pool: each row is copied and updated while it is in
@@ -135,8 +165,12 @@ def copy_and_scatter_rows(target: np.ndarray, source: np.ndarray | None, offsets
     if target.shape[1] * dtype.itemsize < _ROW_BYTES:  # element-wise: ufunc.at and put are faster
         return False
     loops = _compiled.warm_loops()
-    if loops is None or dtype.hasobject or not target.flags.c_contiguous or (
-            source is not None and not source.flags.c_contiguous):
+    if (
+        loops is None
+        or dtype.hasobject
+        or not target.flags.c_contiguous
+        or (source is not None and not source.flags.c_contiguous)
+    ):
         return False
     if reduction is Reduction.NONE:
         if dtype.itemsize not in (1, 2, 4, 8):
@@ -155,8 +189,9 @@ def copy_and_scatter_rows(target: np.ndarray, source: np.ndarray | None, offsets
     rows = np.ascontiguousarray(offsets, dtype=np.int64)
     run, width, copy = loops.scatter_rows, target.shape[1], source is not None
     work = (2 * target.nbytes if copy else 0) + 3 * values.nbytes
-    _parallel.run(lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi),
-                  _parallel.ranges(target.shape[0], work))
+    _parallel.run(
+        lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi), _parallel.ranges(target.shape[0], work)
+    )
     return True
 
 
@@ -226,8 +261,9 @@ def last_of_duplicates(offsets: np.ndarray, n_slices: int) -> np.ndarray | None:
     return np.sort(order[last])
 
 
-def checked_target(spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, others: dict, in_place: bool,
-                   data_name: str = "data") -> np.ndarray | None:
+def checked_target(
+    spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, others: dict, in_place: bool, data_name: str = "data"
+) -> np.ndarray | None:
     """A scatter's checks on where it will write, returning the array to copy ``data`` into
     (None: a fresh one, its size checked against the memory limit now), else ``out`` checked
     (:func:`check_out`) against the inputs it may not overlap: all of them but ``data``
@@ -242,8 +278,9 @@ def checked_target(spec: OpVersion, out, data: np.ndarray, dtype: np.dtype, othe
             _shapes.check_output_bytes(spec, data.shape, dtype)
             return None
         configured = _memory._configured()
-        _shapes.check_output_bytes(spec, data.shape, dtype,
-                                   limit=_memory.INT64_MAX if configured is None else configured)
+        _shapes.check_output_bytes(
+            spec, data.shape, dtype, limit=_memory.INT64_MAX if configured is None else configured
+        )
         return output
     return check_out(spec, out, data.shape, dtype, others if in_place else {data_name: data, **others})
 

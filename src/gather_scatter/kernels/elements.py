@@ -18,16 +18,33 @@ from .._validate import as_array, check_bounds, check_out, native_indices, same_
 from .._versions import OpVersion, Reduction
 from . import _compiled
 from ._writes import (
-    UFUNCS, bits, checked_target, copy_into, fresh_output, last_of_duplicates, result_dtype, scatter_output,
+    UFUNCS,
+    bits,
+    checked_target,
+    copy_into,
+    fresh_output,
+    last_of_duplicates,
+    result_dtype,
+    scatter_output,
     strings_as_objects,
 )
 from .gather import cached_output
 
-_OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.ADD, Reduction.MUL: _compiled.MUL,
-        Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
+_OPS = {
+    Reduction.NONE: _compiled.NONE,
+    Reduction.ADD: _compiled.ADD,
+    Reduction.MUL: _compiled.MUL,
+    Reduction.MAX: _compiled.MAX,
+    Reduction.MIN: _compiled.MIN,
+}
 # bool as uint8 0/1: or is max, and is min (the spec README's bool reductions).
-_BOOL_OPS = {Reduction.NONE: _compiled.NONE, Reduction.ADD: _compiled.MAX, Reduction.MUL: _compiled.MIN,
-             Reduction.MAX: _compiled.MAX, Reduction.MIN: _compiled.MIN}
+_BOOL_OPS = {
+    Reduction.NONE: _compiled.NONE,
+    Reduction.ADD: _compiled.MAX,
+    Reduction.MUL: _compiled.MIN,
+    Reduction.MAX: _compiled.MAX,
+    Reduction.MIN: _compiled.MIN,
+}
 
 
 def _c_strides(shape: tuple[int, ...]) -> np.ndarray:
@@ -68,11 +85,14 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
         work = flat.size * (flat.itemsize + data.itemsize)
         if ax == data.ndim - 1 and indices.shape[:-1] == data.shape[:-1]:  # whole rows: prefetched
             n, rows = indices.shape[-1], _shapes.size(indices.shape[:-1])
-            bad = _parallel.run(lambda lo, hi: loops.gather_last(src, flat, dst, size, n, lo, hi),
-                                _parallel.ranges(rows, work))
+            bad = _parallel.run(
+                lambda lo, hi: loops.gather_last(src, flat, dst, size, n, lo, hi), _parallel.ranges(rows, work)
+            )
         else:
-            bad = _parallel.run(lambda lo, hi: loops.gather(src, flat, dst, shape, strides, ax, size, lo, hi),
-                                _parallel.ranges(flat.size, work))
+            bad = _parallel.run(
+                lambda lo, hi: loops.gather(src, flat, dst, shape, strides, ax, size, lo, hi),
+                _parallel.ranges(flat.size, work),
+            )
         if max(bad) >= 0:
             check_bounds(spec, indices, size, ax)
             raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
@@ -103,8 +123,9 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     return output if out is None else out
 
 
-def run_scatter_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int,
-                         reduction: Reduction) -> np.ndarray:
+def run_scatter_accepted(
+    spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction
+) -> np.ndarray:
     """:func:`run_scatter_elements` for a call whose signature (version, dtypes, shapes, axis,
     reduction) passed every static check before (``ops``' fast path): numeric ``data``, native
     ``indices``, a fresh output. Only what depends on the values remains: the bounds, then
@@ -122,8 +143,9 @@ def run_scatter_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray,
     return output
 
 
-def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int,
-                      reduction: Reduction) -> int | None:
+def _scatter_compiled(
+    output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction
+) -> int | None:
     """The compiled scatter, if the dtype and layout allow it: the position of a bad index it
     met (-1: none); None leaves the work to NumPy, nothing written."""
     loops = _compiled.loops()
@@ -133,25 +155,35 @@ def _scatter_compiled(output: np.ndarray, indices: np.ndarray, updates: np.ndarr
     if reduction is Reduction.NONE:
         dst, src, op = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE
     elif dtype == np.bool_:
-        dst, src, op = output.reshape(-1).view(np.uint8), np.ascontiguousarray(updates).reshape(-1).view(np.uint8), _BOOL_OPS[reduction]
+        dst, src, op = (
+            output.reshape(-1).view(np.uint8),
+            np.ascontiguousarray(updates).reshape(-1).view(np.uint8),
+            _BOOL_OPS[reduction],
+        )
     elif dtype.kind in "iuf" and dtype.itemsize >= 4 or dtype.kind in "iu":
         # float16 (and ml_dtypes' bfloat16, kind 'V') round after every update as NumPy does: NumPy's path.
         dst, src, op = output.reshape(-1), np.ascontiguousarray(updates, dtype=dtype).reshape(-1), _OPS[reduction]
     else:
         return None
     flat = np.ascontiguousarray(indices).reshape(-1)
-    shape, strides, calls = _scatter_layout(output.shape, indices.shape, ax, flat.itemsize + 2 * dtype.itemsize,
-                                            _parallel.get_num_threads())
+    shape, strides, calls = _scatter_layout(
+        output.shape, indices.shape, ax, flat.itemsize + 2 * dtype.itemsize, _parallel.get_num_threads()
+    )
     run, size = loops.scatter, output.shape[ax]
     if len(calls) == 1:
         return run(dst, flat, src, shape, strides, ax, size, op, *calls[0])
-    return max(_parallel.run(lambda i, _: run(dst, flat, src, shape, strides, ax, size, op, *calls[i]),
-                             [(i, i + 1) for i in range(len(calls))]))
+    return max(
+        _parallel.run(
+            lambda i, _: run(dst, flat, src, shape, strides, ax, size, op, *calls[i]),
+            [(i, i + 1) for i in range(len(calls))],
+        )
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def _scatter_layout(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int, bytes_per_index: int,
-                    threads: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
+def _scatter_layout(
+    data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int, bytes_per_index: int, threads: int
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
     """The compiled scatter's arguments that follow from the shapes alone: the index shape and
     data's C strides as arrays (read-only to the loop), and per call ``(lo, hi, jlo, jhi)``.
     Cached: a model's nodes repeat their shapes."""
@@ -173,7 +205,9 @@ def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray,
     """The same scatter with NumPy, for any dtype and any writeable layout of ``output``."""
     target = _window(output, indices.shape, ax)
     grid = np.indices(indices.shape, sparse=True)
-    where = tuple(np.where(indices < 0, indices + target.shape[ax], indices) if d == ax else g for d, g in enumerate(grid))
+    where = tuple(
+        np.where(indices < 0, indices + target.shape[ax], indices) if d == ax else g for d, g in enumerate(grid)
+    )
     offsets = np.ravel_multi_index(where, target.shape).reshape(-1)
     values = strings_as_objects(updates).reshape(-1)
     if reduction is Reduction.NONE:  # last wins: keep each destination's last update only

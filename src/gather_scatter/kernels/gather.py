@@ -63,8 +63,9 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
     return result
 
 
-def _take_rows_compiled(spec: OpVersion, loops, data: np.ndarray, indices: np.ndarray, ax: int,
-                        out_shape: tuple[int, ...]) -> np.ndarray:
+def _take_rows_compiled(
+    spec: OpVersion, loops, data: np.ndarray, indices: np.ndarray, ax: int, out_shape: tuple[int, ...]
+) -> np.ndarray:
     """Gather along ``ax`` of C-contiguous ``data``: each thread (one per MiB of output, on
     ranges of the outer rows, or of the indices where there is one) checks its indices (min
     and max, one pass) and copies their slices, prefetched. A bad index: the fresh output is
@@ -79,7 +80,9 @@ def _take_rows_compiled(spec: OpVersion, loops, data: np.ndarray, indices: np.nd
         calls = [(0, 1, lo, hi) for lo, hi in _parallel.ranges(flat.size, result.nbytes)]
     else:
         calls = [(lo, hi, 0, flat.size) for lo, hi in _parallel.ranges(outer, result.nbytes)]
-    bad = _parallel.run(lambda i, _: run(src, flat, dst, size, block, *calls[i]), [(i, i + 1) for i in range(len(calls))])
+    bad = _parallel.run(
+        lambda i, _: run(src, flat, dst, size, block, *calls[i]), [(i, i + 1) for i in range(len(calls))]
+    )
     if max(bad) >= 0:
         check_bounds(spec, indices, size, ax)
         raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover

@@ -56,8 +56,17 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     return result
 
 
-def _take_tuples(loops, spec: OpVersion, src: np.ndarray, rows: np.ndarray, dst: np.ndarray,
-                 indices: np.ndarray, dims: tuple[int, ...], b: int, per_batch: int) -> None:
+def _take_tuples(
+    loops,
+    spec: OpVersion,
+    src: np.ndarray,
+    rows: np.ndarray,
+    dst: np.ndarray,
+    indices: np.ndarray,
+    dims: tuple[int, ...],
+    b: int,
+    per_batch: int,
+) -> None:
     """``dst[r] = src[batch of r, rows[r]]``: per step of STEP tuples, the compiled loop writes
     their checked slice numbers (one pass over the indices, no temporaries), then the slices
     are copied, prefetched ahead, in units as wide as a slice's bytes allow; a bad index raises

@@ -10,8 +10,16 @@ from .._validate import as_array, native_indices, same_memory
 from .._versions import OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
-    assign_last_wins, checked_target, copy_and_scatter_rows, copy_into, fresh_output, last_of_duplicates,
-    reduce_into, result_dtype, scatter_output, strings_as_objects,
+    assign_last_wins,
+    checked_target,
+    copy_and_scatter_rows,
+    copy_into,
+    fresh_output,
+    last_of_duplicates,
+    reduce_into,
+    result_dtype,
+    scatter_output,
+    strings_as_objects,
 )
 
 
@@ -47,8 +55,14 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     return output if out is None else out
 
 
-def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray,
-                 reduction: Reduction, slices: np.ndarray | None) -> np.ndarray:
+def run_accepted(
+    spec: OpVersion,
+    data: np.ndarray,
+    indices: np.ndarray,
+    updates: np.ndarray,
+    reduction: Reduction,
+    slices: np.ndarray | None,
+) -> np.ndarray:
     """:func:`run_scatter_nd` for a call whose signature (version, dtypes, shapes, reduction)
     passed every static check before (``ops``' fast path): numeric ``data``, int64 ``indices``
     with ``k >= 1``, updates of data's dtype, a fresh output. Only what depends on the values
@@ -75,8 +89,14 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates
     return output
 
 
-def _copy_and_write(output: np.ndarray, data: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray,
-                    updates: np.ndarray, reduction: Reduction) -> bool:
+def _copy_and_write(
+    output: np.ndarray,
+    data: np.ndarray,
+    dims: tuple[int, ...],
+    offsets: np.ndarray,
+    updates: np.ndarray,
+    reduction: Reduction,
+) -> bool:
     """``output`` (C-contiguous, not ``data``) = ``data`` with the updates written, in one
     compiled pass per range of slices (:func:`copy_and_scatter_rows`); False, with nothing
     written, where that loop does not apply (no numba, a dtype or layout NumPy must handle)."""
@@ -84,15 +104,17 @@ def _copy_and_write(output: np.ndarray, data: np.ndarray, dims: tuple[int, ...],
     if not (data.nbytes >= FUSED_BYTES and output.flags.c_contiguous and data.flags.c_contiguous):
         return False
     shape = (n_slices, data.size // n_slices)
-    return copy_and_scatter_rows(output.reshape(shape), data.reshape(shape), offsets,
-                                 updates.reshape(offsets.size, shape[1]), reduction)
+    return copy_and_scatter_rows(
+        output.reshape(shape), data.reshape(shape), offsets, updates.reshape(offsets.size, shape[1]), reduction
+    )
 
 
-def _write(output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updates: np.ndarray,
-           reduction: Reduction) -> None:
+def _write(
+    output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updates: np.ndarray, reduction: Reduction
+) -> None:
     """Write or reduce the updates (row-major order) into the slices of ``output`` at
     ``offsets`` (flat, into its first ``len(dims)`` axes), whatever ``output``'s layout."""
-    slice_shape = output.shape[len(dims):]
+    slice_shape = output.shape[len(dims) :]
     if not output.flags.c_contiguous:  # a strided view (a cache slice): address it by coordinates
         values = updates.reshape((offsets.size,) + slice_shape)
         if reduction is Reduction.NONE:

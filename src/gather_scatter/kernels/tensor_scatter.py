@@ -22,7 +22,9 @@ from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_o
 NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
 
 
-def _check_write_indices(spec: OpVersion, write_indices: np.ndarray, length: int, capacity: int, mode: Mode, axis: int) -> None:
+def _check_write_indices(
+    spec: OpVersion, write_indices: np.ndarray, length: int, capacity: int, mode: Mode, axis: int
+) -> None:
     """IndexOutOfBoundsError at the first batch whose write index is negative or, in linear
     mode, leaves no room for ``length`` positions below ``capacity``."""
     high = capacity - length if mode is Mode.LINEAR else None
@@ -40,20 +42,25 @@ def write_index_error(spec: OpVersion, b: int, value: int, length: int, capacity
     if value < 0:
         why = "write indices must be >= 0 in either mode"
     else:
-        why = (f"linear mode needs write_indices[b] + sequence_length ({length}) <= max_sequence_length "
-               f"({capacity})")
+        why = f"linear mode needs write_indices[b] + sequence_length ({length}) <= max_sequence_length ({capacity})"
     valid = (0, high) if high is not None else (0, None)
     shown = f"[0, {high}]" if high is not None else "[0, inf)"
     raise IndexOutOfBoundsError(
         f"{spec.name}: write_indices[{b}] = {value} is out of bounds for the sequence axis {axis} of size "
         f"{capacity} (valid range {shown}: {why})",
-        op=spec.op_type, since_version=spec.since_version, input="write_indices", position=(b,), value=value,
-        valid_range=valid, axis=axis,
+        op=spec.op_type,
+        since_version=spec.since_version,
+        input="write_indices",
+        position=(b,),
+        value=value,
+        valid_range=valid,
+        axis=axis,
     )
 
 
-def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear",
-                       out=None) -> np.ndarray:
+def run_tensor_scatter(
+    spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None
+) -> np.ndarray:
     in_place = out is not None and same_memory(out, past_cache)
     past = as_array(spec, "past_cache", past_cache)
     update = as_array(spec, "update", update, past.dtype)
@@ -79,13 +86,20 @@ def run_tensor_scatter(spec: OpVersion, past_cache, update, write_indices=None, 
     return output if out is None else out
 
 
-def _write_rows_compiled(output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray,
-                         ax: int, mode: Mode) -> bool:
+def _write_rows_compiled(
+    output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode
+) -> bool:
     """Copy ``past`` (None: in place) around the update and write ``update``, each thread a
     range of cache rows; False where the dtype or layout needs NumPy."""
     loops = _compiled.loops()
-    if (loops is None or not output.flags.c_contiguous or output.dtype.itemsize not in (1, 2, 4, 8)
-            or output.dtype.hasobject or (past is not None and not past.flags.c_contiguous) or not output.size):
+    if (
+        loops is None
+        or not output.flags.c_contiguous
+        or output.dtype.itemsize not in (1, 2, 4, 8)
+        or output.dtype.hasobject
+        or (past is not None and not past.flags.c_contiguous)
+        or not output.size
+    ):
         return False
     start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
     heads, inner = _shapes.size(output.shape[1:ax]), _shapes.size(output.shape[ax + 1 :])

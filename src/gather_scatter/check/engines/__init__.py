@@ -33,8 +33,24 @@ from ._protocol import Engine, EngineBroken, EngineInvalid, EngineMissing, RunOp
 from ._registry import ENGINES, GROUP, discover, load, repro_code, require
 from ._worker import Outcome, Worker, run_in_process
 
-__all__ = ["ENGINES", "GROUP", "Engine", "EngineBroken", "EngineInvalid", "EngineMissing", "Outcome", "RunOptions",
-           "Worker", "describe", "discover", "engine_version", "load", "repro_code", "require", "run_in_process"]
+__all__ = [
+    "ENGINES",
+    "GROUP",
+    "Engine",
+    "EngineBroken",
+    "EngineInvalid",
+    "EngineMissing",
+    "Outcome",
+    "RunOptions",
+    "Worker",
+    "describe",
+    "discover",
+    "engine_version",
+    "load",
+    "repro_code",
+    "require",
+    "run_in_process",
+]
 
 
 def engine_version(engine: str) -> str:

@@ -10,8 +10,16 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["Engine", "EngineBroken", "EngineInvalid", "EngineMissing", "RunOptions", "distribution_version",
-           "import_engine", "installed"]
+__all__ = [
+    "Engine",
+    "EngineBroken",
+    "EngineInvalid",
+    "EngineMissing",
+    "RunOptions",
+    "distribution_version",
+    "import_engine",
+    "installed",
+]
 
 
 class EngineMissing(Exception):
@@ -114,7 +122,7 @@ def installed(module: str, extra: str, engine: str) -> str | None:
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # its parent package is missing
         found = False
-    return None if found else f"engine {engine!r} is not installed: pip install \"gather_scatter[{extra}]\""
+    return None if found else f'engine {engine!r} is not installed: pip install "gather_scatter[{extra}]"'
 
 
 def import_engine(module: str) -> None:
@@ -128,7 +136,9 @@ def import_engine(module: str) -> None:
     try:
         importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - installed but broken
-        raise EngineBroken(f"import {module} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]) from None
+        raise EngineBroken(
+            f"import {module} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+        ) from None
 
 
 def distribution_version(distribution: str) -> str:
@@ -142,8 +152,21 @@ def distribution_version(distribution: str) -> str:
 
 # Messages by which the built-in engines say they lack an operator version or type.
 BUILTIN_UNSUPPORTED = (
-    "NOT_IMPLEMENTED", "Could not find an implementation", "is not currently registered or supported",
-    "not supported", "Unsupported", "unsupported", "No implementation", "is not implemented",
-    "Cannot create", "doesn't support", "does not support", "Unknown type", "unknown type",
-    "No registered implementation", "is unknown, known functions", "translating to fact", "Unimplemented(",
+    "NOT_IMPLEMENTED",
+    "Could not find an implementation",
+    "is not currently registered or supported",
+    "not supported",
+    "Unsupported",
+    "unsupported",
+    "No implementation",
+    "is not implemented",
+    "Cannot create",
+    "doesn't support",
+    "does not support",
+    "Unknown type",
+    "unknown type",
+    "No registered implementation",
+    "is unknown, known functions",
+    "translating to fact",
+    "Unimplemented(",
 )

@@ -73,7 +73,7 @@ def _check_protocol(name: str, engine: Any) -> str | None:
         try:
             inspect.signature(function).bind(*arguments)
         except TypeError:
-            return f"its {method}() does not take ({', '.join(('model', 'feeds', 'options')[:len(arguments)])})"
+            return f"its {method}() does not take ({', '.join(('model', 'feeds', 'options')[: len(arguments)])})"
         except ValueError:  # no signature to inspect (a builtin): let the call tell
             pass
     for method in ("available", "prepare", "repro"):
@@ -119,8 +119,10 @@ def load(name: str) -> Engine:
         if isinstance(engine, type):
             engine = engine()
     except Exception as exc:  # noqa: BLE001 - a plugin's import error, whatever it is
-        raise EngineBroken(f"engine {name!r} cannot be loaded: entry point {_origin(point)!r} failed: "
-                           f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]) from None
+        raise EngineBroken(
+            f"engine {name!r} cannot be loaded: entry point {_origin(point)!r} failed: "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+        ) from None
     problem = _check_protocol(name, engine)
     if problem:
         raise EngineInvalid(f"engine {name!r} ({_origin(point)}) does not meet the engine protocol: {problem}")
@@ -165,9 +167,13 @@ def repro_code(name: str, model_path: str, inputs_path: str) -> str:
         One line of Python (for ``python -c "..."``).
     """
     engine = load(name)
-    load_inputs = f"from gather_scatter.check.report import load_inputs; i = load_inputs({model_path!r}, {inputs_path!r}); "
+    load_inputs = (
+        f"from gather_scatter.check.report import load_inputs; i = load_inputs({model_path!r}, {inputs_path!r}); "
+    )
     repro = getattr(engine, "repro", None)
     if repro is not None:
         return load_inputs + repro(model_path, inputs_path)
-    return (load_inputs + "from gather_scatter.check.engines import run_in_process; "
-            f"print(run_in_process({name!r}, open({model_path!r}, 'rb').read(), i))")
+    return (
+        load_inputs + "from gather_scatter.check.engines import run_in_process; "
+        f"print(run_in_process({name!r}, open({model_path!r}, 'rb').read(), i))"
+    )

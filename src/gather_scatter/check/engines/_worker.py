@@ -67,9 +67,15 @@ def _smoke_model() -> tuple[bytes, dict]:
     from onnx import TensorProto, helper
 
     node = helper.make_node("Gather", ["x0", "x1"], ["y"], axis=0)
-    graph = helper.make_graph([node], "smoke", [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [3]),
-                                                 helper.make_tensor_value_info("x1", TensorProto.INT64, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "smoke",
+        [
+            helper.make_tensor_value_info("x0", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("x1", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model.SerializeToString(), {"x0": np.array([1, 2, 3], np.float32), "x1": np.array([2, 0], np.int64)}
@@ -207,8 +213,9 @@ class Worker:
         parent, child = self._context.Pipe()
         with open(self._log, "w"):  # each worker starts a fresh log
             pass
-        self._process = self._context.Process(target=_serve, args=(child, self.engine, self.threads, self._log),
-                                              daemon=True)
+        self._process = self._context.Process(
+            target=_serve, args=(child, self.engine, self.threads, self._log), daemon=True
+        )
         self._process.start()
         child.close()
         self._conn = parent
@@ -216,8 +223,10 @@ class Worker:
             answer = parent.recv() if parent.poll(_STARTUP_S) else None
         except EOFError:  # the engine's import (or its first run) killed the worker
             self._process.join(5)
-            answer = ("failed", f"its worker died while starting it (exit code {self._process.exitcode})"
-                                f"{self._last_words()}")
+            answer = (
+                "failed",
+                f"its worker died while starting it (exit code {self._process.exitcode}){self._last_words()}",
+            )
         if answer is None or answer[0] != "ready":
             self._stop()
             why = f"its worker did not start within {_STARTUP_S} s{self._last_words()}" if answer is None else answer[1]

@@ -60,9 +60,11 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that runs the written model on its inputs ``i`` with jaxonnxruntime (x64 on) and prints the outputs."""
-    return ("import jax; jax.config.update('jax_enable_x64', True); import onnx; "
-            "from jaxonnxruntime.backend import Backend; "
-            f"print(Backend.prepare(onnx.load({model_path!r}), 'CPU').run(i))")
+    return (
+        "import jax; jax.config.update('jax_enable_x64', True); import onnx; "
+        "from jaxonnxruntime.backend import Backend; "
+        f"print(Backend.prepare(onnx.load({model_path!r}), 'CPU').run(i))"
+    )
 
 
 standalone_requires = "jaxonnxruntime and jax"
@@ -71,10 +73,12 @@ standalone_requires = "jaxonnxruntime and jax"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with jaxonnxruntime on JAX's CPU, 64-bit types on
     (as the worker runs it), for a standalone reproduction."""
-    return ("os.environ.setdefault(\"JAX_PLATFORMS\", \"cpu\")\n"
-            "import jax  # noqa: E402\n\n"
-            "jax.config.update(\"jax_enable_x64\", True)  # without it JAX truncates int64/float64 to 32 bits\n"
-            "from jaxonnxruntime.backend import Backend  # noqa: E402\n\n\n"
-            "def run(model, feeds):\n"
-            "    outputs = Backend.prepare(onnx.load_from_string(model), \"CPU\").run(dict(feeds))\n"
-            "    return [np.asarray(value) for value in outputs]\n")
+    return (
+        'os.environ.setdefault("JAX_PLATFORMS", "cpu")\n'
+        "import jax  # noqa: E402\n\n"
+        'jax.config.update("jax_enable_x64", True)  # without it JAX truncates int64/float64 to 32 bits\n'
+        "from jaxonnxruntime.backend import Backend  # noqa: E402\n\n\n"
+        "def run(model, feeds):\n"
+        '    outputs = Backend.prepare(onnx.load_from_string(model), "CPU").run(dict(feeds))\n'
+        "    return [np.asarray(value) for value in outputs]\n"
+    )

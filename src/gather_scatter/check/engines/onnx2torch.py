@@ -41,10 +41,13 @@ def guard_torchvision() -> str | None:
     str or None
         None where the real torchvision imports; else why it does not (one line).
     """
-    if isinstance(sys.modules.get("torchvision"), types.ModuleType) and getattr(sys.modules["torchvision"], "_gather_scatter_stub", False):
+    if isinstance(sys.modules.get("torchvision"), types.ModuleType) and getattr(
+        sys.modules["torchvision"], "_gather_scatter_stub", False
+    ):
         return sys.modules["torchvision"].__doc__
     try:
         import torchvision  # noqa: F401
+
         return None
     except Exception as exc:  # noqa: BLE001 - a CUDA build against a CPU torch, a missing library, ...
         why = f"torchvision cannot be imported here ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
@@ -74,8 +77,10 @@ def version() -> str:
     """The installed onnx2torch's and torch's versions, e.g. ``1.5.15 (torch 2.13.0+cpu)``;
     ``, torchvision stubbed`` added where the guard stands in for torchvision."""
     stubbed = getattr(sys.modules.get("torchvision"), "_gather_scatter_stub", False)
-    return (f"{distribution_version('onnx2torch')} (torch {distribution_version('torch')}"
-            f"{', torchvision stubbed' if stubbed else ''})")
+    return (
+        f"{distribution_version('onnx2torch')} (torch {distribution_version('torch')}"
+        f"{', torchvision stubbed' if stubbed else ''})"
+    )
 
 
 def _tensor(torch, array: np.ndarray):
@@ -124,9 +129,11 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that converts the written model with onnx2torch and prints its outputs on the inputs ``i``."""
-    return ("from gather_scatter.check.engines.onnx2torch import guard_torchvision; guard_torchvision(); "
-            "import onnx, torch; from onnx2torch import convert; "
-            f"print(convert(onnx.load({model_path!r}))(*[torch.from_numpy(v) for v in i.values()]))")
+    return (
+        "from gather_scatter.check.engines.onnx2torch import guard_torchvision; guard_torchvision(); "
+        "import onnx, torch; from onnx2torch import convert; "
+        f"print(convert(onnx.load({model_path!r}))(*[torch.from_numpy(v) for v in i.values()]))"
+    )
 
 
 standalone_requires = "onnx2torch and torch"
@@ -137,22 +144,24 @@ def standalone_run_source(threads: int | None) -> str:
     ``torch.no_grad``), for a standalone reproduction; where torchvision cannot be imported, a
     stand-in takes its place, as :func:`guard_torchvision` does."""
     threads_line = f"torch.set_num_threads({threads})\n" if threads else ""
-    return ("import types\n\n"
-            "import torch\n\n"
-            "try:  # onnx2torch imports torchvision, whose CUDA wheel may not import with a CPU torch\n"
-            "    import torchvision  # noqa: F401\n"
-            "except Exception:\n"
-            "    for _key in [k for k in sys.modules if k.split(\".\")[0] == \"torchvision\"]:\n"
-            "        del sys.modules[_key]\n"
-            "    _ops = types.ModuleType(\"torchvision.ops\")  # only NonMaxSuppression and RoiAlign use it\n"
-            "    for _name in (\"nms\", \"roi_align\", \"box_convert\", \"batched_nms\"):\n"
-            "        setattr(_ops, _name, None)\n"
-            "    sys.modules[\"torchvision\"] = types.ModuleType(\"torchvision\")\n"
-            "    sys.modules[\"torchvision\"].ops = sys.modules[\"torchvision.ops\"] = _ops\n"
-            "from onnx2torch import convert  # noqa: E402\n\n"
-            f"{threads_line}\n"
-            "def run(model, feeds):\n"
-            "    module = convert(onnx.load_from_string(model))\n"
-            "    with torch.no_grad():\n"
-            "        result = module(*[torch.from_numpy(np.array(v, order=\"C\")) for v in feeds.values()])\n"
-            "    return [r.numpy() for r in result] if isinstance(result, (tuple, list)) else [result.numpy()]\n")
+    return (
+        "import types\n\n"
+        "import torch\n\n"
+        "try:  # onnx2torch imports torchvision, whose CUDA wheel may not import with a CPU torch\n"
+        "    import torchvision  # noqa: F401\n"
+        "except Exception:\n"
+        '    for _key in [k for k in sys.modules if k.split(".")[0] == "torchvision"]:\n'
+        "        del sys.modules[_key]\n"
+        '    _ops = types.ModuleType("torchvision.ops")  # only NonMaxSuppression and RoiAlign use it\n'
+        '    for _name in ("nms", "roi_align", "box_convert", "batched_nms"):\n'
+        "        setattr(_ops, _name, None)\n"
+        '    sys.modules["torchvision"] = types.ModuleType("torchvision")\n'
+        '    sys.modules["torchvision"].ops = sys.modules["torchvision.ops"] = _ops\n'
+        "from onnx2torch import convert  # noqa: E402\n\n"
+        f"{threads_line}\n"
+        "def run(model, feeds):\n"
+        "    module = convert(onnx.load_from_string(model))\n"
+        "    with torch.no_grad():\n"
+        '        result = module(*[torch.from_numpy(np.array(v, order="C")) for v in feeds.values()])\n'
+        "    return [r.numpy() for r in result] if isinstance(result, (tuple, list)) else [result.numpy()]\n"
+    )

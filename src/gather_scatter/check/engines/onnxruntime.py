@@ -64,16 +64,20 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     buffer = np.zeros(shape, dtype=np.uint16)
     from onnx import helper
 
-    binding.bind_ortvalue_output(session.get_outputs()[0].name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-        buffer, helper.np_dtype_to_tensor_dtype(np.dtype(dtype))))
+    binding.bind_ortvalue_output(
+        session.get_outputs()[0].name,
+        ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buffer, helper.np_dtype_to_tensor_dtype(np.dtype(dtype))),
+    )
     session.run_with_iobinding(binding)
     return [buffer.view(dtype)]
 
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that runs the written model on its inputs with onnxruntime and prints the outputs."""
-    return ("import onnxruntime as ort; "
-            f"print(ort.InferenceSession({model_path!r}, providers=['CPUExecutionProvider']).run(None, i))")
+    return (
+        "import onnxruntime as ort; "
+        f"print(ort.InferenceSession({model_path!r}, providers=['CPUExecutionProvider']).run(None, i))"
+    )
 
 
 standalone_requires = "onnxruntime"
@@ -82,12 +86,19 @@ standalone_requires = "onnxruntime"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with onnxruntime's own API (a CPU session with
     ``threads`` intra-op threads, no spinning), for a standalone reproduction."""
-    config = "" if not threads else (
-        f"    options.intra_op_num_threads = {threads}\n"
-        "    options.add_session_config_entry(\"session.intra_op.allow_spinning\", \"0\")\n")
-    return ("import onnxruntime as ort\n\n\n"
-            "def run(model, feeds):\n"
-            "    options = ort.SessionOptions()\n"
-            f"{config}"
-            "    session = ort.InferenceSession(model, options, providers=[\"CPUExecutionProvider\"])\n"
-            "    return session.run(None, feeds)\n")
+    config = (
+        ""
+        if not threads
+        else (
+            f"    options.intra_op_num_threads = {threads}\n"
+            '    options.add_session_config_entry("session.intra_op.allow_spinning", "0")\n'
+        )
+    )
+    return (
+        "import onnxruntime as ort\n\n\n"
+        "def run(model, feeds):\n"
+        "    options = ort.SessionOptions()\n"
+        f"{config}"
+        '    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])\n'
+        "    return session.run(None, feeds)\n"
+    )

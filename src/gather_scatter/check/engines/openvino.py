@@ -54,9 +54,11 @@ standalone_requires = "openvino"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with OpenVINO's own API (compiled for the CPU with
     ``threads`` inference threads), for a standalone reproduction."""
-    config = f"{{\"INFERENCE_NUM_THREADS\": {threads}}}" if threads else "{}"
-    return ("import openvino as ov\n\n\n"
-            "def run(model, feeds):\n"
-            "    core = ov.Core()\n"
-            f"    compiled = core.compile_model(core.read_model(model), \"CPU\", {config})\n"
-            "    return [np.asarray(value) for value in compiled(feeds).values()]\n")
+    config = f'{{"INFERENCE_NUM_THREADS": {threads}}}' if threads else "{}"
+    return (
+        "import openvino as ov\n\n\n"
+        "def run(model, feeds):\n"
+        "    core = ov.Core()\n"
+        f'    compiled = core.compile_model(core.read_model(model), "CPU", {config})\n'
+        "    return [np.asarray(value) for value in compiled(feeds).values()]\n"
+    )

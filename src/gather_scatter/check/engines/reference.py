@@ -46,6 +46,8 @@ standalone_requires = "onnx.reference (part of onnx)"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with ``onnx.reference.ReferenceEvaluator``, for a
     standalone reproduction (it has no threads)."""
-    return ("from onnx.reference import ReferenceEvaluator\n\n\n"
-            "def run(model, feeds):\n"
-            "    return ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)\n")
+    return (
+        "from onnx.reference import ReferenceEvaluator\n\n\n"
+        "def run(model, feeds):\n"
+        "    return ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)\n"
+    )

@@ -53,7 +53,9 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     from tinygrad.nn.onnx import OnnxRunner
 
     if any(a.dtype.kind in "OUSV" for a in feeds.values()):
-        raise NotImplementedError("tinygrad tensors hold no string or ml_dtypes (bfloat16 from NumPy, float8, 4-bit) arrays")
+        raise NotImplementedError(
+            "tinygrad tensors hold no string or ml_dtypes (bfloat16 from NumPy, float8, 4-bit) arrays"
+        )
     runner = OnnxRunner(Tensor(model))
     outputs = runner({k: np.array(v, order="C") for k, v in feeds.items()})
     return [value.numpy() if isinstance(value, Tensor) else np.asarray(value) for value in outputs.values()]
@@ -61,9 +63,11 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that runs the written model on its inputs ``i`` with tinygrad's ONNX runner and prints the outputs."""
-    return ("import os, shutil; os.environ['DEV'] = os.environ.get('DEV') or "
-            "('CPU' if shutil.which('clang') else 'PYTHON'); from tinygrad.nn.onnx import OnnxRunner; "
-            f"print([t.numpy() for t in OnnxRunner({model_path!r})(i).values()])")
+    return (
+        "import os, shutil; os.environ['DEV'] = os.environ.get('DEV') or "
+        "('CPU' if shutil.which('clang') else 'PYTHON'); from tinygrad.nn.onnx import OnnxRunner; "
+        f"print([t.numpy() for t in OnnxRunner({model_path!r})(i).values()])"
+    )
 
 
 standalone_requires = "tinygrad"
@@ -72,10 +76,12 @@ standalone_requires = "tinygrad"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with tinygrad's ONNX runner (``DEV`` chosen as the
     worker chooses it, before tinygrad is imported), for a standalone reproduction."""
-    return ("import shutil\n\n"
-            "os.environ[\"DEV\"] = os.environ.get(\"DEV\") or (\"CPU\" if shutil.which(\"clang\") else \"PYTHON\")\n"
-            "from tinygrad import Tensor  # noqa: E402 - after DEV is set\n"
-            "from tinygrad.nn.onnx import OnnxRunner  # noqa: E402\n\n\n"
-            "def run(model, feeds):\n"
-            "    outputs = OnnxRunner(Tensor(model))({k: np.array(v, order=\"C\") for k, v in feeds.items()})\n"
-            "    return [v.numpy() if isinstance(v, Tensor) else np.asarray(v) for v in outputs.values()]\n")
+    return (
+        "import shutil\n\n"
+        'os.environ["DEV"] = os.environ.get("DEV") or ("CPU" if shutil.which("clang") else "PYTHON")\n'
+        "from tinygrad import Tensor  # noqa: E402 - after DEV is set\n"
+        "from tinygrad.nn.onnx import OnnxRunner  # noqa: E402\n\n\n"
+        "def run(model, feeds):\n"
+        '    outputs = OnnxRunner(Tensor(model))({k: np.array(v, order="C") for k, v in feeds.items()})\n'
+        "    return [v.numpy() if isinstance(v, Tensor) else np.asarray(v) for v in outputs.values()]\n"
+    )

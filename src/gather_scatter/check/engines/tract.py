@@ -48,8 +48,10 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that runs the written model on its inputs with tract and prints the outputs."""
-    return ("import tract; print([t.to_numpy() for t in "
-            f"tract.onnx().load({model_path!r}).into_model().into_runnable().run(list(i.values()))])")
+    return (
+        "import tract; print([t.to_numpy() for t in "
+        f"tract.onnx().load({model_path!r}).into_model().into_runnable().run(list(i.values()))])"
+    )
 
 
 standalone_requires = "tract"
@@ -58,12 +60,14 @@ standalone_requires = "tract"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with tract's Python API (it reads models from a
     path; inputs in the graph's order), for a standalone reproduction."""
-    return ("import tempfile\n\n"
-            "import tract\n\n\n"
-            "def run(model, feeds):\n"
-            "    with tempfile.TemporaryDirectory() as tmp:\n"
-            "        path = os.path.join(tmp, \"model.onnx\")\n"
-            "        with open(path, \"wb\") as f:\n"
-            "            f.write(model)\n"
-            "        runnable = tract.onnx().load(path).into_model().into_runnable()\n"
-            "    return [value.to_numpy() for value in runnable.run(list(feeds.values()))]\n")
+    return (
+        "import tempfile\n\n"
+        "import tract\n\n\n"
+        "def run(model, feeds):\n"
+        "    with tempfile.TemporaryDirectory() as tmp:\n"
+        '        path = os.path.join(tmp, "model.onnx")\n'
+        '        with open(path, "wb") as f:\n'
+        "            f.write(model)\n"
+        "        runnable = tract.onnx().load(path).into_model().into_runnable()\n"
+        "    return [value.to_numpy() for value in runnable.run(list(feeds.values()))]\n"
+    )

@@ -17,7 +17,11 @@ import numpy as np
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
 
 name = "tvm"
-unsupported = BUILTIN_UNSUPPORTED + ("OpNotImplemented", "unknown dtype `", "requires the input indices to have int64 dtype")
+unsupported = BUILTIN_UNSUPPORTED + (
+    "OpNotImplemented",
+    "unknown dtype `",
+    "requires the input indices to have int64 dtype",
+)
 """TVM's messages for an operator, opset or type its ONNX frontend lacks: ``The following operators
 are not supported for frontend ONNX: ...``, ``unknown dtype `complex128```, ``GatherND requires
 the input indices to have int64 dtype`` (com.microsoft.GatherND's int32 indices)."""
@@ -74,8 +78,12 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     proto = onnx.load_from_string(model)
     names = _inputs(proto)
     with contextlib.redirect_stdout(sys.stderr):  # the frontend prints its conversion errors
-        mod = from_onnx(proto, shape_dict={k: list(feeds[k].shape) for k in names},
-                        dtype_dict={k: str(feeds[k].dtype) for k in names}, keep_params_in_input=False)
+        mod = from_onnx(
+            proto,
+            shape_dict={k: list(feeds[k].shape) for k in names},
+            dtype_dict={k: str(feeds[k].dtype) for k in names},
+            keep_params_in_input=False,
+        )
     mod = relax.transform.DecomposeOpsForInference()(mod)
     mod = relax.transform.LegalizeOps()(mod)
     executable = tvm.compile(mod, target=TARGET)
@@ -87,13 +95,15 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that compiles the written model with TVM (llvm) and prints its outputs on the inputs ``i``."""
-    return ("import onnx, tvm, numpy as np; from tvm import relax; from tvm.relax.frontend.onnx import from_onnx; "
-            f"p = onnx.load({model_path!r}); "
-            "m = from_onnx(p, shape_dict={k: list(v.shape) for k, v in i.items()}, "
-            "dtype_dict={k: str(v.dtype) for k, v in i.items()}); "
-            "m = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(m)); "
-            "vm = relax.VirtualMachine(tvm.compile(m, target='llvm'), tvm.cpu()); "
-            "print(vm['main'](*[tvm.runtime.tensor(np.ascontiguousarray(v)) for v in i.values()]))")
+    return (
+        "import onnx, tvm, numpy as np; from tvm import relax; from tvm.relax.frontend.onnx import from_onnx; "
+        f"p = onnx.load({model_path!r}); "
+        "m = from_onnx(p, shape_dict={k: list(v.shape) for k, v in i.items()}, "
+        "dtype_dict={k: str(v.dtype) for k, v in i.items()}); "
+        "m = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(m)); "
+        "vm = relax.VirtualMachine(tvm.compile(m, target='llvm'), tvm.cpu()); "
+        "print(vm['main'](*[tvm.runtime.tensor(np.ascontiguousarray(v)) for v in i.values()]))"
+    )
 
 
 standalone_requires = "apache-tvm"
@@ -102,15 +112,17 @@ standalone_requires = "apache-tvm"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with TVM's own API (the Relax ONNX frontend,
     ``LegalizeOps``, compiled for ``llvm``, the Relax VM), for a standalone reproduction."""
-    return ("import tvm\n"
-            "from tvm import relax\n"
-            "from tvm.relax.frontend.onnx import from_onnx\n\n\n"
-            "def run(model, feeds):\n"
-            "    mod = from_onnx(onnx.load_from_string(model), shape_dict={k: list(v.shape) for k, v in feeds.items()},\n"
-            "                    dtype_dict={k: str(v.dtype) for k, v in feeds.items()}, keep_params_in_input=False)\n"
-            "    mod = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(mod))\n"
-            f"    vm = relax.VirtualMachine(tvm.compile(mod, target={TARGET!r}), tvm.cpu())\n"
-            "    result = vm[\"main\"](*[tvm.runtime.tensor(np.array(v, order=\"C\"), tvm.cpu()) for v in feeds.values()])\n"
-            "    if hasattr(result, \"numpy\"):\n"
-            "        return [result.numpy()]\n"
-            "    return [result[i].numpy() for i in range(len(result))]\n")
+    return (
+        "import tvm\n"
+        "from tvm import relax\n"
+        "from tvm.relax.frontend.onnx import from_onnx\n\n\n"
+        "def run(model, feeds):\n"
+        "    mod = from_onnx(onnx.load_from_string(model), shape_dict={k: list(v.shape) for k, v in feeds.items()},\n"
+        "                    dtype_dict={k: str(v.dtype) for k, v in feeds.items()}, keep_params_in_input=False)\n"
+        "    mod = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(mod))\n"
+        f"    vm = relax.VirtualMachine(tvm.compile(mod, target={TARGET!r}), tvm.cpu())\n"
+        '    result = vm["main"](*[tvm.runtime.tensor(np.array(v, order="C"), tvm.cpu()) for v in feeds.values()])\n'
+        '    if hasattr(result, "numpy"):\n'
+        "        return [result.numpy()]\n"
+        "    return [result[i].numpy() for i in range(len(result))]\n"
+    )
