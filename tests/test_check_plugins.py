@@ -10,7 +10,7 @@ checker must find), and one engine per way a plugin can be broken.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import json
 import pathlib
 import subprocess
@@ -91,9 +91,15 @@ def _pip(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory):
     """The test distribution, installed for the module's tests and uninstalled after them."""
-    for module in ("pip", "setuptools"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"installing a plugin package needs {module}, which this environment lacks")
+    # Asked of the installed metadata, never importlib.util.find_spec("pip"): setuptools'
+    # distutils hack takes a lookup of pip for pip starting, and from then on hands this
+    # process the standard library's distutils, which later breaks torch.compile's build
+    # (its cpp_extension imports setuptools: "AssertionError: .../distutils/core.py").
+    for dist in ("pip", "setuptools"):
+        try:
+            importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip(f"installing a plugin package needs {dist}, which this environment lacks")
     theirs, ours = tmp_path_factory.mktemp("theirs-engine"), tmp_path_factory.mktemp("test-engines")
     (theirs / "pyproject.toml").write_text(_readme_block("toml", 'name = "theirs-engine"'))
     (theirs / "theirs_engine.py").write_text(_readme_block("python", 'name = "theirs"'))
