@@ -15,6 +15,7 @@ size follows the one rule of ``_settings``: :func:`set_buffer_cache_size` takes 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -33,7 +34,7 @@ MIN_BYTES = 32 << 20
 _GRAIN = 1 << 21  # block sizes round up to huge pages, so near sizes share blocks
 
 _lock = threading.Lock()
-_free: "OrderedDict[int, list[tuple[np.ndarray, int]]]" = OrderedDict()  # size -> (raw block, address), oldest first
+_free: OrderedDict[int, list[tuple[np.ndarray, int]]] = OrderedDict()  # size -> (raw block, address), oldest first
 _free_bytes = 0
 _limit = 512 << 20
 
@@ -52,17 +53,16 @@ class _Block:
     output carved from it, so carving is one ``np.asarray`` (a uint8 interface viewed and
     reshaped cost ~4 us per output, ~12 us right after a large copy had evicted the caches)."""
 
-    __slots__ = ("raw", "address", "__array_interface__")
+    __slots__ = ("__array_interface__", "address", "raw")
 
     def __init__(self, raw: np.ndarray, address: int, shape: tuple[int, ...], typestr: str) -> None:
         self.raw, self.address = raw, address
         self.__array_interface__ = {"shape": shape, "typestr": typestr, "version": 3, "data": (address, False)}
 
     def __del__(self) -> None:
-        try:
+        # interpreter shutdown: module globals may already be gone
+        with contextlib.suppress(Exception):
             _give_back(self.raw, self.address)
-        except Exception:  # interpreter shutdown: module globals may already be gone
-            pass
 
 
 def _give_back(raw: np.ndarray, address: int) -> None:

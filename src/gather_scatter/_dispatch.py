@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,7 @@ def attribute_dict(attrs: Attributes) -> dict[str, Any]:
         if name in values:
             raise InvalidAttributeError(f"attribute {name!r} is given twice", input=name, value=value)
         if _is_attribute_proto(value):
-            from onnx import helper  # noqa: PLC0415 - onnx is already imported (see _is_attribute_proto)
+            from onnx import helper
 
             value = helper.get_attribute_value(value)
         values[name] = value
@@ -301,7 +302,7 @@ def run_node(
     Traceback (most recent call last):
     ...
     gather_scatter.errors.ArityError: ScatterElements-13: takes 3 inputs (data, indices, updates), got 2; missing: updates
-    """
+    """  # noqa: E501 - exact doctest output, cannot be wrapped
     spec, values = resolve_node(op_type, attrs, opset=opset, domain=domain, strict=strict)
     return run_version(spec, inputs, values)
 
@@ -374,7 +375,7 @@ def infer_shape(
     Traceback (most recent call last):
     ...
     gather_scatter.errors.ShapeError: GatherND-13: indices.shape[-1] = 3 must be in [1, 2] (1 to rank(data) - batch_dims; data shape (2, 3), indices shape (4, 3))
-    """
+    """  # noqa: E501 - exact doctest output, cannot be wrapped
     spec, values = resolve_node(op_type, attrs, opset=opset, domain=domain, strict=strict)
     return infer_version(spec, values, input_shapes, input_dtypes)
 

@@ -7,7 +7,8 @@ comparisons, and any other through :func:`check_inputs`, which gives the same er
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -147,7 +148,7 @@ def _check_type(label: str, value: np.ndarray, elem_type: int, fields: dict) -> 
             **fields,
         ) from None
     native = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
-    if native == want or (want == object and value.dtype.kind in "OUS"):  # any byte order
+    if native == want or (want == object and value.dtype.kind in "OUS"):  # any byte order  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
         return
     shown = onnx.TensorProto.DataType.Name(elem_type).lower()
     raise DTypeError(
@@ -164,7 +165,7 @@ def _check_shape(label: str, value: np.ndarray, dims: list[int | None], fields: 
             value=value.shape,
             **fields,
         )
-    for axis, (size, want) in enumerate(zip(value.shape, dims)):
+    for axis, (size, want) in enumerate(zip(value.shape, dims, strict=False)):
         if want is not None and size != want:
             shown = tuple("?" if d is None else d for d in dims)
             raise ShapeError(

@@ -69,7 +69,7 @@ def set_memory_limit(nbytes: int | None) -> int | None:
     Gather-13: output of shape (1000,) and dtype float64 would take 8000 bytes, more than the memory limit of 1000 bytes (see gather_scatter.set_memory_limit)
     >>> set_memory_limit(previous)
     1000
-    """
+    """  # noqa: E501 - exact doctest output, cannot be wrapped
     global _limit
     if nbytes is not None:
         nbytes = checked("set_memory_limit", "nbytes", nbytes, 0)

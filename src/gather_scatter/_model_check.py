@@ -35,7 +35,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import onnx
@@ -93,7 +94,7 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
     Traceback (most recent call last):
     ...
     gather_scatter.errors.ModelInputError: invalid model: Nodes in a graph must be topologically sorted, however input 'b' of node: name: first OpType: Gather is not output of any previous nodes.
-    """
+    """  # noqa: E501 - exact doctest output, cannot be wrapped
     _check_strings(model, "model")
     _check_opsets(model.opset_import, "model")
     _check_aborts(model)
@@ -298,7 +299,7 @@ def _nbytes(tensor: onnx.TensorProto) -> int | None:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
     except (KeyError, ValueError, TypeError):
         return None
-    if dtype == object:
+    if dtype == object:  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
         return None
     count = math.prod(tensor.dims)
     if tensor.data_type in _PACKED:  # 4-bit and 2-bit types, two or four to a byte

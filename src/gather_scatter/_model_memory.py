@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -52,7 +52,7 @@ def static_sizes(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, ...], np.
     return sizes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dtype(elem_type: int) -> np.dtype | None:
     try:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))

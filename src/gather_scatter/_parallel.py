@@ -18,10 +18,12 @@ would refuse is ignored with a RuntimeWarning at import.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from ._settings import checked, from_env
 
@@ -114,7 +116,7 @@ def ranges(n: int, work_bytes: int, parts: int | None = None) -> list[tuple[int,
     parts = get_num_threads() if parts is None else parts
     parts = max(1, min(parts, n, work_bytes // MIN_CHUNK_BYTES))
     bounds = [n * i // parts for i in range(parts + 1)]
-    return list(zip(bounds[:-1], bounds[1:]))
+    return list(itertools.pairwise(bounds))
 
 
 def run(fn: Callable[[int, int], T], chunks: Sequence[tuple[int, int]]) -> list[T]:

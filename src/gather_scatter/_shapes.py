@@ -11,7 +11,8 @@ raises only for violations the known facts prove.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from . import _memory
 from ._versions import OpVersion, Reduction, onnx_type_name
 from .errors import DTypeError, InvalidAttributeError, OutputTooLargeError, ShapeError
 
-Dim = Union[int, str, None]
-Shape = Union[tuple[Dim, ...], None]
+Dim = int | str | None
+Shape = tuple[Dim, ...] | None
 
 
 def fmt_shape(shape: Shape) -> str:
@@ -254,7 +255,7 @@ def _elements_rule(spec: OpVersion, data: Shape, indices: Shape, axis: Any) -> i
         return None
     ax = normalize_axis(spec, axis, len(known))
     if data is not None and indices is not None:
-        for d, (n, s) in enumerate(zip(indices, data)):
+        for d, (n, s) in enumerate(zip(indices, data, strict=False)):
             if d != ax and _known(n) and _known(s) and n > s:
                 raise ShapeError(
                     f"{spec.name}: indices.shape[{d}] = {n} exceeds data.shape[{d}] = {s} "
@@ -290,7 +291,10 @@ def scatter_elements_shape(spec: OpVersion, data: Shape, indices: Shape, updates
     if (
         indices is not None
         and updates is not None
-        and (len(indices) != len(updates) or any(_known(i) and _known(u) and i != u for i, u in zip(indices, updates)))
+        and (
+            len(indices) != len(updates)
+            or any(_known(i) and _known(u) and i != u for i, u in zip(indices, updates, strict=False))
+        )
     ):
         raise ShapeError(
             f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices shape {fmt_shape(indices)}",
@@ -335,7 +339,7 @@ def tensor_scatter_shape(
                 valid_range=(-len(known) + 1, len(known) - 1),
             )
         if past is not None and update is not None:
-            for d, (u, p) in enumerate(zip(update, past)):
+            for d, (u, p) in enumerate(zip(update, past, strict=False)):
                 if _known(u) and _known(p) and (u > p if d == ax else u != p):
                     rule = (
                         "sequence_length must be <= max_sequence_length"
@@ -367,13 +371,13 @@ def tensor_scatter_shape(
             )
     if past is None or update is None:
         return past
-    return tuple(p if p is not None or d == ax else u for d, (p, u) in enumerate(zip(past, update)))
+    return tuple(p if p is not None or d == ax else u for d, (p, u) in enumerate(zip(past, update, strict=False)))
 
 
 def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: Shape, indices: Shape) -> None:
     expected = lead + tail
     mismatch = len(updates) != len(expected) or any(
-        _known(u) and _known(e) and u != e for u, e in zip(updates, expected)
+        _known(u) and _known(e) and u != e for u, e in zip(updates, expected, strict=False)
     )
     if mismatch:
         # With data's rank unknown only the indices part of the expected shape is a fact.
@@ -392,7 +396,7 @@ def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: 
 def _fill(dims: tuple, other: tuple) -> tuple:
     """``dims`` with unknown (None) entries taken from the equal-length ``other``: two dims
     the rule has proved equal, so the output keeps the better fact. Symbols are kept."""
-    return tuple(o if d is None else d for d, o in zip(dims, other))
+    return tuple(o if d is None else d for d, o in zip(dims, other, strict=False))
 
 
 def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
@@ -449,9 +453,9 @@ def output_dtype(
     (TensorScatter: past_cache, write_indices, update).
     """
     data, indices, updates = (
-        None if d is None else as_dtype(spec, n, d) for n, d in zip(names, (data, indices, updates))
+        None if d is None else as_dtype(spec, n, d) for n, d in zip(names, (data, indices, updates), strict=False)
     )
-    for input, dtype in zip(names, (data, indices, updates)):
+    for input, dtype in zip(names, (data, indices, updates), strict=False):
         if dtype is not None:
             spec.check_dtype(input, dtype)
     if data is not None and updates is not None and onnx_type_name(data) != onnx_type_name(updates):

@@ -12,7 +12,7 @@ here imports an array library, so a user's ``mypy --strict`` checks whichever it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, TypeVar, Union
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ class Array(Protocol):
 #: The type of ``data``, which is also the result's and ``out``'s type.
 ArrayT = TypeVar("ArrayT", bound=Array)
 #: ``data`` that the NumPy kernels read (bool, int and float are complex to a type checker).
-NumPyInput = Union[np.ndarray, np.generic, Sequence[Any], complex, bytes, str]
+NumPyInput = np.ndarray | np.generic | Sequence[Any] | complex | bytes | str
 #: A NumPy result of any shape and dtype.
 NDArray = npt.NDArray[Any]
 #: A scatter's ``reduction``.

@@ -58,7 +58,7 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
     if dtype is None or array.dtype == dtype:
         return array
     dtype = np.dtype(dtype)
-    numbers = array.dtype.kind in "iuf" and dtype.kind in "iufcV" or array.dtype.kind == dtype.kind == "c"
+    numbers = (array.dtype.kind in "iuf" and dtype.kind in "iufcV") or array.dtype.kind == dtype.kind == "c"
     if not numbers:  # bools for ints, ...: the type check names it
         return array
     return _exactly(spec, input, array, dtype, value)
@@ -298,7 +298,7 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
 
 def refuse_broadcast(spec: OpVersion, out: np.ndarray) -> None:
     """InvalidAttributeError if two elements of ``out`` are one (a stride of 0 on a dim of size > 1)."""
-    if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape)):
+    if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape, strict=False)):
         raise InvalidAttributeError(
             f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
             "it cannot hold a result; pass an array of its own",
@@ -329,7 +329,7 @@ def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype
     facts = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if out_dtype != dtype:
         why = ""
-        if dtype == object and out_dtype.kind in "US":
+        if dtype == object and out_dtype.kind in "US":  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
             why = (
                 " (string results are object arrays of str: a fixed-width string array would truncate "
                 "them; pass an object array, e.g. out.astype(object))"

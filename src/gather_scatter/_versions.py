@@ -8,10 +8,11 @@ defaults, allowed data types, allowed index types, accepted reductions), never a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -20,9 +21,9 @@ from .errors import DTypeError, InvalidAttributeError, UnsupportedOpError
 
 __all__ = [
     "LATEST_OPSET",
+    "REGISTRY",
     "Mode",
     "OpVersion",
-    "REGISTRY",
     "Reduction",
     "first_accepting",
     "fix_hint",
@@ -358,7 +359,7 @@ class Reduction(str, Enum):
     MIN = "min"
 
     @classmethod
-    def parse(cls, spec: OpVersion, value: Any) -> "Reduction":
+    def parse(cls, spec: OpVersion, value: Any) -> Reduction:
         return _parse_choice(cls, spec, "reduction", spec.reductions, value)
 
 
@@ -369,5 +370,5 @@ class Mode(str, Enum):
     CIRCULAR = "circular"
 
     @classmethod
-    def parse(cls, spec: OpVersion, value: Any) -> "Mode":
+    def parse(cls, spec: OpVersion, value: Any) -> Mode:
         return _parse_choice(cls, spec, "mode", spec.modes, value)

@@ -15,9 +15,10 @@ import statistics
 import sys
 import time
 import zipfile
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from importlib import resources
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,8 @@ def _preview(array: np.ndarray) -> str:
 
 def _describe(value: Any) -> tuple[str, str, str]:
     """dtype, shape and preview columns of one output; an ONNX sequence (a list) as its length
-    and the dtype and shape of its first tensors."""
+    and the dtype and shape of its first tensors.
+    """
     if isinstance(value, (list, tuple)):
         items = [f"{np.asarray(v).dtype} {np.asarray(v).shape}" for v in value[:3]] + ["..."] * (len(value) > 3)
         return "sequence", f"[{len(value)}]", f"[{', '.join(items)}]"
@@ -121,9 +123,9 @@ def _run(args: argparse.Namespace) -> int:
     import warnings
 
     from ._dispatch import OffSpecWarning
+    from ._feeds import check_inputs
     from ._model_check import check_model
     from .errors import GatherScatterError
-    from ._feeds import check_inputs
     from .session import Session
 
     output = None
@@ -157,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
                     run_start = time.perf_counter()
                     values = session.run(None, feeds)
                     runs.append(time.perf_counter() - run_start)
-                outputs = dict(zip([o.name for o in session.get_outputs()], values))
+                outputs = dict(zip([o.name for o in session.get_outputs()], values, strict=False))
         except GatherScatterError as exc:
             raise _UserError(str(exc).replace("pass strict=False", "pass --no-strict")) from None
         except Exception as exc:  # noqa: BLE001 - an onnx.reference operator failed
@@ -302,7 +304,8 @@ def _op_or_version(text: str) -> str:
 
 def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
     """Refuse, before a long run, a destination it could not write at its end: a missing
-    folder, a file in the way of a folder or the reverse, a folder or file we may not write."""
+    folder, a file in the way of a folder or the reverse, a folder or file we may not write.
+    """
     target = existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
@@ -369,7 +372,8 @@ def _check(args: argparse.Namespace) -> int:
 def _check_mode_options(args: argparse.Namespace) -> None:
     """Refuse an option of one mode given in the other: operator mode (no MODEL) generates
     cases (--op, --opset, --cases); model mode (MODEL) takes the model's inputs (--input,
-    --inputs, --dim, --tries)."""
+    --inputs, --dim, --tries).
+    """
     if args.model is not None:
         given = [name for name, value in (("--op", args.op), ("--opset", args.opset), ("--cases", args.cases)) if value]
         if given:
@@ -438,7 +442,7 @@ def _list_engines() -> int:
     header = ("engine", "version", "source", "status")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+        print("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=False)) + "  " + row[3])
     return 0
 
 

@@ -57,7 +57,7 @@ class GatherScatterError(Exception):
     def __reduce__(self):  # keep the fields through pickling (multiprocessing, pytest-xdist)
         return (_rebuild, (type(self), self.message, self.__dict__))
 
-    def in_node(self, name: str, op_type: str) -> "GatherScatterError":
+    def in_node(self, name: str, op_type: str) -> GatherScatterError:
         """The same error (class and fields) with ``node`` set and the node named first in
         its message, for an error raised while evaluating that node of a model.
 

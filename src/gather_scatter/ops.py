@@ -77,7 +77,8 @@ def _size(shape: tuple[int, ...]) -> int:
 
 def _small(nbytes: int, most: int = SMALL_BYTES) -> bool:
     """Whether an output of ``nbytes`` (at most ``most``) may take the fast path (a configured
-    memory limit still refuses it on the kernel's path, with its error)."""
+    memory limit still refuses it on the kernel's path, with its error).
+    """
     if nbytes > most:
         return False
     limit = _memory._configured()
@@ -151,7 +152,8 @@ def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduct
 def _elements_plan(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int) -> tuple:
     """GatherElements/ScatterElements of these shapes: (ax, ramp, base, stride) with which the
     flat offset of element ``p`` of ``indices`` is ``base[p] + ramp.take(indices[p]) * stride``
-    (``ramp.take`` checks the bounds and counts negatives from the end, as the ops do)."""
+    (``ramp.take`` checks the bounds and counts negatives from the end, as the ops do).
+    """
     grid = list(np.indices(indices_shape, sparse=True))
     grid[ax] = np.zeros_like(grid[ax])
     base = np.ravel_multi_index(tuple(grid), data_shape) if indices_shape else np.zeros((), np.intp)
@@ -206,7 +208,7 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> Any
         key = (id(spec), data.dtype, indices.dtype, data.shape, indices.shape, axis)
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
-            ax, ramp, base, stride = accepted
+            _ax, ramp, base, stride = accepted
             if _small(indices.size * data.itemsize):
                 try:  # flat offsets into data, NumPy's own checked indexing on the axis
                     return data.reshape(-1).take(base + ramp.take(indices) * stride)
@@ -303,7 +305,7 @@ def run_tensor_scatter(
                 if min(listed) >= 0 and (high is None or max(listed) <= high):  # else the kernel's error
                     output = past_cache.copy()
                     # the kernel's NumPy write: positions (batch, length), the sequence axis beside batch
-                    output[where + ((ramp + starts[:, None]) % capacity,)] = update.transpose(order)
+                    output[(*where, (ramp + starts[:, None]) % capacity)] = update.transpose(order)
                     return output
         else:
             result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode)

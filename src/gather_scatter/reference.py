@@ -34,13 +34,14 @@ https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md).
 Traceback (most recent call last):
 ...
 gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11: has no attribute 'batch_dims' (attributes: none); it was added in GatherND-12: re-export the model with opset 12 or later, or pass strict=False to run the node as GatherND-12
-"""
+"""  # noqa: E501 - exact doctest output, cannot be wrapped
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import onnx
 from onnx.reference import ReferenceEvaluator
@@ -61,7 +62,7 @@ __all__ = [
     "ScatterElements",
     "ScatterND",
     "TensorScatter",
-    "run_model",
+    "run_model",  # noqa: F822 - provided lazily by the module __getattr__ below (session.py imports this module)
 ]
 
 
@@ -107,7 +108,8 @@ class _Node(OpRun):
     def direct_run(self) -> Callable[..., tuple[Any]]:
         """What the evaluator calls as ``run`` for a node with no linked attribute: the
         kernel straight, the attributes (defaults filled in) taken once from the load, and
-        the errors as :func:`_named` gives them, without ``OpRun.run``'s per-call work."""
+        the errors as :func:`_named` gives them, without ``OpRun.run``'s per-call work.
+        """
         spec, values, node = self._spec, self._values, self.onnx_node
         opsets = self.run_params["opsets"]
 
@@ -212,7 +214,8 @@ NEW_OPS: tuple[type[OpRun], ...] = (
 
 def _default_domain(proto: Any) -> Any:
     """``proto`` (a model or function) with the default domain spelled ``''`` everywhere (a
-    copy when it said ``'ai.onnx'``): onnx.reference only knows ``''``."""
+    copy when it said ``'ai.onnx'``): onnx.reference only knows ``''``.
+    """
     named = [o for o in proto.opset_import if o.domain == "ai.onnx"]
     if not named:
         return proto
@@ -248,7 +251,8 @@ _STRICT: ContextVar[bool] = ContextVar("_STRICT", default=True)
 
 def _origin(exc: BaseException) -> BaseException:
     """The exception a node raised, out of the TypeErrors that ``OpRun.run`` wraps around a
-    TypeError or AttributeError from ``_run`` (one per enclosing node)."""
+    TypeError or AttributeError from ``_run`` (one per enclosing node).
+    """
     while isinstance(exc, TypeError) and str(exc).startswith("Issues with types") and exc.__cause__ is not None:
         exc = exc.__cause__
     return exc
@@ -270,7 +274,8 @@ def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | 
     MemoryError as an OutputTooLargeError naming the node, any other as a NodeError naming
     the node, the original as its ``__cause__``; refused before it runs where one of its
     outputs, of a size in ``sizes`` (see ``_model_memory``), exceeds the memory limit, checked
-    while ``guard[0]`` is true (the evaluator sets it once per run: some size exceeds it)."""
+    while ``guard[0]`` is true (the evaluator sets it once per run: some size exceeds it).
+    """
     known = {name: sizes[name] for name in node.onnx_node.output if name in sizes}
 
     def named_run(*args: Any, **kwargs: Any) -> Any:
@@ -296,7 +301,8 @@ def _direct(node: OpRun) -> Callable[..., tuple[Any, ...]] | None:
     applies to the node (its class keeps OpRun's run; no context, subgraph, linked attribute
     or function body): the attributes read once at load, the outputs checked as ``OpRun.run``
     checks them. None for any other node. An error from the operator comes out unwrapped,
-    which :func:`_named` names as it names the wrapped one."""
+    which :func:`_named` names as it names the wrapped one.
+    """
     plain = type(node).run is OpRun.run and not isinstance(node, OpFunction)
     if not plain or node.need_context() or node.has_subgraph or node.has_linked_attribute:
         return None
@@ -365,7 +371,7 @@ class Evaluator(ReferenceEvaluator):
     Traceback (most recent call last):
     ...
     gather_scatter.errors.IndexOutOfBoundsError: node 'pick' (GatherND): GatherND-13: indices[0, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
-    """
+    """  # noqa: E501 - exact doctest output, cannot be wrapped
 
     def __init__(
         self,
@@ -435,7 +441,8 @@ class Evaluator(ReferenceEvaluator):
         """As ``ReferenceEvaluator.run``, our errors given back from onnx.reference's
         wrapping. ``run(output_names, feeds)`` of a model (no other argument, no verbose
         logging or shape annotations) runs the nodes listed once at load, without
-        ``ReferenceEvaluator.run``'s per-call work that such a run never needs."""
+        ``ReferenceEvaluator.run``'s per-call work that such a run never needs.
+        """
         if self._largest:
             self._guard[0] = _memory.exceeded(self._largest) is not None
         lean = len(args) == 2 and not kwargs and self._steps is not None
@@ -460,7 +467,7 @@ class Evaluator(ReferenceEvaluator):
             except KeyError as exc:  # a model not checked (check=False), as onnx.reference says it
                 raise RuntimeError(f"Unable to find input {exc.args[0]!r} in known results {sorted(results)}") from None
             values = run(*args, context=results) if context else run(*args)
-            results.update(zip(outputs, values))
+            results.update(zip(outputs, values, strict=False))
         try:
             return [results[name] for name in (self.output_names if output_names is None else output_names)]
         except KeyError as exc:
@@ -469,7 +476,8 @@ class Evaluator(ReferenceEvaluator):
 
 def _our_error(exc: BaseException | None) -> GatherScatterError | None:
     """Our error inside ``exc``, a chain of the TypeErrors that onnx.reference's ``OpRun.run``
-    wraps around any TypeError (DTypeError included) from a node, one per enclosing node."""
+    wraps around any TypeError (DTypeError included) from a node, one per enclosing node.
+    """
     while isinstance(exc, TypeError) and not isinstance(exc, GatherScatterError):
         exc = exc.__cause__
     return exc if isinstance(exc, GatherScatterError) else None

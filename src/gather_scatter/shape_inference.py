@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import onnx
@@ -111,7 +112,7 @@ def _merge(node: onnx.NodeProto, output: str, ours: Shape, declared: Shape) -> S
     if ours is None:
         return declared
     if len(ours) != len(declared) or any(
-        isinstance(o, int) and isinstance(d, int) and o != d for o, d in zip(ours, declared)
+        isinstance(o, int) and isinstance(d, int) and o != d for o, d in zip(ours, declared, strict=False)
     ):
         raise ShapeError(
             f"output {output!r} is declared with shape {fmt_shape(declared)}, but the inputs give {fmt_shape(ours)}",
@@ -119,7 +120,7 @@ def _merge(node: onnx.NodeProto, output: str, ours: Shape, declared: Shape) -> S
             input=output,
             value=declared,
         ).in_node(node.name, node.op_type)
-    return tuple(d if o is None else o for o, d in zip(ours, declared))
+    return tuple(d if o is None else o for o, d in zip(ours, declared, strict=False))
 
 
 def _opset(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
@@ -156,7 +157,7 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
                 value="",
             )
         shape, _ = infer_version(
-            spec, values, [_shape(t) for t in inputs], [_dtype(t, name) for t, name in zip(inputs, names)]
+            spec, values, [_shape(t) for t in inputs], [_dtype(t, name) for t, name in zip(inputs, names, strict=False)]
         )
     except GatherScatterError as exc:
         raise exc.in_node(node.name, node.op_type) from None
@@ -165,8 +166,9 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
 
 
 def _onnx_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> dict:
-    """onnx's inference for one node that is not ours, from the types known so far; {} where
-    onnx has no schema or cannot infer it alone (a function, a subgraph's outer names)."""
+    """ONNX's inference for one node that is not ours, from the types known so far; {} where
+    onnx has no schema or cannot infer it alone (a function, a subgraph's outer names).
+    """
     domain, opsets = normalize_domain(node.domain), _opsets(model)
     if domain not in opsets or not onnx.defs.has(node.op_type, domain):
         return {}
@@ -275,9 +277,12 @@ def infer_model_shapes(
         else:
             found = _onnx_node(node, out, types)
         for name, t in found.items():
-            if name and (_ours(node) or _informative(t) > _informative(types.get(name, onnx.TypeProto()))):
-                if types.get(name) != t:
-                    types[name] = changed[name] = t
+            if (
+                name
+                and (_ours(node) or _informative(t) > _informative(types.get(name, onnx.TypeProto())))
+                and types.get(name) != t
+            ):
+                types[name] = changed[name] = t
     outputs = {o.name: o for o in graph.output}
     infos = {v.name: v for v in graph.value_info}
     for name, t in changed.items():
@@ -293,7 +298,7 @@ _INFERENCE_NODE = re.compile(r"for node name ([^ .]*)")
 
 
 def _refused(model: onnx.ModelProto, exc: Exception) -> ModelInputError:
-    """onnx's whole-model inference refusing the model, as one line naming the node."""
+    """ONNX's whole-model inference refusing the model, as one line naming the node."""
     text = " ".join(str(exc).split())
     error = ModelInputError(f"onnx's shape inference refuses the model: {text}")
     found = _INFERENCE_NODE.search(text)

@@ -34,10 +34,11 @@ except ImportError:  # pragma: no cover - a core dependency
     ml_dtypes = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def numpy_dtype(dtype: Any) -> np.dtype:
     """A library's dtype as NumPy's (``torch.bfloat16`` -> ``ml_dtypes.bfloat16``, ...): the
-    rules in ``_shapes``/``_versions`` are written for NumPy dtypes."""
+    rules in ``_shapes``/``_versions`` are written for NumPy dtypes.
+    """
     if isinstance(dtype, np.dtype):
         return dtype
     name = str(dtype).rsplit(".", 1)[-1]
@@ -68,7 +69,8 @@ class ArrayAPIBackend:
 
     def dtype(self, name: str, array: Any) -> np.dtype:
         """``array``'s dtype as NumPy's; for an input converted from NumPy, the dtype it had
-        there (JAX without x64 narrows int64 to int32, but the rules judge what was passed)."""
+        there (JAX without x64 narrows int64 to int32, but the rules judge what was passed).
+        """
         if name in self.host_dtypes:
             return self.host_dtypes[name]
         try:
@@ -85,7 +87,8 @@ class ArrayAPIBackend:
 
     def array(self, name: str, value: Any, dtype: Any = None) -> Any:
         """``value`` as an array of this library on this device (see the rule in
-        :mod:`gather_scatter.backends`); ``dtype`` is the NumPy dtype a list must fit."""
+        :mod:`gather_scatter.backends`); ``dtype`` is the NumPy dtype a list must fit.
+        """
         spec = self.spec
         if isinstance(value, self.kind):
             if not self.same_device(value):
@@ -181,7 +184,8 @@ class ArrayAPIBackend:
     def extremes(self, idx: Any, sizes: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """The minimum and maximum of non-empty int64 ``idx`` (per component of its last dim if
         ``sizes`` is a tuple, as in :meth:`bounds`), on the host; None where values cannot reach
-        the host (tracing)."""
+        the host (tracing).
+        """
         xp = self.xp
         per_component = isinstance(sizes, tuple)
         flat = xp.reshape(idx, (-1, self.shape(idx)[-1])) if per_component else xp.reshape(idx, (-1,))
@@ -197,19 +201,22 @@ class ArrayAPIBackend:
     def take_checked(self, indices: Any, size: int, axis: int, take: Any) -> Any:
         """``take(norm)`` for ``norm`` the checked, non-negative ``indices`` of one axis of
         ``size`` (Gather, GatherElements): :meth:`bounds`, then the take. A library whose take
-        checks bounds itself may try it first (see the torch backend)."""
+        checks bounds itself may try it first (see the torch backend).
+        """
         return take(self.guard(self.bounds(indices, size, axis), size))
 
     def guard(self, offsets: Any, beyond: int, per_tuple: bool = False) -> Any:
         """``offsets`` computed from the last :meth:`bounds`, with those of bad indices moved to
         ``beyond`` (past the end). Eager backends raised already: nothing to move. A tracing
-        backend (JAX under jit) overrides it, so a bad index is filled/dropped, never wrapped."""
+        backend (JAX under jit) overrides it, so a bad index is filled/dropped, never wrapped.
+        """
         return offsets
 
     def raise_first_bad(self, indices: Any, bad: Any, sizes: Any, axes: Any, error: Any = None) -> None:
         """IndexOutOfBoundsError at the first True of ``bad`` (row-major), if any: one
         reduction on the device, one bool to the host; position and value only on failure.
-        ``error(position, value)`` raises it (default: ``_validate.out_of_bounds``)."""
+        ``error(position, value)`` raises it (default: ``_validate.out_of_bounds``).
+        """
         xp = self.xp
         if not math.prod(self.shape(bad)) or not bool(xp.any(bad)):
             return
@@ -253,7 +260,8 @@ class ArrayAPIBackend:
 
     def combine(self, reduction: Reduction, dtype: Any):
         """The spec's ``f(data, update)`` elementwise, as NumPy's ufunc computes it: max/min
-        keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule)."""
+        keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule).
+        """
         xp = self.xp
         if dtype == xp.bool:
             return {
@@ -281,7 +289,8 @@ class ArrayAPIBackend:
 
     def rows_of(self, norm: Any, dims: tuple[int, ...]) -> Any:
         """Row-major offsets (int64, one per tuple) of checked index tuples ``norm`` (``(..., k)``)
-        into a block of shape ``dims``."""
+        into a block of shape ``dims``.
+        """
         xp = self.xp
         if len(dims) == 1:  # the index is the row
             return xp.reshape(norm, (-1,))
@@ -292,7 +301,8 @@ class ArrayAPIBackend:
     def gather_steps(self, data, indices, rule, attribute, out):
         """What every gather does first: ``indices`` on the device, the type rule, the output
         shape by ``rule`` (``_shapes.gather_shape``, ...), the ``out=`` and size checks.
-        Returns (indices, data's shape, indices' shape, the output shape)."""
+        Returns (indices, data's shape, indices' shape, the output shape).
+        """
         spec = self.spec
         indices = self.array("indices", indices, np.int64)
         shape, ishape = self.shape(data), self.shape(indices)
@@ -306,7 +316,8 @@ class ArrayAPIBackend:
     def scatter_steps(self, data, indices, updates, rule, attributes, reduction, out):
         """What every scatter does first: inputs on the device, the type and shape rules
         (``rule(spec, shape, ishape, ushape, *attributes)``), the reduction, ``out=`` and size.
-        Returns (indices, updates, data's shape, indices' shape, the parsed reduction)."""
+        Returns (indices, updates, data's shape, indices' shape, the parsed reduction).
+        """
         spec = self.spec
         dtype = self.dtype("data", data)
         indices = self.array("indices", indices, np.int64)
@@ -322,7 +333,7 @@ class ArrayAPIBackend:
 
     def gather(self, data, indices, axis=0, out=None):
         xp = self.xp
-        indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_shape, axis, out)
+        indices, shape, _ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_shape, axis, out)
         ax = _shapes.normalize_axis(self.spec, axis, len(shape))
         result = self.take_checked(indices, shape[ax], ax, lambda norm: self.take(data, xp.reshape(norm, (-1,)), ax))
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
@@ -376,7 +387,8 @@ class ArrayAPIBackend:
     def scatter_along(self, data: Any, norm: Any, updates: Any, axis: int, reduction: Reduction) -> Any:
         """ScatterElements' bytes: ``data`` with ``updates[p]`` written or reduced into ``data``
         at ``p`` with ``norm[p]`` (checked, non-negative) on ``axis``, in row-major order of ``p``.
-        Here: flat element offsets, then :meth:`scatter_rows` on rows of one element."""
+        Here: flat element offsets, then :meth:`scatter_rows` on rows of one element.
+        """
         xp = self.xp
         shape, ishape = self.shape(data), self.shape(norm)
         # The flat element each update goes to: its own coordinates off the axis, norm on it.
@@ -422,7 +434,8 @@ class ArrayAPIBackend:
     def checked_writes(self, write: Any, capacity: int, length: int, mode: Mode, ax: int) -> Any:
         """TensorScatter's ``write`` (one per batch) as int64, after checking each against the
         sequence axis ``ax`` of size ``capacity`` for an update of ``length`` in ``mode``
-        (IndexOutOfBoundsError naming the first bad batch); keeps ``self.bad`` for guard()."""
+        (IndexOutOfBoundsError naming the first bad batch); keeps ``self.bad`` for guard().
+        """
         from ..kernels.tensor_scatter import write_index_error
 
         spec, xp = self.spec, self.xp
@@ -438,7 +451,8 @@ class ArrayAPIBackend:
 
     def write_rows(self, past: Any, update: Any, write: Any, ax: int) -> Any:
         """TensorScatter's copy: ``past`` with ``update`` at sequence positions
-        ``(write[b] + j) % capacity`` (distinct within a batch), as rows of the dims after ``ax``."""
+        ``(write[b] + j) % capacity`` (distinct within a batch), as rows of the dims after ``ax``.
+        """
         xp = self.xp
         shape, ushape = self.shape(past), self.shape(update)
         batch, capacity, length = shape[0], shape[ax], ushape[ax]

@@ -58,7 +58,8 @@ class DaskBackend:
 
     def known(self, name: str, array: da.Array) -> None:
         """ShapeError for a dask array whose chunk sizes are unknown (NaN, e.g. after boolean
-        masking): the plans place items by chunk bounds."""
+        masking): the plans place items by chunk bounds.
+        """
         if any(math.isnan(c) for chunks in array.chunks for c in chunks):
             spec = self.spec
             raise ShapeError(
@@ -91,7 +92,8 @@ class DaskBackend:
 
     def checked(self, indices: Any, sizes: Any, axes: Any) -> Any:
         """NumPy ``indices`` checked now (the in-memory error) and made non-negative int64; dask
-        ``indices`` are checked chunk by chunk at compute (see :func:`_checked_chunk`)."""
+        ``indices`` are checked chunk by chunk at compute (see :func:`_checked_chunk`).
+        """
         if isinstance(indices, da.Array):
             if isinstance(sizes, tuple):  # a tuple's components in one chunk: component j is axis axes[j]
                 indices = indices.rechunk({indices.ndim - 1: -1})
@@ -107,7 +109,8 @@ class DaskBackend:
         scatter's data was read from (then in place: with NumPy ``rows`` only the units that
         hold one are written, each after the blocks of data that overlap it were read); any
         other input read from ``out`` is refused, as its blocks could be overwritten before
-        they are read."""
+        they are read.
+        """
         if out is None:
             return result
         spec = self.spec
@@ -202,7 +205,7 @@ class DaskBackend:
         k = indices.shape[-1]
         norm = self.checked(indices, data.shape[:k], tuple(range(k)))
         data = _strings_as_objects(data)
-        values = _reshape(updates, (math.prod(indices.shape[:-1]),) + data.shape[k:])
+        values = _reshape(updates, (math.prod(indices.shape[:-1]), *data.shape[k:]))
         rows = _as_rows(norm, k)
         return self.finish(
             _scatter(data, rows, values, reduction), out, {"data": data, "indices": indices, "updates": updates}, rows
@@ -255,7 +258,8 @@ def _key(spec) -> tuple:
 
 def _checked_chunk(chunk, spec_key, sizes, axes, block_info=None):
     """A chunk of dask indices, checked (the error names the position in the whole array) and
-    made non-negative int64."""
+    made non-negative int64.
+    """
     from .._versions import REGISTRY
 
     spec = REGISTRY[spec_key]
@@ -264,7 +268,7 @@ def _checked_chunk(chunk, spec_key, sizes, axes, block_info=None):
         check_bounds(spec, chunk, sizes, axes)
     except IndexError as exc:
         origin = tuple(start for start, _ in block_info[0]["array-location"])
-        position = tuple(p + o for p, o in zip(exc.position, origin))
+        position = tuple(p + o for p, o in zip(exc.position, origin, strict=False))
         out_of_bounds(spec, position, exc.value, sizes, axes)
     return _nonnegative(chunk, sizes)
 
@@ -305,7 +309,7 @@ def _element_rows(norm: Any, axis: int) -> Any:
             da.broadcast_to(
                 da.arange(n, chunks=c).reshape(tuple(n if e == d else 1 for e in range(norm.ndim))), norm.shape
             ).rechunk(norm.chunks)
-            for d, (n, c) in enumerate(zip(norm.shape, norm.chunks))
+            for d, (n, c) in enumerate(zip(norm.shape, norm.chunks, strict=False))
         ]
         grids[axis] = norm
         flat = (math.prod(norm.shape),)
@@ -340,7 +344,7 @@ class _Plan:
 
     def groups(self):
         """(block coordinates among the first m axes, item numbers in row-major order) per touched block."""
-        for t, lo, hi in zip(self.touched, self.first, self.last):
+        for t, lo, hi in zip(self.touched, self.first, self.last, strict=False):
             yield tuple(int(i) for i in np.unravel_index(int(t), self.grid)), self.order[lo:hi]
 
 
@@ -368,16 +372,19 @@ def _tail(data: da.Array, m: int):
 def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Array:
     """Items of NumPy coordinates: a task per touched block, a task per output block. Output
     blocks split the first axis of ``lead_shape`` into runs of about dask's ``array.chunk-size``
-    bytes, so each holds a contiguous run of items."""
-    n, m = rows.shape
+    bytes, so each holds a contiguous run of items.
+    """
+    _n, m = rows.shape
     plan = _Plan(data, rows)
     if lead_shape:
         inner = math.prod(lead_shape[1:])
         item_bytes = math.prod(max(c) for c in data.chunks[m:]) * data.dtype.itemsize
         step = max(1, parse_bytes(dask.config.get("array.chunk-size")) // max(inner * item_bytes, 1))
         first = tuple(min(step, lead_shape[0] - lo) for lo in range(0, lead_shape[0], step)) or (0,)
-        lead_chunks = (first,) + tuple((d,) for d in lead_shape[1:])
-        runs = [(lo * inner, (lo + size) * inner, size) for lo, size in zip(np.cumsum((0,) + first), first)]
+        lead_chunks = (first, *tuple((d,) for d in lead_shape[1:]))
+        runs = [
+            (lo * inner, (lo + size) * inner, size) for lo, size in zip(np.cumsum((0, *first)), first, strict=False)
+        ]
     else:  # a scalar index: one item
         lead_chunks, runs = (), [(0, 1, None)]
     token = tokenize(data, rows, lead_shape)
@@ -387,7 +394,7 @@ def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Arra
     for g, (lead, items) in enumerate(groups):
         local = plan.local[items]
         for tail, _ in _tail(data, m):
-            layer[(parts, g) + tail] = (_take, (data.name,) + lead + tail, local)
+            layer[(parts, g, *tail)] = (_take, (data.name, *lead, *tail), local)
     for o, (lo, hi, block_lead) in enumerate(runs):
         pieces = []
         for g, (_, items) in enumerate(groups):  # items ascend within a group
@@ -395,14 +402,14 @@ def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Arra
             if a < b:
                 pieces.append((g, int(a), int(b), items[a:b] - lo))
         for tail, shape in _tail(data, m):
-            block_shape = ((block_lead,) + tuple(lead_shape[1:]) if lead_shape else ()) + shape
+            block_shape = ((block_lead, *tuple(lead_shape[1:])) if lead_shape else ()) + shape
             key = (name,) + ((o,) + (0,) * (len(lead_shape) - 1) if lead_shape else ()) + tail
             layer[key] = (
                 _assemble,
-                (hi - lo,) + shape,
+                (hi - lo, *shape),
                 block_shape,
                 data.dtype,
-                [(parts, g) + tail for g, *_ in pieces],
+                [(parts, g, *tail) for g, *_ in pieces],
                 [p[1:] for p in pieces],
             )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[data])
@@ -418,7 +425,7 @@ def _take(block: np.ndarray, local: np.ndarray) -> np.ndarray:
 
 def _assemble(shape: tuple, block_shape: tuple, dtype, parts: list, placements: list) -> np.ndarray:
     out = np.empty(shape, dtype=dtype)
-    for part, (a, b, positions) in zip(parts, placements):
+    for part, (a, b, positions) in zip(parts, placements, strict=False):
         out[positions] = part[a:b]
     return out.reshape(block_shape)
 
@@ -435,12 +442,12 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction) -> da
     dependencies = [data]
     groups = list(plan.groups())
     if isinstance(values, da.Array):  # sorted by block, chunked so block g holds group g's updates
-        sizes = tuple(int(len(items)) for _, items in groups)
-        ordered = values[plan.order].rechunk((sizes,) + data.chunks[m:]) if n else values
+        sizes = tuple(len(items) for _, items in groups)
+        ordered = values[plan.order].rechunk((sizes, *data.chunks[m:])) if n else values
         dependencies.append(ordered)
 
         def piece(g, items, tail):
-            return (ordered.name, g) + tail
+            return (ordered.name, g, *tail)
     else:  # NumPy updates: one key holds them; each block's task takes its own rows (no copies up front)
         shared = f"scatter-updates-{token}"
         layer[shared] = values
@@ -454,17 +461,17 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction) -> da
         local = plan.local[items]
         for tail, _ in _tail(data, m):
             key = lead + tail
-            layer[(name,) + key] = (_apply, (data.name,) + key, local, piece(g, items, tail), reduction.value)
+            layer[(name, *key)] = (_apply, (data.name, *key), local, piece(g, items, tail), reduction.value)
             touched.add(key)
     for key in np.ndindex(*data.numblocks):
         if key not in touched:  # untouched: data's own block
-            layer[(name,) + key] = (data.name,) + key
+            layer[(name, *key)] = (data.name, *key)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
     return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta)
 
 
 def _rows(values: np.ndarray, items: np.ndarray, tail: tuple) -> np.ndarray:
-    return values[(items,) + tail]
+    return values[(items, *tail)]
 
 
 def _span(chunks: tuple, i: int) -> tuple[int, int]:
@@ -474,7 +481,8 @@ def _span(chunks: tuple, i: int) -> tuple[int, int]:
 
 def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction: str) -> np.ndarray:
     """The NumPy kernel on one block: ScatterND-18 semantics (row-major order, every reduction
-    rule), which is every scatter's rule once targets are coordinates."""
+    rule), which is every scatter's rule once targets are coordinates.
+    """
     from .._versions import SCATTER_ND
     from ..kernels.scatter_nd import run_scatter_nd
 
@@ -486,7 +494,8 @@ def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction:
 
 def _gather_dask_rows(data: da.Array, rows: da.Array) -> da.Array:
     """Items whose coordinates are a dask array: for each chunk of items and each block of data,
-    a task takes the items that fall in the block; one task per item chunk assembles them."""
+    a task takes the items that fall in the block; one task per item chunk assembles them.
+    """
     m = rows.shape[1]
     rows = rows.rechunk((rows.chunks[0], m))
     token = tokenize(data, rows)
@@ -496,24 +505,24 @@ def _gather_dask_rows(data: da.Array, rows: da.Array) -> da.Array:
     for c, size in enumerate(rows.chunks[0]):
         for lead in leads:
             for tail, _ in _tail(data, m):
-                layer[(parts, c) + lead + tail] = (
+                layer[(parts, c, *lead, *tail)] = (
                     _take_masked,
-                    (data.name,) + lead + tail,
+                    (data.name, *lead, *tail),
                     (rows.name, c, 0),
                     _block_origin(data, lead),
                 )
         for tail, shape in _tail(data, m):
-            layer[(name, c) + tail] = (
+            layer[(name, c, *tail)] = (
                 _assemble_masked,
-                (size,) + shape,
+                (size, *shape),
                 data.dtype,
-                [(parts, c) + lead + tail for lead in leads],
+                [(parts, c, *lead, *tail) for lead in leads],
             )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[data, rows])
     return da.Array(
         graph,
         name,
-        chunks=(rows.chunks[0],) + data.chunks[m:],
+        chunks=(rows.chunks[0], *data.chunks[m:]),
         dtype=data.dtype,
         meta=np.empty((0,) * (1 + data.ndim - m), data.dtype),
     )
@@ -546,25 +555,26 @@ def _assemble_masked(shape: tuple, dtype, parts: list) -> np.ndarray:
 
 def _scatter_dask_rows(data: da.Array, rows: da.Array, values: Any, reduction: Reduction) -> da.Array:
     """Items whose coordinates are a dask array: each block of data takes, chunk of items after
-    chunk of items (row-major order), the updates that fall in it."""
+    chunk of items (row-major order), the updates that fall in it.
+    """
     m = rows.shape[1]
     rows = rows.rechunk((rows.chunks[0], m))
     if not isinstance(values, da.Array):
-        values = da.from_array(values, chunks=(rows.chunks[0],) + data.chunks[m:])
-    values = values.rechunk((rows.chunks[0],) + data.chunks[m:])
+        values = da.from_array(values, chunks=(rows.chunks[0], *data.chunks[m:]))
+    values = values.rechunk((rows.chunks[0], *data.chunks[m:]))
     token = tokenize(data, rows, values, reduction.value)
     name = f"scatter-{token}"
     layer: dict = {}
     for key in np.ndindex(*data.numblocks):
         lead, tail = key[:m], key[m:]
-        current = (data.name,) + key
+        current = (data.name, *key)
         for c in range(len(rows.chunks[0])):
-            step = (f"{name}-step", c) + key if c < len(rows.chunks[0]) - 1 else (name,) + key
+            step = (f"{name}-step", c, *key) if c < len(rows.chunks[0]) - 1 else (name, *key)
             layer[step] = (
                 _apply_masked,
                 current,
                 (rows.name, c, 0),
-                (values.name, c) + tail,
+                (values.name, c, *tail),
                 _block_origin(data, lead),
                 reduction.value,
             )
@@ -585,7 +595,8 @@ def _apply_masked(block: np.ndarray, rows: np.ndarray, updates: np.ndarray, orig
 
 def _read_from(data: da.Array, out: Any) -> bool:
     """Whether ``data`` is exactly the contents of ``out``: ``da.from_zarr(out)`` or
-    ``da.from_array(out)``, whose graph is the array and one task per block reading it."""
+    ``da.from_array(out)``, whose graph is the array and one task per block reading it.
+    """
     graph = data.__dask_graph__()
     original = f"original-{data.name}"
     if set(graph.layers) != {data.name, original}:
@@ -595,13 +606,15 @@ def _read_from(data: da.Array, out: Any) -> bool:
 
 def _mentions(array: da.Array, out: Any) -> bool:
     """Whether ``out`` itself is one of the values in ``array``'s graph (what from_array and
-    from_zarr keep of the array they read)."""
+    from_zarr keep of the array they read).
+    """
     return any(value is out for value in array.__dask_graph__().values())
 
 
 def _write_unit(out: Any, ndim: int) -> tuple | None:
     """The shape of ``out``'s unit of writing (a zarr shard, else its chunk; an HDF5 chunk), or
-    None for an array written region by region (a NumPy memmap, a contiguous HDF5 dataset)."""
+    None for an array written region by region (a NumPy memmap, a contiguous HDF5 dataset).
+    """
     unit = getattr(out, "shards", None) or getattr(out, "chunks", None)
     if isinstance(unit, tuple) and len(unit) == ndim and all(isinstance(u, (int, np.integer)) and u > 0 for u in unit):
         return tuple(int(u) for u in unit)
@@ -610,15 +623,17 @@ def _write_unit(out: Any, ndim: int) -> tuple | None:
 
 def _aligned(result: da.Array, unit: tuple) -> da.Array:
     """``result`` in blocks of whole units (each unit then written by one task): on each axis
-    the largest multiple of the unit within result's largest block, one unit at least."""
-    return result.rechunk(tuple(max(u, max(c) // u * u) for c, u in zip(result.chunks, unit)))
+    the largest multiple of the unit within result's largest block, one unit at least.
+    """
+    return result.rechunk(tuple(max(u, max(c) // u * u) for c, u in zip(result.chunks, unit, strict=False)))
 
 
 def _store_touched(result: da.Array, out: Any, rows: np.ndarray) -> None:
     """Write the blocks of ``result`` that hold one of the items ``rows`` into ``out`` (the rest
-    is there already)."""
+    is there already).
+    """
     m = rows.shape[1]
-    starts = [np.cumsum((0,) + c) for c in result.chunks]
+    starts = [np.cumsum((0, *c)) for c in result.chunks]
     sources, regions = [], []
     for lead, _ in _Plan(result, rows).groups():
         for tail, _ in _tail(result, m):

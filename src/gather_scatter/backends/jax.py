@@ -62,7 +62,8 @@ _MARK = 10**15 + 1  # a value no message holds otherwise: where the run-time val
 
 class _Namespace:
     """``jax.numpy`` whose ``int64`` is JAX's widest int: int32 without x64, where asking for
-    int64 warns and truncates. The array-API steps build every index and offset with it."""
+    int64 warns and truncates. The array-API steps build every index and offset with it.
+    """
 
     def __init__(self, xp: Any, index_dtype: np.dtype):
         self._xp, self.int64 = xp, index_dtype
@@ -115,7 +116,8 @@ class JaxBackend(ArrayAPIBackend):
         per call, where op-by-op eager JAX compiles and dispatches a dozen small ones), then
         raise the exact eager error if an index was bad. Under a trace, off the CPU (where the
         eager scatters keep the deterministic rounds), with ``out=`` or with attributes that
-        cannot be static, it runs op by op."""
+        cannot be static, it runs op by op.
+        """
         method = getattr(ArrayAPIBackend, op)
         eager = functools.partial(method, self, self.first, **inputs, **attrs, out=out)
         if (
@@ -173,7 +175,8 @@ class JaxBackend(ArrayAPIBackend):
     def array(self, name: str, value: Any, dtype: Any = None) -> Any:
         """Indices given as NumPy arrays, lists or scalars stay on the host as passed (int64
         for a list): :meth:`bounds` and :meth:`checked_writes` check them there, before any
-        narrowing and at trace time under ``jit``, then move them to the device."""
+        narrowing and at trace time under ``jit``, then move them to the device.
+        """
         if name in _INDEX_INPUTS and not isinstance(value, jax.Array) and not _foreign(value):
             host = as_array(self.spec, name, value, dtype)
             self.host_dtypes[name] = host.dtype
@@ -191,7 +194,8 @@ class JaxBackend(ArrayAPIBackend):
     def check_positions(self, positions: int, count: int) -> None:
         """Without x64, every index and offset is int32: OutputTooLargeError naming
         ``jax_enable_x64`` when ``positions`` (what one offset ranges over) or ``count`` (the
-        index values) reach 2**31, where int32 arithmetic would wrap."""
+        index values) reach 2**31, where int32 arithmetic would wrap.
+        """
         if self.index_dtype == np.int64 or max(positions, count) < _INT32_POSITIONS:
             return
         spec = self.spec
@@ -211,10 +215,8 @@ class JaxBackend(ArrayAPIBackend):
 
     def bounds(self, indices, sizes, axes):
         shape = self.shape(self.first)
-        if isinstance(sizes, tuple):  # GatherND/ScatterND: offsets over the data's leading block
-            positions = math.prod(shape[: axes[-1] + 1] if axes else shape)
-        else:
-            positions = int(sizes)
+        # GatherND/ScatterND (sizes a tuple): offsets over the data's leading block
+        positions = math.prod(shape[: axes[-1] + 1] if axes else shape) if isinstance(sizes, tuple) else int(sizes)
         self.check_positions(positions, math.prod(self.shape(indices)))
         if not isinstance(indices, np.ndarray):
             return super().bounds(indices, sizes, axes)
@@ -329,7 +331,8 @@ class JaxBackend(ArrayAPIBackend):
 
 def _template(error: Any, position: tuple[int, ...], value: int) -> str:
     """The message ``error(position, value)`` raises, with the position and the value as
-    ``{}`` fields for ``checkify`` to fill at run time: the eager text, never restated."""
+    ``{}`` fields for ``checkify`` to fill at run time: the eager text, never restated.
+    """
     try:
         error(position, value)
     except IndexOutOfBoundsError as exc:
@@ -343,7 +346,8 @@ def _template(error: Any, position: tuple[int, ...], value: int) -> str:
 
 def _readable(x, idx, axis):
     """``x`` and ``idx`` as jnp's takes accept them: from an empty axis (every index bad, so
-    every read is the fill value) JAX refuses to take, so one dummy element is there to miss."""
+    every read is the fill value) JAX refuses to take, so one dummy element is there to miss.
+    """
     if x.shape[axis] or not idx.size:
         return x, idx
     return jnp.zeros((*x.shape[:axis], 1, *x.shape[axis + 1 :]), x.dtype), jnp.ones_like(idx)
@@ -352,7 +356,8 @@ def _readable(x, idx, axis):
 @jax.custom_jvp
 def _scatter_mul(data, targets, updates):
     """``data.at[targets].multiply(updates)`` (in index order, rounding every step), with a
-    derivative for duplicate targets too: JAX's own has one for unique indices only."""
+    derivative for duplicate targets too: JAX's own has one for unique indices only.
+    """
     return data.at[targets].multiply(updates, mode="drop")
 
 
@@ -386,7 +391,8 @@ def _scatter_mul_jvp(primals, tangents):
 @functools.partial(jax.jit, static_argnames=("op", "key", "first_name", "statics", "host_dtypes"))
 def _staged(first, arrays, *, op, key, first_name, statics, host_dtypes):
     """``op`` traced once per shape: the backend's own steps, and whether any index was bad
-    (then the caller discards the result and reruns op by op for the error)."""
+    (then the caller discards the result and reruns op by op for the error).
+    """
     backend = JaxBackend(REGISTRY[key], jnp, first, first_name)
     backend.host_dtypes = {name: numpy_dtype(code) for name, code in host_dtypes}
     backend.staging = True

@@ -184,8 +184,7 @@ class TorchBackend(ArrayAPIBackend):
             or reduction is Reduction.NONE
             or data.dtype in _UNSIGNED
             or data.dtype in (torch.bool, torch.float16, torch.bfloat16)
-            or data.is_complex()
-            and reduction is not Reduction.ADD
+            or (data.is_complex() and reduction is not Reduction.ADD)
         ):
             return super().scatter_along(data, norm, updates, axis, reduction)
         index = norm.contiguous()  # an expanded (stride-0) index takes ATen's sorting path: other order
@@ -217,7 +216,8 @@ class TorchBackend(ArrayAPIBackend):
     def check_memory(self, out: torch.Tensor, inputs: dict) -> None:
         """The NumPy path's rule: a scatter (whose caller leaves data out of ``inputs``) runs in
         place when ``out`` is exactly data's memory, and is refused when it overlaps data
-        otherwise; ``out`` may share no memory with any input in ``inputs``."""
+        otherwise; ``out`` may share no memory with any input in ``inputs``.
+        """
         view = _memory(out)
         if self.first_name not in inputs and not same_memory(view, _memory(self.first)):
             inputs = {self.first_name: self.first, **inputs}
@@ -268,7 +268,8 @@ def _last_wins(targets: torch.Tensor, updates: torch.Tensor, rows: int):
 
 def _pick_last(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
     """``data`` with each row that ``targets`` names replaced by its last update, in fixed
-    shapes (under torch.compile); the gradient reaches only the updates that win."""
+    shapes (under torch.compile); the gradient reaches only the updates that win.
+    """
     last = _last_of(targets, data.shape[0])
     picked = updates.index_select(0, last.clamp(min=0))
     return torch.where((last >= 0).reshape(-1, 1), picked, data)
@@ -290,5 +291,6 @@ class _Addresses:
 
 def _memory(t: torch.Tensor) -> np.ndarray:
     """An ndarray over ``t``'s addresses (on any device), for the memory rules of ``_validate``,
-    which compare addresses and never read the bytes (nor may anything else)."""
+    which compare addresses and never read the bytes (nor may anything else).
+    """
     return np.asarray(_Addresses(t))

@@ -126,7 +126,8 @@ def run_check(
 
 def _run(worker: engines.Worker, checks: list, out_dir: str, summary: Counter, findings: list, bar) -> None:
     """Run ``checks`` through the engine, counting each case's kind in ``summary`` once it is
-    done (its finding shrunk and written): a Ctrl-C leaves both complete up to there."""
+    done (its finding shrunk and written): a Ctrl-C leaves both complete up to there.
+    """
     shrunk: set = set()
     for check in checks:
         kind, detail = runner.run_one(worker, check)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import warnings
 import zlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -46,7 +47,8 @@ FAMILY = frozenset(
 
 class ModelUsageError(ValueError):
     """A model or its inputs that model mode cannot check (exit status 2 at the command line):
-    unreadable, no indexing node, a symbolic dim without ``--dim``, an input it cannot make."""
+    unreadable, no indexing node, a symbolic dim without ``--dim``, an input it cannot make.
+    """
 
 
 @dataclass
@@ -205,7 +207,8 @@ def make_feeds(
 
 def _capturing(cls: type, record) -> type:
     """``cls`` (one of ``reference.NEW_OPS``) calling ``record(node, inputs, attrs, run)`` instead of
-    running the kernel straight (kept under its name and domain, so it replaces ``cls``)."""
+    running the kernel straight (kept under its name and domain, so it replaces ``cls``).
+    """
 
     class Capturing(cls):
         def direct_run(self):
@@ -307,7 +310,8 @@ def load(path: str) -> onnx.ModelProto:
 
 def not_run(proto: onnx.ModelProto, runs: list[NodeRun]) -> list[str]:
     """The indexing nodes the model did not run on its inputs (an If branch not taken, a node
-    after ours raised)."""
+    after ours raised).
+    """
     ran = Counter(run.name for run in runs)
     missing = []
     for node in indexing_nodes(proto):

@@ -146,7 +146,7 @@ def index_tuples(
     if negative and rows.size:
         flip = rng.random(rows.shape) < 0.35
         rows = np.where(flip, rows - np.asarray(sizes, dtype=np.int64), rows)
-    return rows.reshape(lead + (k,)).astype(INDEX_DTYPES[index_dtype])
+    return rows.reshape((*lead, k)).astype(INDEX_DTYPES[index_dtype])
 
 
 def gather_indices(rng, size: int, shape: tuple[int, ...], index_dtype: str, negative: bool = True) -> np.ndarray:
@@ -257,7 +257,8 @@ def elements_case(
     zero: float = 0.08,
 ) -> Case:
     """GatherElements / ScatterElements / Scatter: same rank, indices no larger than data off the
-    axis (often smaller), any length on the axis, negatives, duplicates for the scatters."""
+    axis (often smaller), any length on the axis, negatives, duplicates for the scatters.
+    """
     r = int(rng.integers(1, 5))
     data_shape = _shape(rng, r, zero=zero)
     axis = int(rng.integers(-r, r))
@@ -267,7 +268,7 @@ def elements_case(
         for d, n in enumerate(data_shape)
     )
     if data_shape[ax] == 0 and math.prod(ind_shape):
-        ind_shape = ind_shape[:ax] + (0,) + ind_shape[ax + 1 :]
+        ind_shape = (*ind_shape[:ax], 0, *ind_shape[ax + 1 :])
     size = data_shape[ax]
     if duplicates is None:
         duplicates = rng.random() < 0.5
@@ -288,14 +289,15 @@ def tensor_scatter_case(
     rng, type_name: str, mode: str | None = None, *, with_write: bool | None = None, zero: float = 0.08
 ) -> Case:
     """TensorScatter: cache (batch, ..., max_sequence_length, ...), an update of sequence_length
-    <= max on the axis, write indices in range for the mode (circular ones may exceed max)."""
+    <= max on the axis, write indices in range for the mode (circular ones may exceed max).
+    """
     r = int(rng.integers(2, 5))
     past_shape = _shape(rng, r, zero=zero)
     axis = int(rng.integers(1, r)) - (r if rng.random() < 0.5 else 0)
     ax = axis % r
     capacity = past_shape[ax]
     length = int(rng.integers(0, capacity + 1))
-    update_shape = past_shape[:ax] + (length,) + past_shape[ax + 1 :]
+    update_shape = (*past_shape[:ax], length, *past_shape[ax + 1 :])
     mode = mode or ("circular" if rng.random() < 0.5 else "linear")
     if with_write is None:
         with_write = rng.random() < 0.75
@@ -345,7 +347,7 @@ def _push_out_of_bounds(rng, case: Case) -> Case:
     indices = case.inputs[1].copy()
     flat = indices.reshape(-1)
     flat[int(rng.integers(flat.size))] = rng.choice([50, -51])
-    return Case(case.op, [case.inputs[0], indices] + case.inputs[2:], case.attrs)
+    return Case(case.op, [case.inputs[0], indices, *case.inputs[2:]], case.attrs)
 
 
 def invalid_cases(spec, rng, type_name: str, index_dtype: str):
@@ -367,7 +369,7 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
         yield "index out of bounds", _push_out_of_bounds(rng, base), errors.IndexOutOfBoundsError
         data, indices = base.inputs
         b = base.attrs.get("batch_dims", 0)
-        too_long = np.zeros(indices.shape[:-1] + (data.ndim - b + 1,), dtype=indices.dtype)
+        too_long = np.zeros((*indices.shape[:-1], data.ndim - b + 1), dtype=indices.dtype)
         yield "indices.shape[-1] > rank - batch_dims", Case(op, [data, too_long], base.attrs), errors.ShapeError
         if has_batch:
             data = values(rng, type_name, (2, 3, 2))
@@ -388,7 +390,7 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
             w = write.copy()
             w[int(rng.integers(w.size))] = bad
             yield kind, Case(op, [past, update, w], base.attrs), errors.IndexOutOfBoundsError
-        longer = past.shape[:axis] + (past.shape[axis] + 1,) + past.shape[axis + 1 :]
+        longer = (*past.shape[:axis], past.shape[axis] + 1, *past.shape[axis + 1 :])
         yield (
             "sequence_length > max",
             Case(op, [past, values(rng, type_name, longer), write], base.attrs),
@@ -416,7 +418,7 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
         ax = base.attrs["axis"] % data.ndim
         if data.ndim > 1:
             d = (ax + 1) % data.ndim
-            wide = indices.shape[:d] + (data.shape[d] + 1,) + indices.shape[d + 1 :]
+            wide = (*indices.shape[:d], data.shape[d] + 1, *indices.shape[d + 1 :])
             big = np.zeros(wide, dtype=indices.dtype)
             yield (
                 "indices wider than data off the axis",
@@ -424,7 +426,7 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
                 errors.ShapeError,
             )
         if rest:
-            grown = indices.shape[:-1] + (indices.shape[-1] + 1,)
+            grown = (*indices.shape[:-1], indices.shape[-1] + 1)
             yield (
                 "updates shape",
                 Case(op, [data, indices, values(rng, type_name, grown)], base.attrs),
@@ -438,9 +440,9 @@ def invalid_cases(spec, rng, type_name: str, index_dtype: str):
     base = _nonempty(make, rng)
     yield "index out of bounds", _push_out_of_bounds(rng, base), errors.IndexOutOfBoundsError
     data, indices, updates = base.inputs
-    grown = updates.shape[:-1] + (updates.shape[-1] + 1,) if updates.ndim else (1,)
+    grown = (*updates.shape[:-1], updates.shape[-1] + 1) if updates.ndim else (1,)
     yield "updates shape", Case(op, [data, indices, values(rng, type_name, grown)], base.attrs), errors.ShapeError
-    too_long = np.zeros(indices.shape[:-1] + (data.ndim + 1,), dtype=indices.dtype)
+    too_long = np.zeros((*indices.shape[:-1], data.ndim + 1), dtype=indices.dtype)
     yield "indices.shape[-1] > rank", Case(op, [data, too_long, updates], base.attrs), errors.ShapeError
     other = "int32" if type_name != "int32" else "int64"
     mixed = values(rng, other, updates.shape)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from typing import Any, Mapping, TextIO
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 import numpy as np
 import onnx
@@ -30,14 +31,16 @@ __all__ = ["ModelUsageError", "close", "print_report", "run_model_check"]
 
 def _order_free(check: runner.CheckCase) -> bool:
     """A float scatter that adds or multiplies: duplicate targets summed in another order (as a
-    multi-threaded engine sums them) round differently, which is not a defect here."""
+    multi-threaded engine sums them) round differently, which is not a defect here.
+    """
     reduction = check.case.attrs.get("reduction", "none")
     return reduction in ("add", "mul") and check.case.inputs[0].dtype.kind in "fcV"
 
 
 def _kind(worker: engines.Worker, check: runner.CheckCase) -> tuple[str, str]:
     """``runner.run_one``, but a float add/mul scatter within rounding of ours agrees (see
-    :func:`_order_free`); a lost update moves an element by a whole update, far more."""
+    :func:`_order_free`); a lost update moves an element by a whole update, far more.
+    """
     ours = runner.expected(check)
     hint = (ours.shape, ours.dtype) if isinstance(ours, np.ndarray) else None
     outcome = worker.run(runner.model_bytes(check), check.feeds(), hint)
@@ -51,7 +54,8 @@ def _kind(worker: engines.Worker, check: runner.CheckCase) -> tuple[str, str]:
 
 def _replay(worker: engines.Worker, check: runner.CheckCase, tries: int) -> tuple[str, str]:
     """The node's kind and detail: replayed up to ``tries`` times until the engine disagrees
-    (a race, such as onnxruntime's two-thread ScatterND add, shows only on some runs)."""
+    (a race, such as onnxruntime's two-thread ScatterND add, shows only on some runs).
+    """
     for _ in range(tries):
         kind, detail = _kind(worker, check)
         if kind != "agree":
@@ -72,7 +76,8 @@ def _shrunk(worker: engines.Worker, check: runner.CheckCase, kind: str, detail: 
 
 def _tolerance(dtype: np.dtype) -> float:
     """Relative to the output's largest magnitude: other operators (MatMul, Softmax) may round
-    differently in another engine; an indexing defect moves whole elements."""
+    differently in another engine; an indexing defect moves whole elements.
+    """
     if dtype.kind == "V" or dtype.itemsize <= 2 or dtype.name.startswith("float8"):
         return 2e-2
     return 1e-7 if dtype in (np.float64, np.complex128) else 1e-4
@@ -129,7 +134,7 @@ def _classify_model(
         return "rejected_valid", f"the engine raised: {outcome.message}"
     if len(outcome.outputs) != len(ours):
         return "wrong_output", f"{len(outcome.outputs)} outputs, expected {len(ours)}"
-    for name, got, want in zip(names, outcome.outputs, ours):
+    for name, got, want in zip(names, outcome.outputs, ours, strict=False):
         diff = close(got, want)
         if diff:
             return "wrong_output", f"output {name!r}: {diff}"
@@ -269,7 +274,7 @@ def run_model_check(
     out = stream if stream is not None else sys.stdout
     print_report(result, out)
     if report_dir and not result["interrupted"]:
-        findings, nodes, tolerances = zip(*found) if found else ((), (), ())
+        findings, nodes, tolerances = zip(*found, strict=False) if found else ((), (), ())
         result["reports"] = upstream.write_reports(
             findings,
             engine,
@@ -293,7 +298,8 @@ def _check_nodes(
     worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict, found: list
 ) -> None:
     """Replay each node, appending its row (and finding) to ``result`` once it is done, and
-    ``(finding, node, tolerance)`` to ``found`` for the issue texts."""
+    ``(finding, node, tolerance)`` to ``found`` for the issue texts.
+    """
     for run in runs:
         kind, detail = _replay(worker, run.check, tries)
         row = _node_row(run, kind, detail)
@@ -390,10 +396,12 @@ def print_report(result: dict, stream: TextIO) -> None:
     if whole is not None:
         rows.append(("(whole model)", "-", "-", whole["kind"], whole))
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-    print("  ".join(c.ljust(w) for c, w in zip(header, widths)) + "  detail", file=stream)
+    print("  ".join(c.ljust(w) for c, w in zip(header, widths, strict=False)) + "  detail", file=stream)
     for *cells, r in rows:
         detail = " ".join(str(r["detail"]).split())[:200]
-        print(("  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + detail).rstrip(), file=stream)
+        print(
+            ("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False)) + "  " + detail).rstrip(), file=stream
+        )
         if r.get("repro"):
             files = [r["model"], r["inputs"]] if r["node"] else [r["inputs"]]
             if r.get("node_model"):

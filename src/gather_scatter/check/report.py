@@ -1,5 +1,6 @@
 """What ``gather-scatter check`` writes: each finding as ``finding-NNNN.onnx`` + ``.npz`` (inputs
-by name) with a one-line reproduction, a table on stdout, and the JSON report."""
+by name) with a one-line reproduction, a table on stdout, and the JSON report.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from .runner import FINDING_KINDS, Finding, model_bytes
 
 def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
     """A finding's inputs by name, in the types the model declares: NumPy's ``.npz`` cannot
-    hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are stored as their bits."""
+    hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are stored as their bits.
+    """
     import onnx
     from onnx import helper
 
@@ -37,7 +39,8 @@ def _storable(array: np.ndarray) -> np.ndarray:
 
 def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
     """``finding-NNNN.onnx`` and ``finding-NNNN.npz`` in ``out_dir``; paths and repro (the engine's
-    own code, ``engines.repro_code``) on the finding."""
+    own code, ``engines.repro_code``) on the finding.
+    """
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, f"finding-{number:04d}")
     model, inputs = stem + ".onnx", stem + ".npz"
@@ -58,7 +61,8 @@ def report(
     interrupted: bool = False,
 ) -> dict:
     """The JSON report (see ``gather-scatter check --help``): ``cases`` run of ``planned``
-    (default: all of them), ``interrupted`` by Ctrl-C or not."""
+    (default: all of them), ``interrupted`` by Ctrl-C or not.
+    """
     return {
         "engine": engine,
         "engine_version": version,
@@ -110,7 +114,7 @@ def print_table(result: dict, stream: TextIO) -> None:
     ]
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(5)]
     for row in [header, *lines]:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5], file=stream)
+        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=False)) + "  " + row[5], file=stream)
 
 
 def write_json(result: dict, path: str) -> None:

@@ -16,8 +16,9 @@ error the spec requires; the engine's answer (``engines.Outcome``) is then:
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from onnx import helper
@@ -58,7 +59,7 @@ class CheckCase:
         return [f"x{i}" for i in range(len(self.case.inputs))]
 
     def feeds(self) -> dict[str, np.ndarray]:
-        return dict(zip(self.names, self.case.inputs))
+        return dict(zip(self.names, self.case.inputs, strict=False))
 
 
 @dataclass
@@ -77,7 +78,9 @@ def model_bytes(check: CheckCase) -> bytes:
     """A one-node model of the case: inputs x0, x1(, x2), output y, the case's opset."""
     spec, case = check.spec, check.case
     node = helper.make_node(spec.op_type, check.names, ["y"], domain=spec.domain, **case.attrs)
-    inputs = [helper.make_tensor_value_info(n, _elem(a), a.shape) for n, a in zip(check.names, case.inputs)]
+    inputs = [
+        helper.make_tensor_value_info(n, _elem(a), a.shape) for n, a in zip(check.names, case.inputs, strict=False)
+    ]
     output = helper.make_tensor_value_info("y", _elem(case.inputs[0]), None)
     opsets = [helper.make_opsetid("", check.opset if not spec.domain else 13)]
     if spec.domain:
@@ -90,7 +93,8 @@ def model_bytes(check: CheckCase) -> bytes:
 def same(actual: Any, expected: np.ndarray) -> str | None:
     """None when ``actual`` equals ``expected`` (dtype, shape, bits; any two NaNs equal;
     strings by value; complex components within 4 ulps, the freedom a fused multiply-add
-    gives a product), else what differs."""
+    gives a product), else what differs.
+    """
     actual = np.asarray(actual)
     if actual.shape != expected.shape:
         return f"shape {actual.shape}, expected {expected.shape}"
@@ -99,7 +103,7 @@ def same(actual: Any, expected: np.ndarray) -> str | None:
             return f"dtype {actual.dtype}, expected strings"
         got = [v.decode() if isinstance(v, bytes) else str(v) for v in actual.reshape(-1).tolist()]
         want = expected.reshape(-1).tolist()
-        bad = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), None)
+        bad = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), None)
         return None if bad is None else f"at flat position {bad}: {got[bad]!r}, expected {want[bad]!r}"
     if actual.dtype != expected.dtype:
         return f"dtype {actual.dtype}, expected {expected.dtype}"
@@ -169,13 +173,14 @@ def _first_wins_allowed(check: CheckCase) -> bool:
 
 def _first_wins(check: CheckCase) -> np.ndarray | None:
     """The scatter with its updates applied in reverse order (the first of each duplicate wins):
-    an answer as valid as ours where the text leaves the order open."""
+    an answer as valid as ours where the text leaves the order open.
+    """
     data, indices, updates = check.case.inputs
     if check.spec.op_type == "ScatterND":
         k = indices.shape[-1]
         n = indices.size // k if k else int(np.prod(indices.shape[:-1]))
         indices = indices.reshape(n, k)[::-1]
-        updates = updates.reshape((n,) + data.shape[k:])[::-1]
+        updates = updates.reshape((n, *data.shape[k:]))[::-1]
     else:  # duplicates share every coordinate off the axis: reverse along it
         axis = check.case.attrs.get("axis", 0) % data.ndim
         indices, updates = np.flip(indices, axis), np.flip(updates, axis)
@@ -189,7 +194,8 @@ def _first_wins(check: CheckCase) -> np.ndarray | None:
 def signature(check: CheckCase, kind: str) -> tuple:
     """What a shrunk case must keep to show the same finding: its kind and, where the spec
     requires an error, which error on which input (a smaller case with another fault is
-    another finding)."""
+    another finding).
+    """
     ours = expected(check)
     return (kind, type(ours).__name__, ours.input) if isinstance(ours, GatherScatterError) else (kind,)
 
@@ -207,7 +213,8 @@ def _versions(ops: list[str] | None) -> list[OpVersion]:
 
 def _opsets(spec: OpVersion, opsets: list[int] | None) -> list[int]:
     """The opsets to run ``spec`` at: its own, or each of the ai.onnx ``opsets`` where it is the
-    version in effect (a version of another domain runs at its own)."""
+    version in effect (a version of another domain runs at its own).
+    """
     if not opsets or spec.domain:
         return [spec.since_version]
     return [o for o in opsets if spec.since_version <= o <= _end(spec)]
@@ -224,13 +231,14 @@ def _end(spec: OpVersion) -> int:
         for v in REGISTRY.values()
         if (v.domain, v.op_type) == (spec.domain, spec.op_type) and v.since_version > spec.since_version
     ]
-    return min(newer + [spec.removed_in or LATEST_OPSET[spec.domain] + 1]) - 1
+    return min([*newer, spec.removed_in or LATEST_OPSET[spec.domain] + 1]) - 1
 
 
 def check_selection(ops: list[str] | None, opsets: list[int] | None) -> None:
     """SelectionError unless each of ``ops`` (an operator or version of ai.onnx) is in effect at
     one of ``opsets`` at least, naming the opsets where it is and the versions there are at
-    ``opsets`` (``--op GatherND --opset 8`` ran nothing, silently)."""
+    ``opsets`` (``--op GatherND --opset 8`` ran nothing, silently).
+    """
     if not ops or not opsets:
         return
     for op in ops:
@@ -252,7 +260,8 @@ def check_selection(ops: list[str] | None, opsets: list[int] | None) -> None:
 
 def generate(ops: list[str] | None, opsets: list[int] | None, per_version: int, seed: int) -> Iterator[CheckCase]:
     """``per_version`` cases per operator version and opset, cycling through the data, index
-    types and reductions it allows, every third one invalid; reproducible from ``seed``."""
+    types and reductions it allows, every third one invalid; reproducible from ``seed``.
+    """
     for spec in _versions(ops):
         for opset in _opsets(spec, opsets):
             rng = np.random.default_rng([seed, zlib.crc32(f"{spec.name}@{opset}".encode())])

@@ -12,7 +12,7 @@ shrunk case is always one the generators could have made.
 from __future__ import annotations
 
 import math
-from typing import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import numpy as np
 
@@ -34,7 +34,7 @@ def _candidates(check: CheckCase) -> Iterator[CheckCase]:
                 n = a.shape[axis] if a.ndim > axis else 0
                 target = 1 if size == 1 else n // 2
                 together.append(_cut(a, axis, target) if 1 <= target < n else a)
-            if any(t is not a for t, a in zip(together, inputs)):
+            if any(t is not a for t, a in zip(together, inputs, strict=False)):
                 yield CheckCase(check.spec, check.opset, C.Case(check.case.op, together, check.case.attrs), check.kind)
     for i, a in enumerate(inputs):
         for axis in range(a.ndim):
@@ -53,7 +53,8 @@ def shrink(
     check: CheckCase, kind: Hashable, reproduces: Callable[[CheckCase], Hashable], budget: int = 200
 ) -> CheckCase:
     """The smallest case found (total elements) for which ``reproduces(case) == kind`` (a
-    finding kind, or a fuller signature of the finding such as ``runner.signature``)."""
+    finding kind, or a fuller signature of the finding such as ``runner.signature``).
+    """
     calls = 0
     improved = True
     while improved and calls < budget:

@@ -27,8 +27,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto
@@ -291,7 +292,8 @@ def _shorten(text: str, width: int) -> str:
 
 def title(group: IssueClass, engine: str, version: str, threads: int | None) -> str:
     """A one-line issue title, e.g. ``[onnxruntime 1.32.0] ScatterND-18 reduction='add' loses
-    updates to duplicate indices on 2 threads``."""
+    updates to duplicate indices on 2 threads``.
+    """
     finding = group.smallest
     check = finding.check
     name = check.spec.name if not check.spec.domain else f"{check.spec.domain}.{check.spec.name}"
@@ -318,7 +320,8 @@ def title(group: IssueClass, engine: str, version: str, threads: int | None) -> 
             " rejects valid negative indices" if _negative(check) else " rejects a valid input"
         ) + f": {_shorten(message, 90)}"
     elif finding.kind == "crash":
-        what = f" crashes the process on {'an invalid input (' + check.kind + ')' if check.kind != 'valid' else 'a valid input'}"
+        on = f"an invalid input ({check.kind})" if check.kind != "valid" else "a valid input"
+        what = f" crashes the process on {on}"
     else:
         what = f" hangs on {'an invalid input (' + check.kind + ')' if check.kind != 'valid' else 'a valid input'}"
     return f"[{engine} {version}] {name}{what}"
@@ -538,7 +541,8 @@ def _engine_source(engine: str, threads: int | None) -> tuple[str, str]:
     source = (
         "import importlib.metadata\n"
         "import types\n\n"
-        f"_ENGINE = next(p for p in importlib.metadata.entry_points(group={engines.GROUP!r}) if p.name == {engine!r}).load()\n"
+        f"_ENGINE = next(p for p in importlib.metadata.entry_points(group={engines.GROUP!r})"
+        f" if p.name == {engine!r}).load()\n"
         "_ENGINE = _ENGINE() if isinstance(_ENGINE, type) else _ENGINE\n\n\n"
         "def run(model, feeds):\n"
         f"    options = types.SimpleNamespace(threads={threads!r}, output=None)\n"
@@ -576,7 +580,7 @@ def script_source(
     check = finding.check
     spec = check.spec
     stored: dict[str, np.ndarray] = {}
-    inputs = [_array_source(name, a, stored, archive) for name, a in zip(check.names, check.case.inputs)]
+    inputs = [_array_source(name, a, stored, archive) for name, a in zip(check.names, check.case.inputs, strict=False)]
     expected = runner.expected(check)
     also = runner._first_wins(check) if finding.kind == "wrong_output" and runner._first_wins_allowed(check) else None
     if also is not None and isinstance(expected, np.ndarray) and runner.same(also, expected) is None:
@@ -596,7 +600,7 @@ def script_source(
     )
     value_infos = ",\n        ".join(
         f"helper.make_tensor_value_info({n!r}, TensorProto.{_elem_name(a)}, {list(a.shape)!r})"
-        for n, a in zip(check.names, check.case.inputs)
+        for n, a in zip(check.names, check.case.inputs, strict=False)
     )
     needs_ml = any(
         np.asarray(a).dtype.kind == "V"
@@ -668,7 +672,7 @@ def _what(group: IssueClass) -> str:
     finding = group.smallest
     check = finding.check
     attrs = ", ".join(f"{k}={_attr_source(v)}" for k, v in check.case.attrs.items())
-    shapes = ", ".join(f"{n}: {a.dtype} {list(a.shape)}" for n, a in zip(check.names, check.case.inputs))
+    shapes = ", ".join(f"{n}: {a.dtype} {list(a.shape)}" for n, a in zip(check.names, check.case.inputs, strict=False))
     case = "a valid input" if check.kind == "valid" else f"an invalid input ({check.kind})"
     detail = " ".join(finding.detail.split())
     expected = runner.expected(check)

@@ -14,7 +14,7 @@ __all__ = ["STEP", "TakeInto", "nd_offsets", "slices_shape"]
 
 def slices_shape(shape: tuple[int, ...], lead: int) -> tuple[int, ...]:
     # Explicit, since reshape(-1, ...) is ambiguous when a trailing dim is 0.
-    return (_shapes.size(shape[:lead]),) + shape[lead:]
+    return (_shapes.size(shape[:lead]), *shape[lead:])
 
 
 # Index tuples per step of a chunk. Each NumPy call hands the GIL between the threads, and a

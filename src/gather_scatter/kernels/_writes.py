@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _buffers, _memory, _parallel, _shapes
-from . import _compiled
 from .._validate import check_out
 from .._versions import OpVersion, Reduction
+from . import _compiled
 
 __all__ = [
     "UFUNCS",
@@ -127,7 +127,7 @@ def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.nd
         loops is None
         or not dtype.isnative
         or not target.flags.c_contiguous
-        or not (dtype.kind in "iub" or dtype.kind == "f" and dtype.itemsize >= 4)
+        or not (dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize >= 4))
     ):
         return False
     width = _shapes.size(target.shape[1:])
@@ -177,7 +177,7 @@ def copy_and_scatter_rows(
             return False
         dst, src, op = bits(target), bits(np.ascontiguousarray(values, dtype=dtype)), _compiled.NONE
         past = bits(source) if source is not None else dst
-    elif not dtype.isnative or not (dtype.kind in "iub" or dtype.kind == "f" and dtype.itemsize >= 4):
+    elif not dtype.isnative or not (dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize >= 4)):
         return False
     elif dtype == np.bool_:
         dst, op = target.reshape(-1).view(np.uint8), _BOOL_CODES[reduction]

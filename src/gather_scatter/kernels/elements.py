@@ -129,7 +129,8 @@ def run_scatter_accepted(
     """:func:`run_scatter_elements` for a call whose signature (version, dtypes, shapes, axis,
     reduction) passed every static check before (``ops``' fast path): numeric ``data``, native
     ``indices``, a fresh output. Only what depends on the values remains: the bounds, then
-    the copy and the writes."""
+    the copy and the writes.
+    """
     output = fresh_output(spec, data.shape, data.dtype)
     copy_into(output, data)
     if indices.size:
@@ -147,7 +148,8 @@ def _scatter_compiled(
     output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction
 ) -> int | None:
     """The compiled scatter, if the dtype and layout allow it: the position of a bad index it
-    met (-1: none); None leaves the work to NumPy, nothing written."""
+    met (-1: none); None leaves the work to NumPy, nothing written.
+    """
     loops = _compiled.loops()
     dtype = output.dtype
     if loops is None or not _copyable(output) or not dtype.isnative:
@@ -160,7 +162,7 @@ def _scatter_compiled(
             np.ascontiguousarray(updates).reshape(-1).view(np.uint8),
             _BOOL_OPS[reduction],
         )
-    elif dtype.kind in "iuf" and dtype.itemsize >= 4 or dtype.kind in "iu":
+    elif (dtype.kind in "iuf" and dtype.itemsize >= 4) or dtype.kind in "iu":
         # float16 (and ml_dtypes' bfloat16, kind 'V') round after every update as NumPy does: NumPy's path.
         dst, src, op = output.reshape(-1), np.ascontiguousarray(updates, dtype=dtype).reshape(-1), _OPS[reduction]
     else:
@@ -186,7 +188,8 @@ def _scatter_layout(
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
     """The compiled scatter's arguments that follow from the shapes alone: the index shape and
     data's C strides as arrays (read-only to the loop), and per call ``(lo, hi, jlo, jhi)``.
-    Cached: a model's nodes repeat their shapes."""
+    Cached: a model's nodes repeat their shapes.
+    """
     n = _shapes.size(indices_shape)
     r, last = len(indices_shape), indices_shape[-1]
     work = n * bytes_per_index  # an index read, an update read, an element written

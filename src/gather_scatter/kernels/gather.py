@@ -49,7 +49,8 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
     """:func:`run_gather` for a call whose signature (version, dtypes, ranks, axis) passed every
     static check before (``ops``' fast path): C-contiguous numeric ``data`` with elements, native
     ``indices``, a fresh output. Only what depends on the values remains: the output's size and
-    the bounds, then the copy."""
+    the bounds, then the copy.
+    """
     out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
     loops = _compiled.warm_loops() if data.dtype.itemsize in (1, 2, 4, 8) else None
     if loops is not None:  # the bounds and the copy in one compiled pass
@@ -71,7 +72,8 @@ def _take_rows_compiled(
     and max, one pass) and copies their slices, prefetched. A bad index: the fresh output is
     dropped and :func:`check_bounds` raises with the facts. 10,000 rows of 256 bytes from a
     25.6 MB table: ~130 us on two threads against ~145 for np.take and ~160 for the separate
-    bounds pass and take (the 2-core machine, interleaved)."""
+    bounds pass and take (the 2-core machine, interleaved).
+    """
     result = fresh_output(spec, out_shape, data.dtype)
     src, dst, flat = bits(data), bits(result), indices.reshape(-1)
     outer, size = _shapes.size(data.shape[:ax]), data.shape[ax]
@@ -94,7 +96,8 @@ def cached_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> n
     ``_buffers.empty`` makes it), its size checked against the memory limit either way. A cached
     block takes no new memory, so only a configured limit can refuse it, and the query of the
     memory available (~20 us of /proc/meminfo per call, a tenth of copying 2.5 MB) is made only
-    for new memory, as the scatters' ``checked_target`` does."""
+    for new memory, as the scatters' ``checked_target`` does.
+    """
     output = _buffers.reused(shape, dtype)
     if output is None:
         _shapes.check_output_bytes(spec, shape, dtype)

@@ -1,5 +1,6 @@
 """GatherND (11, 12, 13; com.microsoft 1): slices addressed by index tuples, taken step by step
-as their offsets are computed."""
+as their offsets are computed.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def _take_tuples(
     their checked slice numbers (one pass over the indices, no temporaries), then the slices
     are copied, prefetched ahead, in units as wide as a slice's bytes allow; a bad index raises
     with its position (a fresh output may then hold partial results, a caller's buffer was
-    checked before)."""
+    checked before).
+    """
     flat_rows, sizes = np.ascontiguousarray(rows).reshape(-1), np.array(dims, dtype=np.int64)
     width = next(w for w in (8, 4, 2, 1) if dst.shape[1] * dst.itemsize % w == 0)
     block = dst.shape[1] * dst.itemsize // width

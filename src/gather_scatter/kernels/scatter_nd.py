@@ -1,7 +1,10 @@
 """ScatterND (11, 13, 16, 18): a copy of data (or data itself) with updates written or reduced at
-index tuples, in row-major order of the indices."""
+index tuples, in row-major order of the indices.
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -21,7 +24,6 @@ from ._writes import (
     scatter_output,
     strings_as_objects,
 )
-
 
 # Data from which the copy and the writes run fused in compiled code. Below it NumPy's copy and
 # writes cost microseconds, and numba (imported on first use, ~0.5 s once per process) stays
@@ -76,10 +78,10 @@ def run_accepted(
     dims = data.shape[:k]
     offsets = None
     if slices is not None:
-        try:  # NumPy's checked indexing: negatives from the end, IndexError past either end
+        # NumPy's checked indexing: negatives from the end, IndexError past either end
+        # (then nd_offsets raises the error with its facts)
+        with contextlib.suppress(IndexError):
             offsets = slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
-        except IndexError:
-            pass  # nd_offsets raises the error with its facts
     if offsets is None:
         offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
     output = fresh_output(spec, data.shape, data.dtype)
@@ -99,7 +101,8 @@ def _copy_and_write(
 ) -> bool:
     """``output`` (C-contiguous, not ``data``) = ``data`` with the updates written, in one
     compiled pass per range of slices (:func:`copy_and_scatter_rows`); False, with nothing
-    written, where that loop does not apply (no numba, a dtype or layout NumPy must handle)."""
+    written, where that loop does not apply (no numba, a dtype or layout NumPy must handle).
+    """
     n_slices = _shapes.size(dims)
     if not (data.nbytes >= FUSED_BYTES and output.flags.c_contiguous and data.flags.c_contiguous):
         return False
@@ -113,10 +116,11 @@ def _write(
     output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updates: np.ndarray, reduction: Reduction
 ) -> None:
     """Write or reduce the updates (row-major order) into the slices of ``output`` at
-    ``offsets`` (flat, into its first ``len(dims)`` axes), whatever ``output``'s layout."""
+    ``offsets`` (flat, into its first ``len(dims)`` axes), whatever ``output``'s layout.
+    """
     slice_shape = output.shape[len(dims) :]
     if not output.flags.c_contiguous:  # a strided view (a cache slice): address it by coordinates
-        values = updates.reshape((offsets.size,) + slice_shape)
+        values = updates.reshape((offsets.size, *slice_shape))
         if reduction is Reduction.NONE:
             winners = last_of_duplicates(offsets, _shapes.size(dims))
             if winners is not None:
@@ -127,8 +131,8 @@ def _write(
         return
     n_slices = _shapes.size(dims)
     if slice_shape and _shapes.size(slice_shape) != 1:
-        target = output.reshape((n_slices,) + slice_shape)
-        values = updates.reshape((offsets.size,) + slice_shape)
+        target = output.reshape((n_slices, *slice_shape))
+        values = updates.reshape((offsets.size, *slice_shape))
     else:  # one element per update: the 1-D fast paths of put and ufunc.at
         target = output.reshape(n_slices)
         values = updates.reshape(offsets.size)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _buffers, _parallel, _shapes
-from . import _compiled
 from .._validate import as_array, native_indices, same_memory
 from .._versions import Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
+from . import _compiled
 from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
 
 NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
@@ -26,7 +26,8 @@ def _check_write_indices(
     spec: OpVersion, write_indices: np.ndarray, length: int, capacity: int, mode: Mode, axis: int
 ) -> None:
     """IndexOutOfBoundsError at the first batch whose write index is negative or, in linear
-    mode, leaves no room for ``length`` positions below ``capacity``."""
+    mode, leaves no room for ``length`` positions below ``capacity``.
+    """
     high = capacity - length if mode is Mode.LINEAR else None
     bad = write_indices < 0
     if high is not None:
@@ -90,7 +91,8 @@ def _write_rows_compiled(
     output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode
 ) -> bool:
     """Copy ``past`` (None: in place) around the update and write ``update``, each thread a
-    range of cache rows; False where the dtype or layout needs NumPy."""
+    range of cache rows; False where the dtype or layout needs NumPy.
+    """
     loops = _compiled.loops()
     if (
         loops is None
@@ -114,7 +116,8 @@ def _write_rows_compiled(
 
 def _write_rows_numpy(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode) -> None:
     """The write with NumPy, for objects and any layout: the sequence axis next to batch, then
-    one fancy assignment (positions are distinct within a batch: sequence_length <= capacity)."""
+    one fancy assignment (positions are distinct within a batch: sequence_length <= capacity).
+    """
     batch, capacity, length = output.shape[0], output.shape[ax], update.shape[ax]
     start = write % capacity if mode is Mode.CIRCULAR else write
     positions = (np.arange(length, dtype=np.int64) + start[:, None]) % capacity  # (batch, length)

@@ -194,7 +194,8 @@ class Worker:
         self._process: Any = None
         self._conn: Any = None
         self.restarts = 0
-        self._log = tempfile.NamedTemporaryFile(prefix=f"gather-scatter-{engine}-", suffix=".log", delete=False).name
+        with tempfile.NamedTemporaryFile(prefix=f"gather-scatter-{engine}-", suffix=".log", delete=False) as log:
+            self._log = log.name
 
     def start(self) -> str:
         """Start the worker, unless it runs; return the engine's version (``version()``, asked in the worker).
@@ -291,12 +292,10 @@ class Worker:
     def close(self) -> None:
         """Stop the worker and remove its log."""
         self._stop()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self._log)
-        except OSError:
-            pass
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc) -> None:

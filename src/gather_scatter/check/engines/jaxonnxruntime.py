@@ -59,7 +59,10 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 
 def repro(model_path: str, inputs_path: str) -> str:
-    """Python code that runs the written model on its inputs ``i`` with jaxonnxruntime (x64 on) and prints the outputs."""
+    """Python code that runs the written model on its inputs ``i`` with jaxonnxruntime (x64 on).
+
+    The code prints the outputs.
+    """
     return (
         "import jax; jax.config.update('jax_enable_x64', True); import onnx; "
         "from jaxonnxruntime.backend import Backend; "
@@ -72,7 +75,8 @@ standalone_requires = "jaxonnxruntime and jax"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with jaxonnxruntime on JAX's CPU, 64-bit types on
-    (as the worker runs it), for a standalone reproduction."""
+    (as the worker runs it), for a standalone reproduction.
+    """
     return (
         'os.environ.setdefault("JAX_PLATFORMS", "cpu")\n'
         "import jax  # noqa: E402\n\n"

@@ -21,7 +21,7 @@ import numpy as np
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
 
 name = "onnx2torch"
-unsupported = BUILTIN_UNSUPPORTED + ("not implemented for",)
+unsupported = (*BUILTIN_UNSUPPORTED, "not implemented for")
 """onnx2torch's and torch's messages for an operator version, attribute or dtype they lack:
 ``Converter is not implemented (...)``, ``GatherND for batch_dims != 0 is not implemented``
 (NotImplementedError), ``"gather_cpu" not implemented for 'UInt16'``."""
@@ -75,7 +75,8 @@ def prepare() -> None:
 
 def version() -> str:
     """The installed onnx2torch's and torch's versions, e.g. ``1.5.15 (torch 2.13.0+cpu)``;
-    ``, torchvision stubbed`` added where the guard stands in for torchvision."""
+    ``, torchvision stubbed`` added where the guard stands in for torchvision.
+    """
     stubbed = getattr(sys.modules.get("torchvision"), "_gather_scatter_stub", False)
     return (
         f"{distribution_version('onnx2torch')} (torch {distribution_version('torch')}"
@@ -142,7 +143,8 @@ standalone_requires = "onnx2torch and torch"
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with onnx2torch (converted, called under
     ``torch.no_grad``), for a standalone reproduction; where torchvision cannot be imported, a
-    stand-in takes its place, as :func:`guard_torchvision` does."""
+    stand-in takes its place, as :func:`guard_torchvision` does.
+    """
     threads_line = f"torch.set_num_threads({threads})\n" if threads else ""
     return (
         "import types\n\n"

@@ -42,7 +42,8 @@ def _value(ort, array: np.ndarray):
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
     """The model's outputs from an onnxruntime CPU session with ``options.threads`` intra-op
     threads (no spinning); ml_dtypes inputs go in as OrtValues (bfloat16 only: NotImplementedError
-    for the others), and a bfloat16 output into a buffer of ``options.output``'s shape."""
+    for the others), and a bfloat16 output into a buffer of ``options.output``'s shape.
+    """
     import onnxruntime as ort
 
     session_options = ort.SessionOptions()
@@ -85,7 +86,8 @@ standalone_requires = "onnxruntime"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with onnxruntime's own API (a CPU session with
-    ``threads`` intra-op threads, no spinning), for a standalone reproduction."""
+    ``threads`` intra-op threads, no spinning), for a standalone reproduction.
+    """
     config = (
         ""
         if not threads

@@ -53,7 +53,8 @@ standalone_requires = "openvino"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with OpenVINO's own API (compiled for the CPU with
-    ``threads`` inference threads), for a standalone reproduction."""
+    ``threads`` inference threads), for a standalone reproduction.
+    """
     config = f'{{"INFERENCE_NUM_THREADS": {threads}}}' if threads else "{}"
     return (
         "import openvino as ov\n\n\n"

@@ -37,7 +37,10 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that runs the written model on its inputs with onnx.reference and prints the outputs."""
-    return f"import onnx; from onnx.reference import ReferenceEvaluator as R; print(R(onnx.load({model_path!r})).run(None, i))"
+    return (
+        "import onnx; from onnx.reference import ReferenceEvaluator as R; "
+        f"print(R(onnx.load({model_path!r})).run(None, i))"
+    )
 
 
 standalone_requires = "onnx.reference (part of onnx)"
@@ -45,7 +48,8 @@ standalone_requires = "onnx.reference (part of onnx)"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with ``onnx.reference.ReferenceEvaluator``, for a
-    standalone reproduction (it has no threads)."""
+    standalone reproduction (it has no threads).
+    """
     return (
         "from onnx.reference import ReferenceEvaluator\n\n\n"
         "def run(model, feeds):\n"

@@ -18,7 +18,7 @@ import numpy as np
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
 
 name = "tinygrad"
-unsupported = BUILTIN_UNSUPPORTED + ("is not a valid OnnxDataType",)
+unsupported = (*BUILTIN_UNSUPPORTED, "is not a valid OnnxDataType")
 """tinygrad's messages for an operator, opset or type it lacks (``op='X' is not supported``,
 ``15 is not a valid OnnxDataType`` for complex types)."""
 
@@ -62,7 +62,10 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
 
 
 def repro(model_path: str, inputs_path: str) -> str:
-    """Python code that runs the written model on its inputs ``i`` with tinygrad's ONNX runner and prints the outputs."""
+    """Python code that runs the written model on its inputs ``i`` with tinygrad's ONNX runner.
+
+    The code prints the outputs.
+    """
     return (
         "import os, shutil; os.environ['DEV'] = os.environ.get('DEV') or "
         "('CPU' if shutil.which('clang') else 'PYTHON'); from tinygrad.nn.onnx import OnnxRunner; "
@@ -75,7 +78,8 @@ standalone_requires = "tinygrad"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with tinygrad's ONNX runner (``DEV`` chosen as the
-    worker chooses it, before tinygrad is imported), for a standalone reproduction."""
+    worker chooses it, before tinygrad is imported), for a standalone reproduction.
+    """
     return (
         "import shutil\n\n"
         'os.environ["DEV"] = os.environ.get("DEV") or ("CPU" if shutil.which("clang") else "PYTHON")\n'

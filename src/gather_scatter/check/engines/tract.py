@@ -59,7 +59,8 @@ standalone_requires = "tract"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with tract's Python API (it reads models from a
-    path; inputs in the graph's order), for a standalone reproduction."""
+    path; inputs in the graph's order), for a standalone reproduction.
+    """
     return (
         "import tempfile\n\n"
         "import tract\n\n\n"

@@ -17,7 +17,8 @@ import numpy as np
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
 
 name = "tvm"
-unsupported = BUILTIN_UNSUPPORTED + (
+unsupported = (
+    *BUILTIN_UNSUPPORTED,
     "OpNotImplemented",
     "unknown dtype `",
     "requires the input indices to have int64 dtype",
@@ -111,7 +112,8 @@ standalone_requires = "apache-tvm"
 
 def standalone_run_source(threads: int | None) -> str:
     """Python source of ``run(model, feeds)`` with TVM's own API (the Relax ONNX frontend,
-    ``LegalizeOps``, compiled for ``llvm``, the Relax VM), for a standalone reproduction."""
+    ``LegalizeOps``, compiled for ``llvm``, the Relax VM), for a standalone reproduction.
+    """
     return (
         "import tvm\n"
         "from tvm import relax\n"
