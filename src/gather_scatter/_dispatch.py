@@ -68,7 +68,7 @@ class _Op:
     optional: int = 0  # how many trailing inputs a node may leave out
     dtype_order: tuple[int, int, int] | None = None  # input positions of (data, indices, updates)
 
-    def dtype_args(self, dtypes: Sequence[Any]) -> tuple[list, tuple[str, str, str]]:
+    def dtype_args(self, dtypes: Sequence[Any]) -> tuple[list, tuple[str, ...]]:
         """``dtypes`` (in input order) as output_dtype's (data, indices, updates), and those names."""
         order = self.dtype_order or (0, 1, 2)
         padded = list(dtypes) + [None] * (3 - len(dtypes))

@@ -64,7 +64,7 @@ def _feed(name: str, position: tuple[int, ...], value: Any, declared: onnx.TypeP
     checked elements (ragged or not), an optional as None or its checked element, a map as a
     dict (key type checked, values as given)."""
     kind = declared.WhichOneof("value")
-    fields = dict(input=name, position=position or None)
+    fields: dict[str, Any] = dict(input=name, position=position or None)
     if kind == "optional_type":
         return None if value is None else _feed(name, position, value, declared.optional_type.elem_type)
     if value is None and kind is not None:

@@ -110,7 +110,7 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
     _run_checker(model, path)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import numpy as np
 
@@ -32,7 +32,12 @@ def fmt_shape(shape: Shape) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def _known(d: Dim) -> bool:
+def concrete(shape: Shape) -> tuple[int, ...]:
+    """``shape`` as computed by a rule from the shapes of arrays: every dim known (the kernels' case)."""
+    return cast(tuple[int, ...], shape)
+
+
+def _known(d: Dim) -> TypeGuard[int]:
     return isinstance(d, int)
 
 
@@ -64,7 +69,7 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
             value=shape,
         )
     given = tuple(shape)
-    dims = []
+    dims: list[Dim] = []
     for i, d in enumerate(given):
         if d is None or isinstance(d, str):
             dims.append(d)
@@ -177,7 +182,7 @@ def _last_dim_range(
             op=spec.op_type,
             since_version=spec.since_version,
             input="indices",
-            position=(len(indices) - 1,),
+            position=(len(indices) - 1,) if indices is not None else None,
             value=k,
             valid_range=(low, high) if high is not None else None,
         )
@@ -444,7 +449,7 @@ def output_dtype(
     indices: Any,
     updates: Any = None,
     *,
-    names: tuple[str, str, str] = ("data", "indices", "updates"),
+    names: tuple[str, ...] = ("data", "indices", "updates"),
 ) -> Any:
     """Check each known dtype against ``spec``; the output has ``data``'s dtype.
 
@@ -496,7 +501,8 @@ def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int 
     """
     if shape is None or not all(_known(d) for d in shape):
         return
-    nbytes = size(shape) * (np.dtype(dtype).itemsize if dtype is not None else 1)
+    nbytes = size(cast(tuple[int, ...], shape)) * (np.dtype(dtype).itemsize if dtype is not None else 1)
+    bound: int | None
     if nbytes > _memory.INT64_MAX:
         bound, why = _memory.INT64_MAX, "the most that int64 byte offsets can address"
     elif (bound := limit if limit is not None else _memory.exceeded(nbytes)) is not None and nbytes > bound:

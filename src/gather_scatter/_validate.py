@@ -81,7 +81,8 @@ def _only_strings(spec: OpVersion, input: str, array: np.ndarray, listed: bool =
     """DTypeError at the first item of the object array ``array`` (from a list if ``listed``)
     that is not ``str`` or ``bytes``: an object array stands for tensor(string)."""
     # Each item once: a broadcast axis repeats its first item (and the first bad item is there).
-    array = array[(*(slice(0, 1) if st == 0 else slice(None) for st in array.strides), ...)]  # 0-d stays an array
+    first = (*(slice(0, 1) if st == 0 else slice(None) for st in array.strides), ...)
+    array = array[first]  # 0-d stays an array
     if all(issubclass(t, (str, bytes)) for t in set(map(type, array.flat))):
         return
     position, item = next((p, v) for p, v in np.ndenumerate(array) if not isinstance(v, (str, bytes)))
@@ -139,6 +140,7 @@ def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype, va
         except (ValueError, TypeError, OverflowError):
             same = np.zeros(array.shape, dtype=bool)
     if same.all():
+        assert converted is not None  # same.all() only where the conversion ran
         return converted
     position = tuple(int(i) for i in np.unravel_index(int(np.argmin(same)), array.shape))
     value = _items(value, array)[position]  # as given: NumPy makes [-1, 2**63] floats
@@ -278,7 +280,7 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
     Raises DTypeError (not an array, masked, wrong dtype), ShapeError (wrong shape) or
     InvalidAttributeError (read-only, broadcast, overlapping an input).
     """
-    facts = dict(op=spec.op_type, since_version=spec.since_version, input="out")
+    facts: dict[str, Any] = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if not isinstance(out, np.ndarray):
         raise DTypeError(f"{spec.name}: out must be a numpy.ndarray, got {type(out).__name__}", **facts)
     _refuse_masked(spec, "out", out)
@@ -326,7 +328,7 @@ def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
 def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype: np.dtype, shape: tuple) -> None:
     """DTypeError/ShapeError unless an ``out`` of ``out_dtype`` and ``out_shape`` can hold a
     result of ``dtype`` and ``shape`` (the dtypes as NumPy's, whatever the array library)."""
-    facts = dict(op=spec.op_type, since_version=spec.since_version, input="out")
+    facts: dict[str, Any] = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if out_dtype != dtype:
         why = ""
         if dtype == object and out_dtype.kind in "US":  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
@@ -367,6 +369,7 @@ def _overlaps(a: np.ndarray, b: np.ndarray) -> bool:
     if not np.may_share_memory(a, b):  # bounds only: cheap
         return False
     try:
-        return bool(np.shares_memory(a, b, max_work=1 << 16))
+        # numpy's stubs allow only -1 and 0 for max_work; its docs, any positive bound
+        return bool(np.shares_memory(a, b, max_work=1 << 16))  # type: ignore[arg-type]
     except np.exceptions.TooHardError:  # can't prove they are disjoint
         return True

@@ -34,7 +34,7 @@ class _UserError(Exception):
     """A failure to report as one paragraph and exit status 2."""
 
 
-def _paragraph(text: str, limit: int = 600) -> str:
+def _paragraph(text: object, limit: int = 600) -> str:
     # onnx and protobuf messages can span many lines and embed whole protos.
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,7 +11,7 @@ input axis at fault); inside a model, ``node`` (the name of the node that raised
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "ArityError",
@@ -27,6 +27,9 @@ __all__ = [
 ]
 
 
+_E = TypeVar("_E", bound="GatherScatterError")
+
+
 class GatherScatterError(Exception):
     """Base class of every error raised by gather_scatter."""
 
@@ -39,7 +42,7 @@ class GatherScatterError(Exception):
         input: str | None = None,
         position: tuple[int, ...] | None = None,
         value: Any = None,
-        valid_range: tuple[int, int] | None = None,
+        valid_range: tuple[int, int | None] | None = None,
         axis: int | None = None,
         node: str | None = None,
     ) -> None:
@@ -57,7 +60,7 @@ class GatherScatterError(Exception):
     def __reduce__(self):  # keep the fields through pickling (multiprocessing, pytest-xdist)
         return (_rebuild, (type(self), self.message, self.__dict__))
 
-    def in_node(self, name: str, op_type: str) -> GatherScatterError:
+    def in_node(self: _E, name: str, op_type: str) -> _E:
         """The same error (class and fields) with ``node`` set and the node named first in
         its message, for an error raised while evaluating that node of a model.
 

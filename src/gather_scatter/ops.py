@@ -285,7 +285,6 @@ def run_tensor_scatter(
         and type(mode) is str
         and (write_indices is None or type(write_indices) is _ndarray)
     ):
-        absent = write_indices is None
         key = (
             id(spec),
             past_cache.dtype,
@@ -294,18 +293,18 @@ def run_tensor_scatter(
             update.shape,
             axis,
             mode,
-            None if absent else (write_indices.dtype, write_indices.shape),
+            None if write_indices is None else (write_indices.dtype, write_indices.shape),
         )
         plan = _ACCEPTED.get(key)
         if plan is not None:
             where, order, ramp, zeros, capacity, high = plan
             if _small(past_cache.nbytes):
-                starts = zeros if absent else write_indices
+                starts = zeros if write_indices is None else write_indices
                 listed = starts.tolist()
                 if min(listed) >= 0 and (high is None or max(listed) <= high):  # else the kernel's error
                     output = past_cache.copy()
                     # the kernel's NumPy write: positions (batch, length), the sequence axis beside batch
-                    output[(*where, (ramp + starts[:, None]) % capacity)] = update.transpose(order)
+                    output[where + ((ramp + starts[:, None]) % capacity,)] = update.transpose(order)  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
                     return output
         else:
             result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode)

@@ -279,7 +279,7 @@ def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | 
     known = {name: sizes[name] for name in node.onnx_node.output if name in sizes}
 
     def named_run(*args: Any, **kwargs: Any) -> Any:
-        if known and guard[0]:
+        if known and guard is not None and guard[0]:
             _model_memory.check_outputs(node.onnx_node, known)
         try:
             return run(*args, **kwargs)
@@ -402,7 +402,8 @@ class Evaluator(ReferenceEvaluator):
         ops = (*new_ops, *NEW_OPS)
         tokens = _ENCLOSING_OPS.set(ops), _STRICT.set(self.strict)
         try:
-            super().__init__(proto, *args, new_ops=ops, **kwargs)
+            # *args: ReferenceEvaluator's positional parameters before new_ops, never as many as it
+            super().__init__(proto, *args, new_ops=list(ops), **kwargs)  # type: ignore[misc]
         finally:
             _ENCLOSING_OPS.reset(tokens[0])
             _STRICT.reset(tokens[1])
@@ -426,12 +427,13 @@ class Evaluator(ReferenceEvaluator):
         self._guard = [False]
         for node in self.rt_nodes_:
             if isinstance(node, _Node):
-                node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()
+                # _Node.run is a method: this node's run, replaced on the instance
+                node.run = _named(node, node.run, {}) if node.has_linked_attribute else node.direct_run()  # type: ignore[method-assign]
             else:
                 node.run = _named(node, _direct(node) or node.run, sizes, self._guard)
         # What run(output_names, feeds) calls, in order: a model's nodes only (a function's or
         # subgraph's evaluator is run with attributes or a context, by ReferenceEvaluator.run).
-        self._steps = None
+        self._steps: list[tuple[Any, tuple[str, ...], tuple[str, ...], bool]] | None = None
         if isinstance(self.proto_, onnx.ModelProto):
             self._steps = [
                 (node.run, tuple(node.input), tuple(node.output), node.need_context()) for node in self.rt_nodes_
@@ -459,6 +461,7 @@ class Evaluator(ReferenceEvaluator):
             _STRICT.reset(token)
 
     def _run_steps(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
+        assert self._steps is not None  # run() calls this only for a model's evaluator
         results = {"": None, **self.rt_inits_}
         results.update(feeds)
         for run, inputs, outputs, context in self._steps:

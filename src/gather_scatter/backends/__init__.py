@@ -14,12 +14,16 @@ one of its arrays (so the library is already loaded).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._versions import OpVersion
 from ..errors import DTypeError
+
+if TYPE_CHECKING:
+    from .array_api import ArrayAPIBackend
+    from .dask import DaskBackend
 
 __all__ = ["backend_for"]
 
@@ -82,6 +86,7 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
             input=first_name,
             value=library_name(first),
         ) from None
+    backend: type[ArrayAPIBackend] | type[DaskBackend]
     if array_api_compat.is_torch_namespace(xp):
         from .torch import TorchBackend as backend
     elif array_api_compat.is_jax_namespace(xp):

@@ -31,7 +31,7 @@ from . import library_name
 try:  # the low-precision types NumPy reads through ml_dtypes
     import ml_dtypes
 except ImportError:  # pragma: no cover - a core dependency
-    ml_dtypes = None
+    ml_dtypes = None  # type: ignore[assignment]  # a core dependency: None only in a broken install
 
 
 @functools.cache

@@ -394,7 +394,7 @@ def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Arra
     for g, (lead, items) in enumerate(groups):
         local = plan.local[items]
         for tail, _ in _tail(data, m):
-            layer[(parts, g, *tail)] = (_take, (data.name, *lead, *tail), local)
+            layer[(parts, g) + tail] = (_take, (data.name, *lead, *tail), local)  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
     for o, (lo, hi, block_lead) in enumerate(runs):
         pieces = []
         for g, (_, items) in enumerate(groups):  # items ascend within a group
@@ -461,17 +461,17 @@ def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction) -> da
         local = plan.local[items]
         for tail, _ in _tail(data, m):
             key = lead + tail
-            layer[(name, *key)] = (_apply, (data.name, *key), local, piece(g, items, tail), reduction.value)
+            layer[(name,) + key] = (_apply, (data.name, *key), local, piece(g, items, tail), reduction.value)  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
             touched.add(key)
     for key in np.ndindex(*data.numblocks):
         if key not in touched:  # untouched: data's own block
-            layer[(name, *key)] = (data.name, *key)
+            layer[(name,) + key] = (data.name, *key)  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
     graph = HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
     return da.Array(graph, name, chunks=data.chunks, dtype=data.dtype, meta=data._meta)
 
 
 def _rows(values: np.ndarray, items: np.ndarray, tail: tuple) -> np.ndarray:
-    return values[(items, *tail)]
+    return values[(items,) + tail]  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
 
 
 def _span(chunks: tuple, i: int) -> tuple[int, int]:
@@ -505,14 +505,14 @@ def _gather_dask_rows(data: da.Array, rows: da.Array) -> da.Array:
     for c, size in enumerate(rows.chunks[0]):
         for lead in leads:
             for tail, _ in _tail(data, m):
-                layer[(parts, c, *lead, *tail)] = (
+                layer[(parts, c) + lead + tail] = (  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
                     _take_masked,
                     (data.name, *lead, *tail),
                     (rows.name, c, 0),
                     _block_origin(data, lead),
                 )
         for tail, shape in _tail(data, m):
-            layer[(name, c, *tail)] = (
+            layer[(name, c) + tail] = (  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
                 _assemble_masked,
                 (size, *shape),
                 data.dtype,

@@ -221,7 +221,7 @@ def _capturing(cls: type, record) -> type:
             return record(self, inputs, {**given, **attrs}, lambda: super(Capturing, self)._run(*inputs, **attrs))
 
     Capturing.__name__ = Capturing.__qualname__ = cls.__name__
-    Capturing.op_domain = cls.op_domain
+    Capturing.op_domain = cls.op_domain  # type: ignore[attr-defined]  # every class of reference.NEW_OPS has one
     return Capturing
 
 

@@ -28,7 +28,7 @@ CLASSIC = tuple(t for t in DTYPES if t not in LOW_PRECISION_TYPES)  # the 16 of 
 LOW_PRECISION = tuple(t for t in DTYPES if t in LOW_PRECISION_TYPES)
 FLOATS = ("float", "double", "float16", "bfloat16")
 COMPLEX = ("complex64", "complex128")
-INDEX_DTYPES = {"int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
+INDEX_DTYPES: dict[str, np.dtype] = {"int32": np.dtype(np.int32), "int64": np.dtype(np.int64)}
 
 STRINGS = (
     "",
@@ -185,9 +185,9 @@ def _lead_for(rng, lead: tuple[int, ...], block: tuple[int, ...]) -> tuple[int, 
     if math.prod(block) == 0 and math.prod(lead) != 0:
         if not lead:
             raise ValueError("rank-0 lead cannot be empty")
-        lead = list(lead)
-        lead[int(rng.integers(len(lead)))] = 0
-        lead = tuple(lead)
+        dims = list(lead)
+        dims[int(rng.integers(len(dims)))] = 0
+        lead = tuple(dims)
     return lead
 
 
@@ -198,7 +198,7 @@ def gather_case(rng, type_name: str, index_dtype: str, *, zero: float = 0.08) ->
     size = data_shape[axis]
     q = int(rng.integers(0, 4))
     ind_shape = _shape(rng, q, 1, 3, zero=zero)
-    if size == 0 and math.prod(ind_shape):
+    if size == 0 and math.prod(ind_shape) != 0:
         ind_shape = _lead_for(rng, ind_shape if q else (1,), (0,))
     indices = gather_indices(rng, size, ind_shape, index_dtype)
     return Case("Gather", [values(rng, type_name, data_shape), indices], {"axis": axis})
@@ -267,7 +267,7 @@ def elements_case(
         int(rng.integers(0, 5)) if d == ax else int(rng.integers(0, n + 1)) if rng.random() < 0.4 else n
         for d, n in enumerate(data_shape)
     )
-    if data_shape[ax] == 0 and math.prod(ind_shape):
+    if data_shape[ax] == 0 and math.prod(ind_shape) != 0:
         ind_shape = (*ind_shape[:ax], 0, *ind_shape[ax + 1 :])
     size = data_shape[ax]
     if duplicates is None:
@@ -277,7 +277,7 @@ def elements_case(
     flat = np.where(rng.random(flat.size) < 0.35, flat - size, flat)
     indices = flat.reshape(ind_shape).astype(INDEX_DTYPES[index_dtype])
     inputs = [values(rng, type_name, data_shape), indices]
-    attrs = {"axis": axis}
+    attrs: dict[str, Any] = {"axis": axis}
     if op != "GatherElements":
         inputs.append(values(rng, type_name, ind_shape))
         if reduction is not None:
@@ -305,7 +305,7 @@ def tensor_scatter_case(
     if with_write:
         high = capacity - length if mode == "linear" else 3 * capacity + 2
         inputs.append(rng.integers(0, high + 1, size=past_shape[0]).astype(np.int64))
-    attrs = {"axis": axis} if rng.random() < 0.7 or axis != -2 else {}
+    attrs: dict[str, Any] = {"axis": axis} if rng.random() < 0.7 or axis != -2 else {}
     if mode != "linear" or rng.random() < 0.5:
         attrs["mode"] = mode
     return Case("TensorScatter", inputs, attrs)

@@ -132,6 +132,7 @@ def _classify_model(
         return "agree", ""
     if outcome.kind == "error":
         return "rejected_valid", f"the engine raised: {outcome.message}"
+    assert ours is not None  # None only with an error, handled above
     if len(outcome.outputs) != len(ours):
         return "wrong_output", f"{len(outcome.outputs)} outputs, expected {len(ours)}"
     for name, got, want in zip(names, outcome.outputs, ours, strict=False):
@@ -145,7 +146,7 @@ def _write_node(check: runner.CheckCase, stem: str) -> dict[str, str]:
     """The node as the model ran it (before shrinking), beside its finding."""
     with open(stem + ".onnx", "wb") as f:
         f.write(runner.model_bytes(check))
-    np.savez(stem + ".npz", **{name: report._storable(a) for name, a in check.feeds().items()})
+    np.savez(stem + ".npz", **{name: report._storable(a) for name, a in check.feeds().items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
     return {"node_model": stem + ".onnx", "node_inputs": stem + ".npz"}
 
 
@@ -244,7 +245,7 @@ def run_model_check(
         except ValueError:  # over 2 GiB: protobuf cannot hold it in one message
             whole = None
         version = worker.start()
-        result = {
+        result: dict[str, Any] = {
             "mode": "model",
             "model": model_path,
             "engine": engine,
@@ -346,7 +347,7 @@ def _check_whole(
     if kind in runner.FINDING_KINDS:
         os.makedirs(out_dir, exist_ok=True)
         inputs = os.path.join(out_dir, "model-inputs.npz")
-        np.savez(inputs, **{name: report._storable(np.asarray(a)) for name, a in feeds.items()})
+        np.savez(inputs, **{name: report._storable(np.asarray(a)) for name, a in feeds.items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
         path = os.path.abspath(model_path)
         row.update(model=path, inputs=inputs, repro=f'python -c "{engines.repro_code(worker.engine, path, inputs)}"')
         result["findings"].append(row)

@@ -46,7 +46,7 @@ def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> N
     model, inputs = stem + ".onnx", stem + ".npz"
     with open(model, "wb") as f:
         f.write(model_bytes(finding.check))
-    np.savez(inputs, **{name: _storable(a) for name, a in finding.check.feeds().items()})
+    np.savez(inputs, **{name: _storable(a) for name, a in finding.check.feeds().items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
     finding.files = {"model": model, "inputs": inputs, "repro": f'python -c "{repro_code(engine, model, inputs)}"'}
 
 

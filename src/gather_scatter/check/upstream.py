@@ -843,7 +843,7 @@ def write_reports(
             with open(os.path.join(tmp, script_name), "w") as f:
                 f.write(script)
             if stored:
-                np.savez(os.path.join(tmp, archive), **stored)
+                np.savez(os.path.join(tmp, archive), **stored)  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
             output = (
                 _run_script(os.path.join(tmp, script_name), timeout * (tries + 2) + 60) if run_scripts else "(not run)"
             )

@@ -3,6 +3,8 @@ GatherND and ScatterND; Gather's take and the element-wise loops map indices the
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from .. import _parallel, _shapes
@@ -25,6 +27,30 @@ def slices_shape(shape: tuple[int, ...], lead: int) -> tuple[int, ...]:
 STEP = 1 << 17
 
 
+@overload
+def nd_offsets(
+    spec: OpVersion,
+    indices: np.ndarray,
+    dims: tuple[int, ...],
+    batch_dims: int,
+    per_batch: int,
+    emit: None = None,
+    checked: bool = False,
+) -> np.ndarray: ...
+
+
+@overload
+def nd_offsets(
+    spec: OpVersion,
+    indices: np.ndarray,
+    dims: tuple[int, ...],
+    batch_dims: int,
+    per_batch: int,
+    emit: TakeInto,
+    checked: bool = False,
+) -> None: ...
+
+
 def nd_offsets(
     spec: OpVersion,
     indices: np.ndarray,
@@ -44,17 +70,19 @@ def nd_offsets(
     then hold partial results, so callers writing a caller's buffer pass ``checked=True``
     after validating everything first.
     """
-    rows = indices.reshape(slices_shape(indices.shape, indices.ndim - 1))
+    rows: np.ndarray = indices.reshape(slices_shape(indices.shape, indices.ndim - 1))
     n, k = rows.shape
     if emit is None and not batch_dims and n <= STEP:  # one step: no pool, no copy
         offsets = linear_offsets(rows, dims, check=not checked)
         if offsets is None:
             check_bounds(spec, indices, dims, np.arange(k))
+            raise AssertionError("linear_offsets found a bad index that check_bounds did not")  # pragma: no cover
         return offsets
     offsets = None if emit is not None else np.empty(n, dtype=np.int64)
     block = _shapes.size(dims)
 
     def work(lo: int, hi: int) -> bool:
+        step: np.ndarray | None
         for s in range(lo, hi, STEP):
             e = min(hi, s + STEP)
             if k == 1 and not batch_dims and emit is not None:
@@ -73,6 +101,7 @@ def nd_offsets(
             if emit is not None:
                 emit(s, e, step)
             else:
+                assert offsets is not None  # allocated above when there is no emit
                 offsets[s:e] = step
         return True
 

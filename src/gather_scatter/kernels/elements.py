@@ -67,7 +67,7 @@ def _window(array: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
 def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
-    out_shape = _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
+    out_shape = _shapes.concrete(_shapes.gather_elements_shape(spec, data.shape, indices.shape, axis))
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
     indices, size, data = native_indices(indices), data.shape[ax], strings_as_objects(data)
     dtype = data.dtype
@@ -207,7 +207,7 @@ def _scatter_layout(
 def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> None:
     """The same scatter with NumPy, for any dtype and any writeable layout of ``output``."""
     target = _window(output, indices.shape, ax)
-    grid = np.indices(indices.shape, sparse=True)
+    grid: tuple[np.ndarray, ...] = np.indices(indices.shape, sparse=True)
     where = tuple(
         np.where(indices < 0, indices + target.shape[ax], indices) if d == ax else g for d, g in enumerate(grid)
     )

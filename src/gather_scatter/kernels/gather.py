@@ -14,7 +14,7 @@ from ._writes import bits, fresh_output, strings_as_objects
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
-    out_shape = _shapes.gather_shape(spec, data.shape, indices.shape, axis)
+    out_shape = _shapes.concrete(_shapes.gather_shape(spec, data.shape, indices.shape, axis))
     ax = _shapes.normalize_axis(spec, axis, data.ndim)
     indices, data = native_indices(indices), strings_as_objects(data)
     result = None

@@ -18,7 +18,7 @@ from .gather import cached_output, copy_parts
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
-    out_shape = _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)
+    out_shape = _shapes.concrete(_shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims))
     b, k = int(batch_dims), indices.shape[-1]
     indices, data = native_indices(indices), strings_as_objects(data)
     dims = data.shape[b : b + k]

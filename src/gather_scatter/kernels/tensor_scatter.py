@@ -67,12 +67,12 @@ def run_tensor_scatter(
     update = as_array(spec, "update", update, past.dtype)
     absent = write_indices is None
     write = None if absent else as_array(spec, "write_indices", write_indices, np.int64)
-    _shapes.output_dtype(spec, past.dtype, None if absent else write.dtype, update.dtype, names=NAMES)
-    _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _shapes.ABSENT if absent else write.shape, axis)
+    _shapes.output_dtype(spec, past.dtype, None if write is None else write.dtype, update.dtype, names=NAMES)
+    _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _shapes.ABSENT if write is None else write.shape, axis)
     mode = Mode.parse(spec, mode)
     ax = _shapes.normalize_axis(spec, axis, past.ndim)
     batch, capacity, length = past.shape[0], past.shape[ax], update.shape[ax]
-    write = np.zeros(batch, dtype=np.int64) if absent else native_indices(write).astype(np.int64, copy=False)
+    write = np.zeros(batch, dtype=np.int64) if write is None else native_indices(write).astype(np.int64, copy=False)
     dtype = result_dtype(past.dtype)
     others = {"update": update} if absent else {"update": update, "write_indices": write}
     target = checked_target(spec, out, past, dtype, others, in_place, "past_cache")

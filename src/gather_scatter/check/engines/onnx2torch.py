@@ -61,7 +61,7 @@ def guard_torchvision() -> str | None:
     ops = types.ModuleType("torchvision.ops", why)
     for function in ("nms", "roi_align", "box_convert", "batched_nms"):
         setattr(ops, function, missing)
-    stub.ops, stub._gather_scatter_stub = ops, True
+    vars(stub).update(ops=ops, _gather_scatter_stub=True)
     sys.modules["torchvision"], sys.modules["torchvision.ops"] = stub, ops
     return why
 
