@@ -313,6 +313,28 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
 
 
 @jit
+def _reduce_row(a, x, b, n, op):
+    """``a[j] = f(x[j], b[j])`` for ``j < n``, ``f`` the reduction ``op`` (ADD, MUL, MAX, MIN)
+    as NumPy's ufunc computes it: max/min keep a NaN in ``x`` and give ``b`` on a tie."""
+    if op == ADD:
+        for j in range(n):
+            a[j] = x[j] + b[j]
+    elif op == MUL:
+        for j in range(n):
+            a[j] = x[j] * b[j]
+    elif op == MAX:
+        for j in range(n):
+            p = x[j]
+            q = b[j]
+            a[j] = p if (p > q or p != p) else q
+    else:
+        for j in range(n):
+            p = x[j]
+            q = b[j]
+            a[j] = p if (p < q or p != p) else q
+
+
+@jit
 def reduce_rows(dst, offsets, src, width, op, jlo, jhi):
     """ScatterND's reductions on whole slices: ``dst[offsets[i]] = f(dst[offsets[i]], src[i])``
     for rows i in increasing order (row-major: duplicates in the spec's order), columns
@@ -322,23 +344,7 @@ def reduce_rows(dst, offsets, src, width, op, jlo, jhi):
     m = u64(jhi - jlo)
     for i in range(offsets.size):
         a = dst[u64(offsets[i]) * w + u64(jlo) :]
-        b = src[u64(i) * w + u64(jlo) :]
-        if op == ADD:
-            for j in range(m):
-                a[j] = a[j] + b[j]
-        elif op == MUL:
-            for j in range(m):
-                a[j] = a[j] * b[j]
-        elif op == MAX:  # np.maximum: a NaN in a wins, a tie gives b
-            for j in range(m):
-                x = a[j]
-                y = b[j]
-                a[j] = x if (x > y or x != x) else y
-        else:
-            for j in range(m):
-                x = a[j]
-                y = b[j]
-                a[j] = x if (x < y or x != x) else y
+        _reduce_row(a, a, src[u64(i) * w + u64(jlo) :], m, op)
 
 
 @jit
@@ -365,35 +371,19 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi):
             if o >= lo and o < hi and hit[o - lo] == 0:
                 _copy_run(dst, u64(o) * w, src, u64(i) * w, w)
                 hit[o - lo] = 1
-    for i in range(offsets.size if not (runs and op == NONE) else 0):
-        o = offsets[i]
-        if o < lo or o >= hi:
-            continue
-        at = u64(o) * w
-        if op == NONE:
-            _copy_run(dst, at, src, u64(i) * w, w)
-        else:
-            a = dst[at:]
-            x = past[at:] if runs and hit[o - lo] == 0 else a
-            b = src[u64(i) * w :]
-            if op == ADD:
-                for j in range(w):
-                    a[j] = x[j] + b[j]
-            elif op == MUL:
-                for j in range(w):
-                    a[j] = x[j] * b[j]
-            elif op == MAX:  # np.maximum: a NaN in x wins, a tie gives b
-                for j in range(w):
-                    p = x[j]
-                    q = b[j]
-                    a[j] = p if (p > q or p != p) else q
-            else:
-                for j in range(w):
-                    p = x[j]
-                    q = b[j]
-                    a[j] = p if (p < q or p != p) else q
-        if runs:
-            hit[o - lo] = 1
+    else:  # every update in order: reductions, and assignments to narrow slices
+        for i in range(offsets.size):
+            o = offsets[i]
+            if o < lo or o >= hi:
+                continue
+            at = u64(o) * w
+            if op == NONE:
+                _copy_run(dst, at, src, u64(i) * w, w)
+            else:  # a slice's first update reads past: the slice is not copied first
+                a = dst[at:]
+                _reduce_row(a, past[at:] if runs and hit[o - lo] == 0 else a, src[u64(i) * w :], w, op)
+            if runs:
+                hit[o - lo] = 1
     if runs:  # past's slices that no update touched
         r = lo
         while r < hi:
