@@ -53,10 +53,28 @@ def library_name(value: Any) -> str:
 
 
 def backend_for(spec: OpVersion, inputs: dict[str, Any]):
-    """The backend for a call whose inputs are ``inputs`` (name -> value, the deciding input
-    first), or None for the NumPy kernels.
+    """Return the backend that runs a call on ``inputs``, or None for the NumPy kernels.
 
-    Raises DTypeError when data is NumPy but another input is an array of another library.
+    Parameters
+    ----------
+    spec : OpVersion
+        The operator version being called; its name goes into error messages.
+    inputs : dict of str to array_like
+        The call's array inputs, name -> value, the deciding input first (``data``, or
+        ``past_cache`` for TensorScatter). Values are arrays of any shape and dtype, or
+        lists and Python scalars.
+
+    Returns
+    -------
+    TorchBackend, JaxBackend, DaskBackend, ArrayAPIBackend or None
+        The backend for the deciding input's library, bound to its device; None when that
+        input is NumPy (an ndarray, a list, a scalar, or an ndarray-like NumPy wrapper).
+
+    Raises
+    ------
+    DTypeError
+        When data is NumPy but another input is an array of another library, or when the
+        deciding input is an array that no array-API namespace covers.
     """
     items = iter(inputs.items())
     first_name, first = next(items)

@@ -36,8 +36,24 @@ except ImportError:  # pragma: no cover - a core dependency
 
 @functools.cache
 def numpy_dtype(dtype: Any) -> np.dtype:
-    """A library's dtype as NumPy's (``torch.bfloat16`` -> ``ml_dtypes.bfloat16``, ...): the
-    rules in ``_shapes``/``_versions`` are written for NumPy dtypes.
+    """Return a library's dtype as NumPy's (``torch.bfloat16`` -> ``ml_dtypes.bfloat16``, ...).
+
+    The rules in ``_shapes``/``_versions`` are written for NumPy dtypes.
+
+    Parameters
+    ----------
+    dtype : dtype object
+        A dtype of any array library (a ``torch.dtype``, a JAX or CuPy dtype, a NumPy dtype).
+
+    Returns
+    -------
+    numpy.dtype
+        The NumPy dtype of the same name (an ``ml_dtypes`` one for bfloat16, float8, ...).
+
+    Raises
+    ------
+    TypeError
+        When neither NumPy nor ``ml_dtypes`` has a dtype of that name.
     """
     if isinstance(dtype, np.dtype):
         return dtype
@@ -68,8 +84,11 @@ class ArrayAPIBackend:
     # ---- inputs -------------------------------------------------------------------------
 
     def dtype(self, name: str, array: Any) -> np.dtype:
-        """``array``'s dtype as NumPy's; for an input converted from NumPy, the dtype it had
-        there (JAX without x64 narrows int64 to int32, but the rules judge what was passed).
+        """Return ``array``'s dtype as NumPy's.
+
+        For an input converted from NumPy, the dtype it had there (JAX without x64 narrows int64
+        to int32, but the rules judge what was passed). A dtype with no NumPy counterpart raises
+        DTypeError (it has no ONNX type).
         """
         if name in self.host_dtypes:
             return self.host_dtypes[name]
@@ -86,8 +105,12 @@ class ArrayAPIBackend:
             ) from None
 
     def array(self, name: str, value: Any, dtype: Any = None) -> Any:
-        """``value`` as an array of this library on this device (see the rule in
-        :mod:`gather_scatter.backends`); ``dtype`` is the NumPy dtype a list must fit.
+        """Return ``value`` as an array of this library on this device.
+
+        The rule is in :mod:`gather_scatter.backends`; ``dtype`` is the NumPy dtype a list must
+        fit. An array of this library on another device, or an array of another library, raises
+        DTypeError; a NumPy value of a dtype the library cannot hold stays a NumPy array, for the
+        type rule to refuse.
         """
         spec = self.spec
         if isinstance(value, self.kind):
@@ -122,6 +145,7 @@ class ArrayAPIBackend:
             return host
 
     def same_device(self, array: Any) -> bool:
+        """Return whether ``array`` is on this backend's device."""
         return self._device_of(array) == self.device
 
     def _device_of(self, array: Any) -> Any:
@@ -130,18 +154,21 @@ class ArrayAPIBackend:
         return array_api_compat.device(array)
 
     def from_numpy(self, host: np.ndarray) -> Any:
+        """Return the NumPy array ``host`` as an array of this library on this device."""
         return self.xp.asarray(host, device=self.device)
 
     def native_dtype(self, dtype: np.dtype) -> Any:
+        """Return the namespace's dtype of the same name as the NumPy ``dtype``."""
         return getattr(self.xp, dtype.name)
 
     def finish(self, result: Any, out: Any, inputs: dict) -> Any:
-        """``result``, or ``out`` (checked by :meth:`check_out`) with ``result`` written into it."""
+        """Return ``result``, or ``out`` (checked by :meth:`check_out`) with ``result`` written into it."""
         return result if out is None else self.write_out(result, out, inputs)
 
     # ---- primitives (native ops in the library backends) -------------------------------
 
     def shape(self, array: Any) -> tuple[int, ...]:
+        """Return ``array``'s shape as a tuple of Python ints."""
         return tuple(int(d) for d in array.shape)
 
     def take(self, x: Any, idx: Any, axis: int) -> Any:
@@ -153,8 +180,10 @@ class ArrayAPIBackend:
         return self.xp.take_along_axis(x, idx, axis=axis)
 
     def bounds(self, indices: Any, sizes: Any, axes: Any) -> Any:
-        """``indices`` as int64 with negatives counted from the end, after checking every value
-        against its axis size (IndexOutOfBoundsError naming the first bad position).
+        """Return ``indices`` as int64 with negatives counted from the end, after checking them.
+
+        Every value is checked against its axis size (IndexOutOfBoundsError naming the first bad
+        position).
 
         ``sizes``/``axes``: one size for all (Gather, elements) or one per component of the last
         dim (GatherND/ScatterND), as in ``_validate.check_bounds``. The check is the indices'
@@ -182,9 +211,10 @@ class ArrayAPIBackend:
         return norm
 
     def extremes(self, idx: Any, sizes: Any) -> tuple[np.ndarray, np.ndarray] | None:
-        """The minimum and maximum of non-empty int64 ``idx`` (per component of its last dim if
-        ``sizes`` is a tuple, as in :meth:`bounds`), on the host; None where values cannot reach
-        the host (tracing).
+        """Return the minimum and maximum of non-empty int64 ``idx``, on the host.
+
+        Per component of its last dim if ``sizes`` is a tuple, as in :meth:`bounds`; None where
+        values cannot reach the host (tracing).
         """
         xp = self.xp
         per_component = isinstance(sizes, tuple)
@@ -199,22 +229,26 @@ class ArrayAPIBackend:
         )
 
     def take_checked(self, indices: Any, size: int, axis: int, take: Any) -> Any:
-        """``take(norm)`` for ``norm`` the checked, non-negative ``indices`` of one axis of
-        ``size`` (Gather, GatherElements): :meth:`bounds`, then the take. A library whose take
-        checks bounds itself may try it first (see the torch backend).
+        """Return ``take(norm)`` for ``norm`` the checked, non-negative ``indices`` of one axis.
+
+        For Gather and GatherElements, on an axis of ``size``: :meth:`bounds`, then the take. A
+        library whose take checks bounds itself may try it first (see the torch backend).
         """
         return take(self.guard(self.bounds(indices, size, axis), size))
 
     def guard(self, offsets: Any, beyond: int, per_tuple: bool = False) -> Any:
-        """``offsets`` computed from the last :meth:`bounds`, with those of bad indices moved to
-        ``beyond`` (past the end). Eager backends raised already: nothing to move. A tracing
-        backend (JAX under jit) overrides it, so a bad index is filled/dropped, never wrapped.
+        """Return ``offsets`` computed from the last :meth:`bounds`, those of bad indices moved.
+
+        Bad indices' offsets go to ``beyond`` (past the end). Eager backends raised already:
+        nothing to move. A tracing backend (JAX under jit) overrides it, so a bad index is
+        filled/dropped, never wrapped.
         """
         return offsets
 
     def raise_first_bad(self, indices: Any, bad: Any, sizes: Any, axes: Any, error: Any = None) -> None:
-        """IndexOutOfBoundsError at the first True of ``bad`` (row-major), if any: one
-        reduction on the device, one bool to the host; position and value only on failure.
+        """Raise IndexOutOfBoundsError at the first True of ``bad`` (row-major), if any.
+
+        One reduction on the device, one bool to the host; position and value only on failure.
         ``error(position, value)`` raises it (default: ``_validate.out_of_bounds``).
         """
         xp = self.xp
@@ -229,8 +263,10 @@ class ArrayAPIBackend:
         out_of_bounds(self.spec, position, value, sizes, axes)
 
     def scatter_rows(self, data: Any, targets: Any, updates: Any, reduction: Reduction, unique: bool = False) -> Any:
-        """A new ``(T, S)`` array: ``data`` with the rows ``updates[i]`` (``(N, S)``) written or
-        reduced into rows ``targets[i]`` (checked, non-negative), in order of ``i``.
+        """Return a new ``(T, S)`` array: ``data`` with rows of ``updates`` written or reduced in.
+
+        The rows ``updates[i]`` (``(N, S)``) go into rows ``targets[i]`` (checked, non-negative),
+        in order of ``i``.
 
         Standard functions only: a stable sort groups each target's updates in row-major
         order, ``searchsorted`` finds every target's run, and round ``r`` applies each
@@ -259,8 +295,9 @@ class ArrayAPIBackend:
         return result
 
     def combine(self, reduction: Reduction, dtype: Any):
-        """The spec's ``f(data, update)`` elementwise, as NumPy's ufunc computes it: max/min
-        keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule).
+        """Return the spec's ``f(data, update)`` elementwise, as NumPy's ufunc computes it.
+
+        Max and min keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule).
         """
         xp = self.xp
         if dtype == xp.bool:
@@ -288,8 +325,9 @@ class ArrayAPIBackend:
     # ---- the operators ------------------------------------------------------------------
 
     def rows_of(self, norm: Any, dims: tuple[int, ...]) -> Any:
-        """Row-major offsets (int64, one per tuple) of checked index tuples ``norm`` (``(..., k)``)
-        into a block of shape ``dims``.
+        """Return row-major offsets (int64, one per tuple) of checked index tuples ``norm``.
+
+        ``norm`` is ``(..., k)``; the offsets are into a block of shape ``dims``.
         """
         xp = self.xp
         if len(dims) == 1:  # the index is the row
@@ -299,9 +337,11 @@ class ArrayAPIBackend:
         return xp.reshape(xp.sum(norm * weights, axis=-1, dtype=xp.int64), (-1,))
 
     def gather_steps(self, data, indices, rule, attribute, out):
-        """What every gather does first: ``indices`` on the device, the type rule, the output
-        shape by ``rule`` (``_shapes.gather_shape``, ...), the ``out=`` and size checks.
-        Returns (indices, data's shape, indices' shape, the output shape).
+        """Run what every gather does first, and return what the gather needs.
+
+        The steps: ``indices`` on the device, the type rule, the output shape by ``rule``
+        (``_shapes.gather_shape``, ...), the ``out=`` and size checks. Returns (indices, data's
+        shape, indices' shape, the output shape).
         """
         spec = self.spec
         indices = self.array("indices", indices, np.int64)
@@ -314,9 +354,11 @@ class ArrayAPIBackend:
         return indices, shape, ishape, out_shape
 
     def scatter_steps(self, data, indices, updates, rule, attributes, reduction, out):
-        """What every scatter does first: inputs on the device, the type and shape rules
-        (``rule(spec, shape, ishape, ushape, *attributes)``), the reduction, ``out=`` and size.
-        Returns (indices, updates, data's shape, indices' shape, the parsed reduction).
+        """Run what every scatter does first, and return what the scatter needs.
+
+        The steps: inputs on the device, the type and shape rules (``rule(spec, shape, ishape,
+        ushape, *attributes)``), the reduction, ``out=`` and size. Returns (indices, updates,
+        data's shape, indices' shape, the parsed reduction).
         """
         spec = self.spec
         dtype = self.dtype("data", data)
@@ -332,6 +374,10 @@ class ArrayAPIBackend:
         return indices, updates, shape, ishape, reduction
 
     def gather(self, data, indices, axis=0, out=None):
+        """Return Gather of ``data`` at ``indices`` along ``axis``, as :func:`gather_scatter.gather`.
+
+        Checks, shapes and errors are the NumPy kernel's; ``out``, if given, receives the result.
+        """
         xp = self.xp
         indices, shape, _ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_shape, axis, out)
         ax = _shapes.normalize_axis(self.spec, axis, len(shape))
@@ -339,6 +385,10 @@ class ArrayAPIBackend:
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
+        """Return GatherND of ``data`` at index tuples ``indices``, as :func:`gather_scatter.gather_nd`.
+
+        Checks, shapes and errors are the NumPy kernel's; ``out``, if given, receives the result.
+        """
         xp = self.xp
         indices, shape, ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_nd_shape, batch_dims, out)
         b, k = int(batch_dims), ishape[-1]
@@ -355,6 +405,12 @@ class ArrayAPIBackend:
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
 
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
+        """Return ScatterND: ``data`` with ``updates`` at index tuples ``indices``.
+
+        As :func:`gather_scatter.scatter_nd`: updates apply in row-major order of ``indices``
+        (:meth:`scatter_rows`); checks, shapes and errors are the NumPy kernel's; ``out``, if
+        given, receives the result.
+        """
         xp = self.xp
         indices, updates, shape, ishape, reduction = self.scatter_steps(
             data, indices, updates, _shapes.scatter_nd_shape, (), reduction, out
@@ -369,6 +425,10 @@ class ArrayAPIBackend:
         return self.finish(xp.reshape(result, shape), out, {"indices": indices, "updates": updates})
 
     def gather_elements(self, data, indices, axis=0, out=None):
+        """Return GatherElements of ``data`` at ``indices`` along ``axis``, as :func:`gather_scatter.gather_elements`.
+
+        Checks, shapes and errors are the NumPy kernel's; ``out``, if given, receives the result.
+        """
         indices, shape, ishape, _ = self.gather_steps(data, indices, _shapes.gather_elements_shape, axis, out)
         ax = _shapes.normalize_axis(self.spec, axis, len(shape))
         window = data[tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(ishape))]
@@ -376,6 +436,12 @@ class ArrayAPIBackend:
         return self.finish(result, out, {"data": data, "indices": indices})
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
+        """Return ScatterElements: ``data`` with ``updates`` at ``indices`` along ``axis``.
+
+        As :func:`gather_scatter.scatter_elements`: updates apply in row-major order of
+        ``indices`` (:meth:`scatter_along`); checks, shapes and errors are the NumPy kernel's;
+        ``out``, if given, receives the result.
+        """
         indices, updates, shape, _, reduction = self.scatter_steps(
             data, indices, updates, _shapes.scatter_elements_shape, (axis,), reduction, out
         )
@@ -385,9 +451,11 @@ class ArrayAPIBackend:
         return self.finish(result, out, {"indices": indices, "updates": updates})
 
     def scatter_along(self, data: Any, norm: Any, updates: Any, axis: int, reduction: Reduction) -> Any:
-        """ScatterElements' bytes: ``data`` with ``updates[p]`` written or reduced into ``data``
-        at ``p`` with ``norm[p]`` (checked, non-negative) on ``axis``, in row-major order of ``p``.
-        Here: flat element offsets, then :meth:`scatter_rows` on rows of one element.
+        """Return ScatterElements' bytes: ``data`` with ``updates`` written or reduced in.
+
+        Each ``updates[p]`` goes into ``data`` at ``p`` with ``norm[p]`` (checked, non-negative)
+        on ``axis``, in row-major order of ``p``. Here: flat element offsets, then
+        :meth:`scatter_rows` on rows of one element.
         """
         xp = self.xp
         shape, ishape = self.shape(data), self.shape(norm)
@@ -406,6 +474,12 @@ class ArrayAPIBackend:
         return xp.reshape(result, shape)
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
+        """Return TensorScatter: ``past_cache`` with ``update`` written at ``write_indices`` on ``axis``.
+
+        As :func:`gather_scatter.tensor_scatter` (absent ``write_indices``: position 0 for every
+        batch); checks, shapes and errors are the NumPy kernel's; ``out``, if given, receives
+        the result.
+        """
         from ..kernels.tensor_scatter import NAMES
 
         spec, xp = self.spec, self.xp
@@ -432,9 +506,11 @@ class ArrayAPIBackend:
         return self.finish(self.write_rows(past_cache, update, write, ax), out, {"update": update})
 
     def checked_writes(self, write: Any, capacity: int, length: int, mode: Mode, ax: int) -> Any:
-        """TensorScatter's ``write`` (one per batch) as int64, after checking each against the
-        sequence axis ``ax`` of size ``capacity`` for an update of ``length`` in ``mode``
-        (IndexOutOfBoundsError naming the first bad batch); keeps ``self.bad`` for guard().
+        """Return TensorScatter's ``write`` (one per batch) as int64, after checking each one.
+
+        Each is checked against the sequence axis ``ax`` of size ``capacity`` for an update of
+        ``length`` in ``mode`` (IndexOutOfBoundsError naming the first bad batch); keeps
+        ``self.bad`` for guard().
         """
         from ..kernels.tensor_scatter import write_index_error
 
@@ -450,8 +526,10 @@ class ArrayAPIBackend:
         return write
 
     def write_rows(self, past: Any, update: Any, write: Any, ax: int) -> Any:
-        """TensorScatter's copy: ``past`` with ``update`` at sequence positions
-        ``(write[b] + j) % capacity`` (distinct within a batch), as rows of the dims after ``ax``.
+        """Return TensorScatter's copy: ``past`` with ``update`` written on the sequence axis ``ax``.
+
+        ``update`` goes at sequence positions ``(write[b] + j) % capacity`` (distinct within a
+        batch), as rows of the dims after ``ax``.
         """
         xp = self.xp
         shape, ushape = self.shape(past), self.shape(update)
@@ -472,7 +550,11 @@ class ArrayAPIBackend:
         return xp.reshape(result, shape)
 
     def check_out(self, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        """The ``out=`` checks that need no result: its library, type and shape."""
+        """Run the ``out=`` checks that need no result: its library, type, shape and device.
+
+        Any failure raises DTypeError (ShapeError for a wrong shape); a library whose arrays
+        cannot be written refuses every ``out``.
+        """
         if out is None:
             return
         spec = self.spec
@@ -503,4 +585,5 @@ class ArrayAPIBackend:
             )
 
     def write_out(self, result: Any, out: Any, inputs: dict) -> Any:  # pragma: no cover - writable backends
+        """Write ``result`` into ``out`` and return ``out``: only a writable backend can."""
         raise NotImplementedError
