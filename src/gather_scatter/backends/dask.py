@@ -1,5 +1,6 @@
-"""dask arrays: the operators as lazy task graphs, for tables larger than memory (zarr on disk)
-or spread over a ``dask.distributed`` cluster.
+"""dask arrays: the operators as lazy task graphs.
+
+For tables larger than memory (zarr on disk) or spread over a ``dask.distributed`` cluster.
 
 Every operator is one of two plans over the *items* it moves — an item is an index tuple into
 the first ``m`` axes of data (a row for Gather after moving its axis first, a tuple for
@@ -57,8 +58,9 @@ class DaskBackend:
         self.known(first_name, first)
 
     def known(self, name: str, array: da.Array) -> None:
-        """ShapeError for a dask array whose chunk sizes are unknown (NaN, e.g. after boolean
-        masking): the plans place items by chunk bounds.
+        """Raise ShapeError for a dask array whose chunk sizes are unknown (NaN, e.g. after masking).
+
+        The plans place items by chunk bounds.
         """
         if any(math.isnan(c) for chunks in array.chunks for c in chunks):
             spec = self.spec
@@ -91,8 +93,10 @@ class DaskBackend:
         return as_array(self.spec, name, value, dtype)
 
     def checked(self, indices: Any, sizes: Any, axes: Any) -> Any:
-        """NumPy ``indices`` checked now (the in-memory error) and made non-negative int64; dask
-        ``indices`` are checked chunk by chunk at compute (see :func:`_checked_chunk`).
+        """Return ``indices`` checked and made non-negative int64.
+
+        NumPy ``indices`` are checked now (the in-memory error); dask ``indices`` are checked
+        chunk by chunk at compute (see :func:`_checked_chunk`).
         """
         if isinstance(indices, da.Array):
             if isinstance(sizes, tuple):  # a tuple's components in one chunk: component j is axis axes[j]
@@ -104,8 +108,9 @@ class DaskBackend:
         return _nonnegative(indices, sizes)
 
     def finish(self, result: da.Array, out: Any, inputs: dict, rows: Any = None) -> Any:
-        """``result``, or ``out`` with ``result`` stored into it in whole units of writing
-        (``rows``: the items a scatter changes, None for a gather). ``out`` may be the array a
+        """Return ``result``, or ``out`` with ``result`` stored into it in whole units of writing.
+
+        ``rows``: the items a scatter changes, None for a gather. ``out`` may be the array a
         scatter's data was read from (then in place: with NumPy ``rows`` only the units that
         hold one are written, each after the blocks of data that overlap it were read); any
         other input read from ``out`` is refused, as its blocks could be overwritten before
@@ -151,6 +156,12 @@ class DaskBackend:
     # ---- the operators ------------------------------------------------------------------
 
     def gather(self, data, indices, axis=0, out=None):
+        """Return Gather of ``data`` at ``indices`` along ``axis``, as a lazy dask array.
+
+        As :func:`gather_scatter.gather`, with the NumPy kernel's shapes, types and errors. NumPy
+        ``indices`` are checked at the call, dask ``indices`` chunk by chunk at compute; ``out``,
+        if given, is written at the call and returned.
+        """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         _shapes.output_dtype(spec, data.dtype, indices.dtype)
@@ -170,6 +181,12 @@ class DaskBackend:
         return self.finish(items, out, {"data": data, "indices": indices})
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
+        """Return GatherND of ``data`` at index tuples ``indices``, as a lazy dask array.
+
+        As :func:`gather_scatter.gather_nd`, with the NumPy kernel's shapes, types and errors. NumPy
+        ``indices`` are checked at the call, dask ``indices`` chunk by chunk at compute; ``out``,
+        if given, is written at the call and returned.
+        """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         _shapes.output_dtype(spec, data.dtype, indices.dtype)
@@ -183,6 +200,12 @@ class DaskBackend:
         return self.finish(_gather(data, rows, indices.shape[:-1]), out, {"data": data, "indices": indices})
 
     def gather_elements(self, data, indices, axis=0, out=None):
+        """Return GatherElements of ``data`` at ``indices`` along ``axis``, as a lazy dask array.
+
+        As :func:`gather_scatter.gather_elements`, with the NumPy kernel's shapes, types and errors. NumPy
+        ``indices`` are checked at the call, dask ``indices`` chunk by chunk at compute; ``out``,
+        if given, is written at the call and returned.
+        """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         _shapes.output_dtype(spec, data.dtype, indices.dtype)
@@ -195,6 +218,12 @@ class DaskBackend:
         )
 
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
+        """Return ScatterND: ``data`` with ``updates`` at index tuples ``indices``, as a lazy dask array.
+
+        As :func:`gather_scatter.scatter_nd`, with the NumPy kernel's shapes, types and errors. NumPy
+        ``indices`` are checked at the call, dask ``indices`` chunk by chunk at compute; ``out``,
+        if given, is written at the call and returned.
+        """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         updates = self.input("updates", updates, data.dtype)
@@ -212,6 +241,12 @@ class DaskBackend:
         )
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
+        """Return ScatterElements: ``data`` with ``updates`` at ``indices`` along ``axis``, lazily.
+
+        As :func:`gather_scatter.scatter_elements`, with the NumPy kernel's shapes, types and errors. NumPy
+        ``indices`` are checked at the call, dask ``indices`` chunk by chunk at compute; ``out``,
+        if given, is written at the call and returned.
+        """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         updates = self.input("updates", updates, data.dtype)
@@ -229,6 +264,11 @@ class DaskBackend:
         )
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
+        """Raise DTypeError: TensorScatter does not run on dask arrays.
+
+        A KV cache lives in one device's memory; TensorScatter runs on NumPy, PyTorch, JAX and
+        array-API arrays.
+        """
         spec = self.spec
         raise DTypeError(
             f"{spec.name}: past_cache is a dask.array.Array; TensorScatter runs on NumPy, PyTorch, JAX and "
@@ -241,7 +281,7 @@ class DaskBackend:
 
 
 def _strings_as_objects(data: da.Array) -> da.Array:
-    """String data of any NumPy kind as object arrays of str, as every kernel returns them."""
+    """Return string data of any NumPy kind as object arrays of str, as every kernel returns them."""
     if data.dtype.kind not in "US":
         return data
     from ..kernels._writes import strings_as_objects
@@ -257,8 +297,9 @@ def _key(spec) -> tuple:
 
 
 def _checked_chunk(chunk, spec_key, sizes, axes, block_info=None):
-    """A chunk of dask indices, checked (the error names the position in the whole array) and
-    made non-negative int64.
+    """Return a chunk of dask indices, checked and made non-negative int64.
+
+    A bad index raises the error naming its position in the whole array.
     """
     from .._versions import REGISTRY
 
@@ -274,14 +315,14 @@ def _checked_chunk(chunk, spec_key, sizes, axes, block_info=None):
 
 
 def _nonnegative(indices: np.ndarray, sizes: Any) -> np.ndarray:
-    """Checked indices as int64 with negatives counted from the end of their axis."""
+    """Return checked indices as int64 with negatives counted from the end of their axis."""
     sizes = np.asarray(sizes, dtype=np.int64)
     indices = indices.astype(np.int64, copy=False)
     return np.where(indices < 0, indices + sizes, indices)
 
 
 def _as_rows(norm: Any, k: int) -> Any:
-    """Checked indices as ``(n, k)`` item coordinates (NumPy or dask)."""
+    """Return checked indices as ``(n, k)`` item coordinates (NumPy or dask)."""
     return _reshape(norm, (math.prod(norm.shape[:-1]), k))
 
 
@@ -370,9 +411,11 @@ def _tail(data: da.Array, m: int):
 
 
 def _gather_rows(data: da.Array, rows: np.ndarray, lead_shape: tuple) -> da.Array:
-    """Items of NumPy coordinates: a task per touched block, a task per output block. Output
-    blocks split the first axis of ``lead_shape`` into runs of about dask's ``array.chunk-size``
-    bytes, so each holds a contiguous run of items.
+    """Return the items of ``data`` at NumPy coordinates ``rows``, as a dask array.
+
+    A task per touched block, a task per output block. Output blocks split the first axis of
+    ``lead_shape`` into runs of about dask's ``array.chunk-size`` bytes, so each holds a
+    contiguous run of items.
     """
     _n, m = rows.shape
     plan = _Plan(data, rows)
@@ -431,7 +474,7 @@ def _assemble(shape: tuple, block_shape: tuple, dtype, parts: list, placements: 
 
 
 def _scatter(data: da.Array, rows: Any, values: Any, reduction: Reduction) -> da.Array:
-    """``data`` with ``values[i]`` written or reduced at ``tuple(rows[i])`` in order of ``i``."""
+    """Return ``data`` with ``values[i]`` written or reduced at ``tuple(rows[i])`` in order of ``i``."""
     if isinstance(rows, da.Array):
         return _scatter_dask_rows(data, rows, values, reduction)
     n, m = rows.shape
@@ -480,8 +523,10 @@ def _span(chunks: tuple, i: int) -> tuple[int, int]:
 
 
 def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction: str) -> np.ndarray:
-    """The NumPy kernel on one block: ScatterND-18 semantics (row-major order, every reduction
-    rule), which is every scatter's rule once targets are coordinates.
+    """Return one block with its updates applied by the NumPy kernel, in ScatterND-18 semantics.
+
+    ScatterND-18's rules (row-major order, every reduction rule) are every scatter's rule once
+    targets are coordinates.
     """
     from .._versions import SCATTER_ND
     from ..kernels.scatter_nd import run_scatter_nd
@@ -493,8 +538,10 @@ def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction:
 
 
 def _gather_dask_rows(data: da.Array, rows: da.Array) -> da.Array:
-    """Items whose coordinates are a dask array: for each chunk of items and each block of data,
-    a task takes the items that fall in the block; one task per item chunk assembles them.
+    """Return the items of ``data`` whose coordinates are the dask array ``rows``.
+
+    For each chunk of items and each block of data, a task takes the items that fall in the
+    block; one task per item chunk assembles them.
     """
     m = rows.shape[1]
     rows = rows.rechunk((rows.chunks[0], m))
@@ -554,8 +601,10 @@ def _assemble_masked(shape: tuple, dtype, parts: list) -> np.ndarray:
 
 
 def _scatter_dask_rows(data: da.Array, rows: da.Array, values: Any, reduction: Reduction) -> da.Array:
-    """Items whose coordinates are a dask array: each block of data takes, chunk of items after
-    chunk of items (row-major order), the updates that fall in it.
+    """Return ``data`` with the updates of items whose coordinates are the dask array ``rows``.
+
+    Each block of data takes, chunk of items after chunk of items (row-major order), the
+    updates that fall in it.
     """
     m = rows.shape[1]
     rows = rows.rechunk((rows.chunks[0], m))
@@ -594,8 +643,10 @@ def _apply_masked(block: np.ndarray, rows: np.ndarray, updates: np.ndarray, orig
 
 
 def _read_from(data: da.Array, out: Any) -> bool:
-    """Whether ``data`` is exactly the contents of ``out``: ``da.from_zarr(out)`` or
-    ``da.from_array(out)``, whose graph is the array and one task per block reading it.
+    """Return whether ``data`` is exactly the contents of ``out``.
+
+    That is ``da.from_zarr(out)`` or ``da.from_array(out)``, whose graph is the array and one
+    task per block reading it.
     """
     graph = data.__dask_graph__()
     original = f"original-{data.name}"
@@ -605,15 +656,18 @@ def _read_from(data: da.Array, out: Any) -> bool:
 
 
 def _mentions(array: da.Array, out: Any) -> bool:
-    """Whether ``out`` itself is one of the values in ``array``'s graph (what from_array and
-    from_zarr keep of the array they read).
+    """Return whether ``out`` itself is one of the values in ``array``'s graph.
+
+    Such a value is what from_array and from_zarr keep of the array they read.
     """
     return any(value is out for value in array.__dask_graph__().values())
 
 
 def _write_unit(out: Any, ndim: int) -> tuple | None:
-    """The shape of ``out``'s unit of writing (a zarr shard, else its chunk; an HDF5 chunk), or
-    None for an array written region by region (a NumPy memmap, a contiguous HDF5 dataset).
+    """Return the shape of ``out``'s unit of writing, or None for an array written by region.
+
+    The unit is a zarr shard, else its chunk; an HDF5 chunk. None: an array written region by
+    region (a NumPy memmap, a contiguous HDF5 dataset).
     """
     unit = getattr(out, "shards", None) or getattr(out, "chunks", None)
     if isinstance(unit, tuple) and len(unit) == ndim and all(isinstance(u, (int, np.integer)) and u > 0 for u in unit):
@@ -622,15 +676,18 @@ def _write_unit(out: Any, ndim: int) -> tuple | None:
 
 
 def _aligned(result: da.Array, unit: tuple) -> da.Array:
-    """``result`` in blocks of whole units (each unit then written by one task): on each axis
-    the largest multiple of the unit within result's largest block, one unit at least.
+    """Return ``result`` in blocks of whole units, so that one task writes each unit.
+
+    On each axis a block is the largest multiple of the unit within result's largest block,
+    one unit at least.
     """
     return result.rechunk(tuple(max(u, max(c) // u * u) for c, u in zip(result.chunks, unit, strict=False)))
 
 
 def _store_touched(result: da.Array, out: Any, rows: np.ndarray) -> None:
-    """Write the blocks of ``result`` that hold one of the items ``rows`` into ``out`` (the rest
-    is there already).
+    """Write the blocks of ``result`` that hold one of the items ``rows`` into ``out``.
+
+    The rest is there already.
     """
     m = rows.shape[1]
     starts = [np.cumsum((0, *c)) for c in result.chunks]
