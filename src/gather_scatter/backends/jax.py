@@ -1,5 +1,6 @@
-"""JAX arrays: the operators in ``jnp.take``/``take_along_axis`` and ``.at[]`` scatters,
-eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's default) or on.
+"""JAX arrays: the operators in ``jnp.take``/``take_along_axis`` and ``.at[]`` scatters.
+
+They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's default) or on.
 
 - Exactness: on the CPU, XLA applies a scatter's updates serially in index order (the
   spec's row-major order) and rounds every step in the data's type, so results are bitwise
@@ -61,8 +62,10 @@ _MARK = 10**15 + 1  # a value no message holds otherwise: where the run-time val
 
 
 class _Namespace:
-    """``jax.numpy`` whose ``int64`` is JAX's widest int: int32 without x64, where asking for
-    int64 warns and truncates. The array-API steps build every index and offset with it.
+    """``jax.numpy`` whose ``int64`` is JAX's widest int.
+
+    That is int32 without x64, where asking for int64 warns and truncates. The array-API steps
+    build every index and offset with it.
     """
 
     def __init__(self, xp: Any, index_dtype: np.dtype):
@@ -73,6 +76,14 @@ class _Namespace:
 
 
 class JaxBackend(ArrayAPIBackend):
+    """The operators on JAX arrays, eagerly and under ``jax.jit`` (rules in the module docstring).
+
+    A call on concrete CPU arrays without ``out=`` runs as one compiled computation where it
+    can (:meth:`staged`); otherwise :class:`ArrayAPIBackend`'s steps run op by op, with ``jnp``
+    takes and ``.at[]`` scatters.
+    JAX arrays are immutable, so ``out=`` is refused.
+    """
+
     writable = False
 
     def __init__(self, spec, xp, first, first_name):
@@ -90,31 +101,38 @@ class JaxBackend(ArrayAPIBackend):
         self.xp = _Namespace(xp, self.index_dtype)
 
     def gather(self, data, indices, axis=0, out=None):
+        """Return Gather of ``data`` at ``indices`` along ``axis`` (see :meth:`staged`)."""
         return self.staged("gather", {"indices": indices}, {"axis": axis}, out)
 
     def gather_nd(self, data, indices, batch_dims=0, out=None):
+        """Return GatherND of ``data`` at index tuples ``indices`` (see :meth:`staged`)."""
         return self.staged("gather_nd", {"indices": indices}, {"batch_dims": batch_dims}, out)
 
     def scatter_nd(self, data, indices, updates, reduction="none", out=None):
+        """Return ScatterND: ``data`` with ``updates`` at index tuples ``indices`` (see :meth:`staged`)."""
         return self.staged("scatter_nd", {"indices": indices, "updates": updates}, {"reduction": reduction}, out)
 
     def gather_elements(self, data, indices, axis=0, out=None):
+        """Return GatherElements of ``data`` at ``indices`` along ``axis`` (see :meth:`staged`)."""
         return self.staged("gather_elements", {"indices": indices}, {"axis": axis}, out)
 
     def scatter_elements(self, data, indices, updates, axis=0, reduction="none", out=None):
+        """Return ScatterElements: ``data`` with ``updates`` at ``indices`` along ``axis`` (see :meth:`staged`)."""
         return self.staged(
             "scatter_elements", {"indices": indices, "updates": updates}, {"axis": axis, "reduction": reduction}, out
         )
 
     def tensor_scatter(self, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None):
+        """Return TensorScatter: ``past_cache`` with ``update`` at ``write_indices`` (see :meth:`staged`)."""
         return self.staged(
             "tensor_scatter", {"update": update, "write_indices": write_indices}, {"axis": axis, "mode": mode}, out
         )
 
     def staged(self, op: str, inputs: dict, attrs: dict, out: Any) -> Any:
-        """Run ``op`` as one compiled XLA computation (one compilation per shape, one dispatch
-        per call, where op-by-op eager JAX compiles and dispatches a dozen small ones), then
-        raise the exact eager error if an index was bad. Under a trace, off the CPU (where the
+        """Run ``op`` as one compiled XLA computation, then raise the exact eager error if an index was bad.
+
+        One compilation per shape, one dispatch per call, where op-by-op eager JAX compiles and
+        dispatches a dozen small ones. Under a trace, off the CPU (where the
         eager scatters keep the deterministic rounds), with ``out=`` or with attributes that
         cannot be static, it runs op by op.
         """
@@ -161,11 +179,13 @@ class JaxBackend(ArrayAPIBackend):
         return result
 
     def same_device(self, array: Any) -> bool:
+        """Return whether ``array`` is on this backend's device (always so under a trace)."""
         if self.traced or isinstance(array, jax.core.Tracer):
             return True
         return super().same_device(array)
 
     def dtype(self, name: str, array: Any) -> np.dtype:
+        """Return ``array``'s dtype as NumPy's; without x64 a JAX int32 index array counts as int64."""
         dtype = super().dtype(name, array)
         held = name in _INDEX_INPUTS and name not in self.host_dtypes
         if held and dtype == np.int32 and self.index_dtype == np.int32:
@@ -173,7 +193,9 @@ class JaxBackend(ArrayAPIBackend):
         return dtype
 
     def array(self, name: str, value: Any, dtype: Any = None) -> Any:
-        """Indices given as NumPy arrays, lists or scalars stay on the host as passed (int64
+        """Return ``value`` as a JAX array on this device, indices given on the host excepted.
+
+        Indices given as NumPy arrays, lists or scalars stay on the host as passed (int64
         for a list): :meth:`bounds` and :meth:`checked_writes` check them there, before any
         narrowing and at trace time under ``jit``, then move them to the device.
         """
@@ -184,6 +206,11 @@ class JaxBackend(ArrayAPIBackend):
         return super().array(name, value, dtype)
 
     def from_numpy(self, host: np.ndarray) -> Any:
+        """Return the NumPy array ``host`` as a JAX array on this device.
+
+        A dtype JAX does not hold as it is (float64 without x64, ...) raises TypeError, so that
+        the type rule refuses the value as passed.
+        """
         if jax.dtypes.canonicalize_dtype(host.dtype) != host.dtype:
             # float64 updates without x64, ...: never a type the op accepts here (it must be
             # data's, a JAX type); the type rule refuses it as passed.
@@ -192,9 +219,11 @@ class JaxBackend(ArrayAPIBackend):
         return array if self.device is None else jax.device_put(array, self.device)
 
     def check_positions(self, positions: int, count: int) -> None:
-        """Without x64, every index and offset is int32: OutputTooLargeError naming
-        ``jax_enable_x64`` when ``positions`` (what one offset ranges over) or ``count`` (the
-        index values) reach 2**31, where int32 arithmetic would wrap.
+        """Raise OutputTooLargeError naming ``jax_enable_x64`` where int32 offsets would wrap.
+
+        Without x64, every index and offset is int32: the error is raised when ``positions``
+        (what one offset ranges over) or ``count`` (the index values) reach 2**31, where int32
+        arithmetic would wrap.
         """
         if self.index_dtype == np.int64 or max(positions, count) < _INT32_POSITIONS:
             return
@@ -214,6 +243,11 @@ class JaxBackend(ArrayAPIBackend):
         )
 
     def bounds(self, indices, sizes, axes):
+        """Return ``indices`` checked and non-negative, as :meth:`ArrayAPIBackend.bounds` does.
+
+        Offsets must fit the index type first (:meth:`check_positions`). Indices given on the
+        host are checked there as passed, then moved to the device in its index type.
+        """
         shape = self.shape(self.first)
         # GatherND/ScatterND (sizes a tuple): offsets over the data's leading block
         positions = math.prod(shape[: axes[-1] + 1] if axes else shape) if isinstance(sizes, tuple) else int(sizes)
@@ -229,10 +263,16 @@ class JaxBackend(ArrayAPIBackend):
         return self.from_numpy(norm.astype(self.index_dtype))
 
     def scatter_along(self, data, norm, updates, axis, reduction):
+        """Return ScatterElements' bytes, once flat element offsets are known to fit the index type."""
         self.check_positions(math.prod(self.shape(data)), 0)  # flat element offsets
         return super().scatter_along(data, norm, updates, axis, reduction)
 
     def checked_writes(self, write, capacity, length, mode, ax):
+        """Return TensorScatter's checked ``write``, as :meth:`ArrayAPIBackend.checked_writes` does.
+
+        Offsets must fit the index type first (:meth:`check_positions`). A ``write`` given on
+        the host is checked there and moved reduced modulo ``capacity``, so any int64 fits.
+        """
         shape = self.shape(self.first)
         self.check_positions(max(math.prod(shape[: ax + 1]), capacity + length), shape[0])
         if not isinstance(write, np.ndarray):
@@ -251,6 +291,7 @@ class JaxBackend(ArrayAPIBackend):
         return self.from_numpy((write % max(capacity, 1)).astype(self.index_dtype))
 
     def write_rows(self, past, update, write, ax):
+        """Return TensorScatter's copy, with ``write`` reduced modulo the capacity first."""
         # (write + j) % capacity == (write % capacity + j) % capacity, without int32 overflow
         # for a circular write near 2**31.
         return super().write_rows(past, update, write % max(self.shape(past)[ax], 1), ax)
@@ -259,9 +300,17 @@ class JaxBackend(ArrayAPIBackend):
         return self.traced or any(isinstance(a, jax.core.Tracer) for a in arrays)
 
     def extremes(self, idx, sizes):
+        """Return the minimum and maximum of ``idx`` on the host, or None under a trace."""
         return None if self._tracing(idx) else super().extremes(idx, sizes)
 
     def raise_first_bad(self, indices, bad, sizes, axes, error=None):
+        """Raise IndexOutOfBoundsError at the first bad index; under a trace, stage a check of it.
+
+        Eagerly as :meth:`ArrayAPIBackend.raise_first_bad`. Traced, it records in ``any_bad``
+        whether an index was bad and adds a ``checkify`` check whose message is the eager one,
+        position and value filled at run time; without ``checkify.checkify`` the check is a
+        no-op and :meth:`guard` keeps a bad index from wrapping.
+        """
         if not self._tracing(indices, bad):
             return super().raise_first_bad(indices, bad, sizes, axes, error)
         self.traced = True
@@ -291,6 +340,11 @@ class JaxBackend(ArrayAPIBackend):
             checkify.debug_check(~found, text, *args)
 
     def guard(self, offsets, beyond, per_tuple=False):
+        """Return ``offsets``, under a trace with those of bad indices moved to ``beyond``.
+
+        Eagerly (bad indices raised already) or staged (a bad index discards the result) the
+        offsets are returned as they are.
+        """
         if not self.traced or self.bad is None or self.staging:
             return offsets
         bad = jnp.any(self.bad, axis=-1) if per_tuple else self.bad
@@ -299,14 +353,28 @@ class JaxBackend(ArrayAPIBackend):
         return jnp.where(bad, beyond, offsets)
 
     def take(self, x, idx, axis):
+        """Return ``x`` at ``idx`` along ``axis`` by ``jnp.take``.
+
+        Traced (outside :meth:`staged`), a bad index reads the fill value.
+        """
         x, idx = _readable(x, idx, axis)
         return jnp.take(x, idx, axis=axis, mode="fill" if self.traced and not self.staging else "clip")
 
     def take_along(self, x, idx, axis):
+        """Return ``x`` at ``idx`` along ``axis`` by ``jnp.take_along_axis``.
+
+        Traced (outside :meth:`staged`), a bad index reads the fill value.
+        """
         x, idx = _readable(x, idx, axis)
         return jnp.take_along_axis(x, idx, axis=axis, mode="fill" if self.traced and not self.staging else "clip")
 
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
+        """Return ``data`` with rows ``updates[i]`` written or reduced into rows ``targets[i]`` by ``.at[]``.
+
+        On the CPU, and under a trace, XLA's scatter (serial, in index order on the CPU);
+        eagerly on other devices the deterministic rounds of :meth:`ArrayAPIBackend.scatter_rows`.
+        Reduction 'none' keeps each target's last update first; a target past the end is dropped.
+        """
         on_cpu = self.traced or all(d.platform == "cpu" for d in data.devices())
         if not on_cpu and not self._tracing(data, targets, updates):
             return super().scatter_rows(data, targets, updates, reduction, unique)
@@ -330,8 +398,9 @@ class JaxBackend(ArrayAPIBackend):
 
 
 def _template(error: Any, position: tuple[int, ...], value: int) -> str:
-    """The message ``error(position, value)`` raises, with the position and the value as
-    ``{}`` fields for ``checkify`` to fill at run time: the eager text, never restated.
+    """Return the message ``error(position, value)`` raises, with ``{}`` fields for position and value.
+
+    ``checkify`` fills the fields at run time: the eager text, never restated.
     """
     try:
         error(position, value)
@@ -345,8 +414,10 @@ def _template(error: Any, position: tuple[int, ...], value: int) -> str:
 
 
 def _readable(x, idx, axis):
-    """``x`` and ``idx`` as jnp's takes accept them: from an empty axis (every index bad, so
-    every read is the fill value) JAX refuses to take, so one dummy element is there to miss.
+    """Return ``x`` and ``idx`` as jnp's takes accept them.
+
+    From an empty axis (every index bad, so every read is the fill value) JAX refuses to take,
+    so one dummy element is there to miss.
     """
     if x.shape[axis] or not idx.size:
         return x, idx
@@ -355,8 +426,9 @@ def _readable(x, idx, axis):
 
 @jax.custom_jvp
 def _scatter_mul(data, targets, updates):
-    """``data.at[targets].multiply(updates)`` (in index order, rounding every step), with a
-    derivative for duplicate targets too: JAX's own has one for unique indices only.
+    """Return ``data.at[targets].multiply(updates)`` (in index order, rounding every step).
+
+    It has a derivative for duplicate targets too: JAX's own has one for unique indices only.
     """
     return data.at[targets].multiply(updates, mode="drop")
 
@@ -390,8 +462,10 @@ def _scatter_mul_jvp(primals, tangents):
 
 @functools.partial(jax.jit, static_argnames=("op", "key", "first_name", "statics", "host_dtypes"))
 def _staged(first, arrays, *, op, key, first_name, statics, host_dtypes):
-    """``op`` traced once per shape: the backend's own steps, and whether any index was bad
-    (then the caller discards the result and reruns op by op for the error).
+    """Return ``op``'s result, traced once per shape, and whether any index was bad.
+
+    The result is the backend's own steps; when an index was bad the caller discards it and
+    reruns op by op for the error.
     """
     backend = JaxBackend(REGISTRY[key], jnp, first, first_name)
     backend.host_dtypes = {name: numpy_dtype(code) for name, code in host_dtypes}
