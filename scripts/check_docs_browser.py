@@ -13,8 +13,11 @@ missing and this process may, unless ``--no-install``; no browser is downloaded 
   from the server, or an image in the rendered page has no file behind it (a broken image);
 - the browser logs a console message on a page (an uncaught exception, a failed load, any
   ``console.*`` call: Chromium's log does not give the level, and the site logs none);
+- a page loads a stylesheet, script, font or image from another host (the site must read the
+  same offline; the browser resolves no host but the local server, so such a load cannot hang);
 - the API reference page lacks a rendered entry (an mkdocstrings heading) for a name of
-  ``gather_scatter.__all__``, or an operator page lacks its generated versions table.
+  ``gather_scatter.__all__``, or an operator page lacks its generated versions table;
+- the browser does not finish a page within 60 s, twice.
 
 Exit status 2 when Chromium is missing and cannot be installed, or the site does not build.
 """
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import ClassVar
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = {  # screenshot name -> path in the site
@@ -63,7 +67,7 @@ def find_chromium(install: bool) -> str | None:
     if sudo is None:
         return None
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(sudo + ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"], env=env)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"], env=env)
     return shutil.which("chromium")
 
 
@@ -76,7 +80,7 @@ def build(site: pathlib.Path) -> None:
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
-    log: list[tuple[str, int]] = []
+    log: ClassVar[list[tuple[str, int]]] = []
 
     def log_request(self, code="-", size="-"):  # record every request and its status, print nothing
         Handler.log.append((self.path, int(getattr(code, "value", code))))
@@ -91,21 +95,44 @@ def serve(site: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
-def chromium(browser: str, profile: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-         "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}", "--enable-logging=stderr",
-         "--v=0", "--virtual-time-budget=5000", "--window-size=1280,1600", *args],
-        capture_output=True, text=True, timeout=120,
-    )
+# A resource the site's HTML loads from another host: <link rel=stylesheet|preconnect|preload|icon ...>,
+# <script src>, <img src>. (Links a reader follows, <a href>, may point anywhere.)
+EXTERNAL = re.compile(
+    r'<(?:link\b[^>]*\brel="?(?:stylesheet|preconnect|preload|icon|dns-prefetch)[^>]*\bhref'
+    r'|script\b[^>]*\bsrc|img\b[^>]*\bsrc)="(https?://[^"]+)"'
+)
+TIMEOUT_S = 60
 
 
-def check_page(browser: str, profile: str, base: str, name: str, path: str, out: pathlib.Path, site: pathlib.Path) -> list[str]:
+def chromium(browser: str, profile: str, *args: str) -> subprocess.CompletedProcess | None:
+    """Run one headless Chromium command; None when it timed out twice.
+
+    Every host but the local server resolves to nothing, so a request elsewhere fails at once
+    instead of waiting on the network (the virtual-time budget otherwise waits for it).
+    """
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--hide-scrollbars", "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}",
+               "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--enable-logging=stderr",
+               "--v=0", "--virtual-time-budget=5000", "--window-size=1280,1600", *args]
+    for _ in range(2):
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            continue
+    return None
+
+
+def check_page(
+    browser: str, profile: str, base: str, name: str, path: str, out: pathlib.Path, site: pathlib.Path
+) -> list[str]:
     url = base + path
     problems = []
     Handler.log.clear()
+    (out / f"{name}.png").unlink(missing_ok=True)
     shot = chromium(browser, profile, f"--screenshot={out / (name + '.png')}", url)
     dom = chromium(browser, profile, "--dump-dom", url)
+    if shot is None or dom is None:
+        return [f"the browser did not finish the page in {TIMEOUT_S} s, twice"]
     if not (out / f"{name}.png").is_file():
         problems.append(f"no screenshot ({shot.returncode}): {shot.stderr.strip()[-300:]}")
     for log in (shot.stderr, dom.stderr):
@@ -118,6 +145,9 @@ def check_page(browser: str, profile: str, base: str, name: str, path: str, out:
     if "<body" not in html:
         problems.append(f"no rendered DOM ({dom.returncode}): {dom.stderr.strip()[-300:]}")
         return sorted(set(problems))
+    for url in EXTERNAL.findall(html):
+        if not url.startswith(base):
+            problems.append(f"loads a resource from another host: {url}")
     page_dir = (site / path).resolve()
     for src in re.findall(r'<img[^>]+src="([^"]+)"', html):
         if src.startswith(("http:", "https:", "data:")) and not src.startswith(base):
@@ -133,9 +163,8 @@ def check_page(browser: str, profile: str, base: str, name: str, path: str, out:
                    if not any(i == f"gather_scatter.{n}" or i.endswith(f".{n}") for i in ids)]
         if missing:
             problems.append(f"no rendered API entry for {missing}")
-    if path.startswith("operators/") or name == "versions":
-        if "<th>since_version</th>" not in html:
-            problems.append("no generated versions table")
+    if (path.startswith("operators/") or name == "versions") and "<th>since_version</th>" not in html:
+        problems.append("no generated versions table")
     return sorted(set(problems))
 
 
