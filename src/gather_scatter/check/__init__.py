@@ -44,7 +44,9 @@ def run_check(
     progress: bool = True,
     stream: TextIO | None = None,
 ) -> dict:
-    """Run ``cases`` generated cases per operator version (and opset) through ``engine``,
+    """Check ``engine`` against generated cases, and return the report.
+
+    Run ``cases`` generated cases per operator version (and opset) through ``engine``,
     shrink and write out each finding, print the table, and return the report.
 
     Parameters
@@ -125,8 +127,10 @@ def run_check(
 
 
 def _run(worker: engines.Worker, checks: list, out_dir: str, summary: Counter, findings: list, bar) -> None:
-    """Run ``checks`` through the engine, counting each case's kind in ``summary`` once it is
-    done (its finding shrunk and written): a Ctrl-C leaves both complete up to there.
+    """Run ``checks`` through the engine, counting each case's kind in ``summary``.
+
+    A case is counted once it is done (its finding shrunk and written): a Ctrl-C leaves both
+    complete up to there.
     """
     shrunk: set = set()
     for check in checks:

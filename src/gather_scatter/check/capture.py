@@ -1,4 +1,6 @@
-"""Model mode's first half: a model's inputs made, and the model run once with our kernels while
+"""Model mode's first half: make a model's inputs and record its indexing nodes' calls.
+
+The model's inputs are made, and the model run once with our kernels while
 each indexing node (Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter,
 TensorScatter, com.microsoft GatherND; in the main graph, subgraphs and functions) records the
 inputs and attributes of its first call (:func:`capture`), to be replayed on an engine
@@ -46,8 +48,9 @@ FAMILY = frozenset(
 
 
 class ModelUsageError(ValueError):
-    """A model or its inputs that model mode cannot check (exit status 2 at the command line):
-    unreadable, no indexing node, a symbolic dim without ``--dim``, an input it cannot make.
+    """A model or its inputs that model mode cannot check (exit status 2 at the command line).
+
+    Unreadable, no indexing node, a symbolic dim without ``--dim``, an input it cannot make.
     """
 
 
@@ -92,7 +95,7 @@ def _domain(node: onnx.NodeProto) -> str:
 
 
 def indexing_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The model's nodes of the family, in the main graph, its subgraphs and its functions.
+    """Return the model's nodes of the family, in the main graph, its subgraphs and its functions.
 
     Parameters
     ----------
@@ -135,8 +138,9 @@ def _input_shape(value: onnx.ValueInfoProto, dims: Mapping[str, int]) -> tuple[i
 def make_feeds(
     graph: onnx.GraphProto, given: Mapping[str, np.ndarray], dims: Mapping[str, int], seed: int
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """The model's inputs: ``given`` ones as they are, the others random of their declared type
-    and shape, reproducible from ``seed``.
+    """Return the model's inputs: ``given`` ones as they are, the others random.
+
+    The others are random of their declared type and shape, reproducible from ``seed``.
 
     Parameters
     ----------
@@ -206,8 +210,10 @@ def make_feeds(
 
 
 def _capturing(cls: type, record) -> type:
-    """``cls`` (one of ``reference.NEW_OPS``) calling ``record(node, inputs, attrs, run)`` instead of
-    running the kernel straight (kept under its name and domain, so it replaces ``cls``).
+    """Return ``cls`` (one of ``reference.NEW_OPS``) calling ``record(node, inputs, attrs, run)``.
+
+    It calls ``record`` instead of running the kernel straight (kept under its name and domain,
+    so it replaces ``cls``).
     """
 
     class Capturing(cls):
@@ -293,7 +299,16 @@ def capture(
 
 
 def load(path: str) -> onnx.ModelProto:
-    """The model at ``path``, external data loaded, checked as ``gather-scatter run`` checks it.
+    """Load the model at ``path``, external data loaded, checked as ``gather-scatter run`` checks it.
+
+    Parameters
+    ----------
+    path : str
+        The ``.onnx`` file.
+
+    Returns
+    -------
+    onnx.ModelProto
 
     Raises
     ------
@@ -309,8 +324,20 @@ def load(path: str) -> onnx.ModelProto:
 
 
 def not_run(proto: onnx.ModelProto, runs: list[NodeRun]) -> list[str]:
-    """The indexing nodes the model did not run on its inputs (an If branch not taken, a node
-    after ours raised).
+    """Return the indexing nodes the model did not run on its inputs.
+
+    An If branch not taken, or a node after ours raised.
+
+    Parameters
+    ----------
+    proto : onnx.ModelProto
+    runs : list of NodeRun
+        As :func:`capture` returns them.
+
+    Returns
+    -------
+    list of str
+        The nodes' names (``an unnamed OP`` where a node has none).
     """
     ran = Counter(run.name for run in runs)
     missing = []

@@ -1,5 +1,6 @@
-"""Random cases for every operator version of the family: valid ones, and invalid ones with
-the error class the spec requires.
+"""Random cases for every operator version of the family.
+
+Valid ones, and invalid ones with the error class the spec requires.
 
 Plain functions of a seeded ``numpy.random.Generator``, so a case is reproducible from its
 seed. The test suite draws from the same generators (``tests/strategies.py`` wraps them for
@@ -50,7 +51,7 @@ STRINGS = (
 
 
 def reductions_for(type_name: str, accepted) -> list[str]:
-    """The reductions of ``accepted`` defined for ``type_name`` (README: no string mul, no complex order)."""
+    """Return the reductions of ``accepted`` defined for ``type_name`` (README: no string mul, no complex order)."""
     out = list(accepted)
     if type_name == "string":
         out = [r for r in out if r != "mul"]
@@ -74,7 +75,7 @@ def _float_values(rng: np.random.Generator, n: int, special: bool) -> np.ndarray
 
 
 def values(rng: np.random.Generator, type_name: str, shape: tuple[int, ...], *, special: bool = True) -> np.ndarray:
-    """A random array of ONNX type ``type_name`` (strings as an object array of str)."""
+    """Return a random array of ONNX type ``type_name`` (strings as an object array of str)."""
     dtype = DTYPES[type_name]
     n = math.prod(shape)
     if type_name in LOW_PRECISION:  # small values every one of them holds (e8m0: powers of two)
@@ -122,7 +123,7 @@ def index_tuples(
     duplicates: bool = False,
     unique: bool = False,
 ) -> np.ndarray:
-    """Indices of shape ``lead + (len(sizes),)``; component j in ``[-sizes[j], sizes[j]-1]``.
+    """Return indices of shape ``lead + (len(sizes),)``; component j in ``[-sizes[j], sizes[j]-1]``.
 
     ``duplicates``: tuples drawn from a pool of at most 3, so repeats are the rule.
     ``unique``: no two tuples address the same element (needs ``prod(lead) <= prod(sizes)``).
@@ -172,6 +173,7 @@ class Case:
     attrs: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
+        """Return the op with its inputs' dtypes and shapes and its attributes, for messages."""
         shapes = ", ".join(f"{a.dtype}{a.shape}" for a in self.inputs)
         return f"{self.op}({shapes}, {self.attrs})"
 
@@ -192,6 +194,22 @@ def _lead_for(rng, lead: tuple[int, ...], block: tuple[int, ...]) -> tuple[int, 
 
 
 def gather_case(rng, type_name: str, index_dtype: str, *, zero: float = 0.08) -> Case:
+    """Return a valid Gather case: data of rank 1 to 3, any axis, indices of rank 0 to 3.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    type_name : str
+        The data's ONNX type, one of :data:`DTYPES`.
+    index_dtype : str
+        ``int32`` or ``int64``.
+    zero : float
+        The chance of each dim being 0.
+
+    Returns
+    -------
+    Case
+    """
     r = int(rng.integers(1, 4))
     data_shape = _shape(rng, r, zero=zero)
     axis = int(rng.integers(-r, r))
@@ -205,6 +223,25 @@ def gather_case(rng, type_name: str, index_dtype: str, *, zero: float = 0.08) ->
 
 
 def gather_nd_case(rng, type_name: str, index_dtype: str, *, batch_dims: bool = True, zero: float = 0.08) -> Case:
+    """Return a valid GatherND case: data of rank 1 to 4, index tuples of length 1 to rank - batch_dims.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    type_name : str
+        The data's ONNX type, one of :data:`DTYPES`.
+    index_dtype : str
+        ``int32`` or ``int64``.
+    batch_dims : bool
+        Whether the version has the ``batch_dims`` attribute: it is set (to 0 or, half the
+        time, a random valid value) only then.
+    zero : float
+        The chance of each dim being 0.
+
+    Returns
+    -------
+    Case
+    """
     r = int(rng.integers(1, 5))
     data_shape = _shape(rng, r, zero=zero)
     b = int(rng.integers(0, r)) if batch_dims and rng.random() < 0.5 else 0
@@ -229,6 +266,30 @@ def scatter_nd_case(
     zero: float = 0.08,
     max_rank: int = 4,
 ) -> Case:
+    """Return a valid ScatterND case: data of rank 1 to ``max_rank``, index tuples of length 0 to rank.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    type_name : str
+        The data's and updates' ONNX type, one of :data:`DTYPES`.
+    index_dtype : str
+        ``int32`` or ``int64``.
+    reduction : str or None
+        The ``reduction`` attribute; None leaves it out.
+    duplicates : bool, optional
+        Whether index tuples repeat (drawn from a pool of at most 3); default: 40% of the time.
+    unique : bool
+        No two index tuples address the same element (overrides ``duplicates``).
+    zero : float
+        The chance of each dim being 0.
+    max_rank : int
+        The data's largest rank.
+
+    Returns
+    -------
+    Case
+    """
     r = int(rng.integers(1, max_rank + 1))
     data_shape = _shape(rng, r, zero=zero)
     k = int(rng.integers(0, r + 1))
@@ -256,8 +317,10 @@ def elements_case(
     duplicates: bool | None = None,
     zero: float = 0.08,
 ) -> Case:
-    """GatherElements / ScatterElements / Scatter: same rank, indices no larger than data off the
-    axis (often smaller), any length on the axis, negatives, duplicates for the scatters.
+    """Return a valid GatherElements, ScatterElements or Scatter case.
+
+    Same rank, indices no larger than data off the axis (often smaller), any length on the
+    axis, negatives, duplicates for the scatters.
     """
     r = int(rng.integers(1, 5))
     data_shape = _shape(rng, r, zero=zero)
@@ -288,8 +351,10 @@ def elements_case(
 def tensor_scatter_case(
     rng, type_name: str, mode: str | None = None, *, with_write: bool | None = None, zero: float = 0.08
 ) -> Case:
-    """TensorScatter: cache (batch, ..., max_sequence_length, ...), an update of sequence_length
-    <= max on the axis, write indices in range for the mode (circular ones may exceed max).
+    """Return a valid TensorScatter case.
+
+    Cache (batch, ..., max_sequence_length, ...), an update of sequence_length <= max on the
+    axis, write indices in range for the mode (circular ones may exceed max).
     """
     r = int(rng.integers(2, 5))
     past_shape = _shape(rng, r, zero=zero)
@@ -317,6 +382,20 @@ def onnx_name(dtype) -> str:
 
 
 def valid_cases(spec, rng, per_combination: int = 4):
+    """Yield valid cases of ``spec``: ``per_combination`` for each data type, index type and reduction.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The operator version.
+    rng : numpy.random.Generator
+    per_combination : int
+        Cases per (data type, index type, reduction) the version accepts.
+
+    Yields
+    ------
+    Case
+    """
     index_types = sorted(spec.index_types)
     for type_name in sorted(spec.data_types):
         for index_dtype in index_types:
@@ -351,7 +430,7 @@ def _push_out_of_bounds(rng, case: Case) -> Case:
 
 
 def invalid_cases(spec, rng, type_name: str, index_dtype: str):
-    """(kind, case, expected error class) for ``spec``; every case has something wrong."""
+    """Yield (kind, case, expected error class) for ``spec``; every case has something wrong."""
     op = spec.op_type
     has_batch = "batch_dims" in spec.attributes
     if op == "Gather":

@@ -1,5 +1,6 @@
-"""Model mode of ``gather-scatter check``: which indexing node of *this* model does an engine get
-wrong, on *its* tensors.
+"""Model mode of ``gather-scatter check``.
+
+Which indexing node of *this* model does an engine get wrong, on *its* tensors?
 
 The model runs once with our kernels, each indexing node recording what it saw (``capture``).
 Each recorded node is then replayed on the engine as a one-node model at its opset, in the
@@ -30,16 +31,19 @@ __all__ = ["ModelUsageError", "close", "print_report", "run_model_check"]
 
 
 def _order_free(check: runner.CheckCase) -> bool:
-    """A float scatter that adds or multiplies: duplicate targets summed in another order (as a
-    multi-threaded engine sums them) round differently, which is not a defect here.
+    """Tell whether ``check`` is a float scatter that adds or multiplies.
+
+    Duplicate targets summed in another order (as a multi-threaded engine sums them) round
+    differently, which is not a defect here.
     """
     reduction = check.case.attrs.get("reduction", "none")
     return reduction in ("add", "mul") and check.case.inputs[0].dtype.kind in "fcV"
 
 
 def _kind(worker: engines.Worker, check: runner.CheckCase) -> tuple[str, str]:
-    """``runner.run_one``, but a float add/mul scatter within rounding of ours agrees (see
-    :func:`_order_free`); a lost update moves an element by a whole update, far more.
+    """Run ``check`` as ``runner.run_one`` does, but a float add/mul scatter within rounding of ours agrees.
+
+    See :func:`_order_free`; a lost update moves an element by a whole update, far more.
     """
     ours = runner.expected(check)
     hint = (ours.shape, ours.dtype) if isinstance(ours, np.ndarray) else None
@@ -53,8 +57,9 @@ def _kind(worker: engines.Worker, check: runner.CheckCase) -> tuple[str, str]:
 
 
 def _replay(worker: engines.Worker, check: runner.CheckCase, tries: int) -> tuple[str, str]:
-    """The node's kind and detail: replayed up to ``tries`` times until the engine disagrees
-    (a race, such as onnxruntime's two-thread ScatterND add, shows only on some runs).
+    """Return the node's kind and detail, replayed up to ``tries`` times until the engine disagrees.
+
+    A race, such as onnxruntime's two-thread ScatterND add, shows only on some runs.
     """
     for _ in range(tries):
         kind, detail = _kind(worker, check)
@@ -64,7 +69,7 @@ def _replay(worker: engines.Worker, check: runner.CheckCase, tries: int) -> tupl
 
 
 def _shrunk(worker: engines.Worker, check: runner.CheckCase, kind: str, detail: str) -> tuple[runner.CheckCase, str]:
-    """The smallest case that still shows the finding, as operator mode shrinks it."""
+    """Return the smallest case that still shows the finding, as operator mode shrinks it."""
     want = runner.signature(check, kind)
     small = shrink.shrink(check, want, lambda c: runner.signature(c, _kind(worker, c)[0]), budget=60)
     if small is not check:
@@ -75,8 +80,10 @@ def _shrunk(worker: engines.Worker, check: runner.CheckCase, kind: str, detail: 
 
 
 def _tolerance(dtype: np.dtype) -> float:
-    """Relative to the output's largest magnitude: other operators (MatMul, Softmax) may round
-    differently in another engine; an indexing defect moves whole elements.
+    """Return the tolerance for ``dtype``, relative to the output's largest magnitude.
+
+    Other operators (MatMul, Softmax) may round differently in another engine; an indexing
+    defect moves whole elements.
     """
     if dtype.kind == "V" or dtype.itemsize <= 2 or dtype.name.startswith("float8"):
         return 2e-2
@@ -84,9 +91,10 @@ def _tolerance(dtype: np.dtype) -> float:
 
 
 def close(actual: Any, expected: Any) -> str | None:
-    """None when the engine's model output ``actual`` is ours, ``expected`` (floats within a
-    tolerance of the output's scale, NaN where we have NaN; anything else exactly, as
-    ``runner.same``), else what differs.
+    """Return None when the engine's model output ``actual`` is ours, ``expected``, else what differs.
+
+    Floats compare within a tolerance of the output's scale, NaN where we have NaN; anything
+    else exactly, as ``runner.same``.
 
     Parameters
     ----------
@@ -143,7 +151,7 @@ def _classify_model(
 
 
 def _write_node(check: runner.CheckCase, stem: str) -> dict[str, str]:
-    """The node as the model ran it (before shrinking), beside its finding."""
+    """Write the node as the model ran it (before shrinking), beside its finding."""
     with open(stem + ".onnx", "wb") as f:
         f.write(runner.model_bytes(check))
     np.savez(stem + ".npz", **{name: report._storable(a) for name, a in check.feeds().items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
@@ -298,8 +306,9 @@ def run_model_check(
 def _check_nodes(
     worker: engines.Worker, runs: list[NodeRun], tries: int, out_dir: str, result: dict, found: list
 ) -> None:
-    """Replay each node, appending its row (and finding) to ``result`` once it is done, and
-    ``(finding, node, tolerance)`` to ``found`` for the issue texts.
+    """Replay each node, appending its row (and finding) to ``result`` once it is done.
+
+    Also append ``(finding, node, tolerance)`` to ``found`` for the issue texts.
     """
     for run in runs:
         kind, detail = _replay(worker, run.check, tries)
@@ -355,8 +364,10 @@ def _check_whole(
 
 
 def print_report(result: dict, stream: TextIO) -> None:
-    """A summary line, one row per node (name, op version, opset, kind, detail) with the files
-    of each finding under it, and the whole model's row.
+    """Print a summary line, one row per node, and the whole model's row.
+
+    A row per node gives its name, op version, opset, kind and detail, with the files of each
+    finding under it.
 
     Parameters
     ----------

@@ -1,5 +1,7 @@
-"""What ``gather-scatter check`` writes: each finding as ``finding-NNNN.onnx`` + ``.npz`` (inputs
-by name) with a one-line reproduction, a table on stdout, and the JSON report.
+"""What ``gather-scatter check`` writes: the findings' files, a table on stdout, and the JSON report.
+
+Each finding is written as ``finding-NNNN.onnx`` + ``.npz`` (inputs by name) with a one-line
+reproduction.
 """
 
 from __future__ import annotations
@@ -16,8 +18,21 @@ from .runner import FINDING_KINDS, Finding, model_bytes
 
 
 def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
-    """A finding's inputs by name, in the types the model declares: NumPy's ``.npz`` cannot
-    hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are stored as their bits.
+    """Load a finding's inputs by name, in the types the model declares.
+
+    NumPy's ``.npz`` cannot hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are
+    stored as their bits.
+
+    Parameters
+    ----------
+    model_path : str
+        The finding's ``.onnx`` file, whose inputs' declared types are restored.
+    inputs_path : str
+        Its ``.npz`` file.
+
+    Returns
+    -------
+    dict of str to ndarray
     """
     import onnx
     from onnx import helper
@@ -38,8 +53,9 @@ def _storable(array: np.ndarray) -> np.ndarray:
 
 
 def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
-    """``finding-NNNN.onnx`` and ``finding-NNNN.npz`` in ``out_dir``; paths and repro (the engine's
-    own code, ``engines.repro_code``) on the finding.
+    """Write ``finding-NNNN.onnx`` and ``finding-NNNN.npz`` in ``out_dir``.
+
+    The paths and repro (the engine's own code, ``engines.repro_code``) are set on the finding.
     """
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.join(out_dir, f"finding-{number:04d}")
@@ -60,8 +76,9 @@ def report(
     planned: int | None = None,
     interrupted: bool = False,
 ) -> dict:
-    """The JSON report (see ``gather-scatter check --help``): ``cases`` run of ``planned``
-    (default: all of them), ``interrupted`` by Ctrl-C or not.
+    """Return the JSON report (see ``gather-scatter check --help``).
+
+    ``cases`` run of ``planned`` (default: all of them), ``interrupted`` by Ctrl-C or not.
     """
     return {
         "engine": engine,
@@ -89,7 +106,7 @@ def report(
 
 
 def print_table(result: dict, stream: TextIO) -> None:
-    """A summary line, then one row per (engine, op, version, kind) with its count and one example."""
+    """Print a summary line, then one row per (engine, op, version, kind) with its count and one example."""
     rows: dict[tuple, list] = {}
     for f in result["findings"]:
         key = (f["op"] if f["domain"] == "ai.onnx" else f"{f['domain']}.{f['op']}", f["since_version"], f["kind"])
@@ -118,5 +135,6 @@ def print_table(result: dict, stream: TextIO) -> None:
 
 
 def write_json(result: dict, path: str) -> None:
+    """Write the report ``result`` to ``path`` as indented JSON."""
     with open(path, "w") as f:
         json.dump(result, f, indent=1)

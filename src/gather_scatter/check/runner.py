@@ -49,6 +49,20 @@ FINDING_KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", 
 
 @dataclass
 class CheckCase:
+    """One case to run through an engine: an operator version's case at an opset.
+
+    Attributes
+    ----------
+    spec : OpVersion
+        The operator version the case is for.
+    opset : int
+        The opset its one-node model imports (:func:`model_bytes`).
+    case : cases.Case
+        The op, its inputs and attributes.
+    kind : str
+        ``valid``, or what makes it invalid (as :func:`cases.invalid_cases` names it).
+    """
+
     spec: OpVersion
     opset: int
     case: C.Case
@@ -56,14 +70,31 @@ class CheckCase:
 
     @property
     def names(self) -> list[str]:
+        """The model's input names: ``x0``, ``x1`` (, ``x2``), one per input."""
         return [f"x{i}" for i in range(len(self.case.inputs))]
 
     def feeds(self) -> dict[str, np.ndarray]:
+        """Return the case's inputs by their names in the model."""
         return dict(zip(self.names, self.case.inputs, strict=False))
 
 
 @dataclass
 class Finding:
+    """A case on which the engine disagrees with our kernels.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`FINDING_KINDS`.
+    check : CheckCase
+        The case (shrunk, where shrinking kept the finding).
+    detail : str
+        What differs, or what the engine said.
+    files : dict of str to str
+        Where it was written: ``model``, ``inputs`` and the one-line ``repro``
+        (``report.write_finding``); empty until then.
+    """
+
     kind: str
     check: CheckCase
     detail: str
@@ -75,7 +106,7 @@ def _elem(array: np.ndarray) -> int:
 
 
 def model_bytes(check: CheckCase) -> bytes:
-    """A one-node model of the case: inputs x0, x1(, x2), output y, the case's opset."""
+    """Return a one-node model of the case: inputs x0, x1(, x2), output y, the case's opset."""
     spec, case = check.spec, check.case
     node = helper.make_node(spec.op_type, check.names, ["y"], domain=spec.domain, **case.attrs)
     inputs = [
@@ -91,9 +122,10 @@ def model_bytes(check: CheckCase) -> bytes:
 
 
 def same(actual: Any, expected: np.ndarray) -> str | None:
-    """None when ``actual`` equals ``expected`` (dtype, shape, bits; any two NaNs equal;
-    strings by value; complex components within 4 ulps, the freedom a fused multiply-add
-    gives a product), else what differs.
+    """Return None when ``actual`` equals ``expected``, else what differs.
+
+    Equal means: dtype, shape, bits; any two NaNs equal; strings by value; complex components
+    within 4 ulps, the freedom a fused multiply-add gives a product.
     """
     actual = np.asarray(actual)
     if actual.shape != expected.shape:
@@ -134,6 +166,7 @@ def same(actual: Any, expected: np.ndarray) -> str | None:
 
 
 def expected(check: CheckCase) -> np.ndarray | GatherScatterError:
+    """Return our kernel's output for ``check`` at its opset, or the error it raises (returned, not raised)."""
     try:
         with np.errstate(all="ignore"):
             return run_node(
@@ -144,7 +177,7 @@ def expected(check: CheckCase) -> np.ndarray | GatherScatterError:
 
 
 def classify(check: CheckCase, outcome: Outcome) -> tuple[str, str]:
-    """(kind, detail): a finding kind, ``unsupported`` or ``agree``."""
+    """Return (kind, detail) for the engine's ``outcome``: a finding kind, ``unsupported`` or ``agree``."""
     ours = expected(check)
     if outcome.kind in ("crash", "timeout", "unsupported"):
         return outcome.kind, outcome.message
@@ -172,8 +205,9 @@ def _first_wins_allowed(check: CheckCase) -> bool:
 
 
 def _first_wins(check: CheckCase) -> np.ndarray | None:
-    """The scatter with its updates applied in reverse order (the first of each duplicate wins):
-    an answer as valid as ours where the text leaves the order open.
+    """Return the scatter with its updates applied in reverse order (the first of each duplicate wins).
+
+    It is an answer as valid as ours where the text leaves the order open.
     """
     data, indices, updates = check.case.inputs
     if check.spec.op_type == "ScatterND":
@@ -192,15 +226,17 @@ def _first_wins(check: CheckCase) -> np.ndarray | None:
 
 
 def signature(check: CheckCase, kind: str) -> tuple:
-    """What a shrunk case must keep to show the same finding: its kind and, where the spec
-    requires an error, which error on which input (a smaller case with another fault is
-    another finding).
+    """Return what a shrunk case must keep to show the same finding.
+
+    That is its kind and, where the spec requires an error, which error on which input (a
+    smaller case with another fault is another finding).
     """
     ours = expected(check)
     return (kind, type(ours).__name__, ours.input) if isinstance(ours, GatherScatterError) else (kind,)
 
 
 def run_one(worker: Worker, check: CheckCase) -> tuple[str, str]:
+    """Run ``check`` on the engine of ``worker`` and return its (kind, detail), as :func:`classify`."""
     ours = expected(check)
     hint = (ours.shape, ours.dtype) if isinstance(ours, np.ndarray) else None
     return classify(check, worker.run(model_bytes(check), check.feeds(), hint))
@@ -212,8 +248,10 @@ def _versions(ops: list[str] | None) -> list[OpVersion]:
 
 
 def _opsets(spec: OpVersion, opsets: list[int] | None) -> list[int]:
-    """The opsets to run ``spec`` at: its own, or each of the ai.onnx ``opsets`` where it is the
-    version in effect (a version of another domain runs at its own).
+    """Return the opsets to run ``spec`` at.
+
+    Its own, or each of the ai.onnx ``opsets`` where it is the version in effect (a version of
+    another domain runs at its own).
     """
     if not opsets or spec.domain:
         return [spec.since_version]
@@ -225,7 +263,7 @@ class SelectionError(ValueError):
 
 
 def _end(spec: OpVersion) -> int:
-    """The last opset at which ``spec`` is the version in effect."""
+    """Return the last opset at which ``spec`` is the version in effect."""
     newer = [
         v.since_version
         for v in REGISTRY.values()
@@ -235,9 +273,15 @@ def _end(spec: OpVersion) -> int:
 
 
 def check_selection(ops: list[str] | None, opsets: list[int] | None) -> None:
-    """SelectionError unless each of ``ops`` (an operator or version of ai.onnx) is in effect at
-    one of ``opsets`` at least, naming the opsets where it is and the versions there are at
-    ``opsets`` (``--op GatherND --opset 8`` ran nothing, silently).
+    """Check that each of ``ops`` (an operator or version of ai.onnx) is in effect at one of ``opsets`` at least.
+
+    Without this check, ``--op GatherND --opset 8`` ran nothing, silently.
+
+    Raises
+    ------
+    SelectionError
+        One of ``ops`` is in effect at none of ``opsets``; the message names the opsets where
+        it is, and the versions there are at ``opsets``.
     """
     if not ops or not opsets:
         return
@@ -259,8 +303,9 @@ def check_selection(ops: list[str] | None, opsets: list[int] | None) -> None:
 
 
 def generate(ops: list[str] | None, opsets: list[int] | None, per_version: int, seed: int) -> Iterator[CheckCase]:
-    """``per_version`` cases per operator version and opset, cycling through the data, index
-    types and reductions it allows, every third one invalid; reproducible from ``seed``.
+    """Yield ``per_version`` cases per operator version and opset, reproducible from ``seed``.
+
+    They cycle through the data, index types and reductions it allows, every third one invalid.
     """
     for spec in _versions(ops):
         for opset in _opsets(spec, opsets):

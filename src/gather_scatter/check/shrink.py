@@ -46,14 +46,16 @@ def _candidates(check: CheckCase) -> Iterator[CheckCase]:
 
 
 def size(check: CheckCase) -> int:
+    """Return the total number of elements of the case's inputs (what shrinking makes smaller)."""
     return sum(math.prod(a.shape) for a in check.case.inputs)
 
 
 def shrink(
     check: CheckCase, kind: Hashable, reproduces: Callable[[CheckCase], Hashable], budget: int = 200
 ) -> CheckCase:
-    """The smallest case found (total elements) for which ``reproduces(case) == kind`` (a
-    finding kind, or a fuller signature of the finding such as ``runner.signature``).
+    """Return the smallest case found (total elements) for which ``reproduces(case) == kind``.
+
+    ``kind`` is a finding kind, or a fuller signature of the finding such as ``runner.signature``.
     """
     calls = 0
     improved = True

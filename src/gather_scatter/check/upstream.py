@@ -170,6 +170,7 @@ class IssueClass:
 
     @property
     def smallest(self) -> runner.Finding:
+        """The class's finding with the fewest input elements, the one its issue shows."""
         return min(self.findings, key=lambda f: sum(a.size for a in f.check.case.inputs))
 
 
@@ -254,7 +255,7 @@ def topic(finding: runner.Finding) -> str:
 
 
 def spec_quote(finding: runner.Finding) -> tuple[str, str]:
-    """The sentence of the ONNX spec that decides ``finding``, and where it is from.
+    """Return the sentence of the ONNX spec that decides ``finding``, and where it is from.
 
     Returns
     -------
@@ -291,8 +292,10 @@ def _shorten(text: str, width: int) -> str:
 
 
 def title(group: IssueClass, engine: str, version: str, threads: int | None) -> str:
-    """A one-line issue title, e.g. ``[onnxruntime 1.32.0] ScatterND-18 reduction='add' loses
-    updates to duplicate indices on 2 threads``.
+    """Return a one-line issue title for ``group``.
+
+    For example ``[onnxruntime 1.32.0] ScatterND-18 reduction='add' loses updates to duplicate
+    indices on 2 threads``.
     """
     finding = group.smallest
     check = finding.check
@@ -446,7 +449,7 @@ def _check_block(
     stored: dict,
     archive: str,
 ) -> str:
-    """The part of the script that runs the model and says whether the defect shows."""
+    """Return the part of the script that runs the model and says whether the defect shows."""
     if isinstance(expected, GatherScatterError):
         lines = [f"EXPECTED_ERROR = {' '.join(str(expected).split())!r}  # the spec requires an error"]
     else:
@@ -533,7 +536,7 @@ def _check_block(
 
 
 def _engine_source(engine: str, threads: int | None) -> tuple[str, str]:
-    """The engine's standalone run source and what the script needs installed."""
+    """Return the engine's standalone run source and what the script needs installed."""
     loaded = engines.load(engine)
     standalone = getattr(loaded, "standalone_run_source", None)
     if standalone is not None:
@@ -554,7 +557,7 @@ def _engine_source(engine: str, threads: int | None) -> tuple[str, str]:
 def script_source(
     group: IssueClass, engine: str, version: str, threads: int | None, tries: int, timeout: float, archive: str
 ) -> tuple[str, dict[str, np.ndarray]]:
-    """The standalone reproduction of ``group``: its source, and the arrays it loads from ``archive``.
+    """Return the standalone reproduction of ``group``: its source, and the arrays it loads from ``archive``.
 
     Parameters
     ----------
@@ -706,7 +709,7 @@ def issue_text(
     archive: str | None,
     output: str,
 ) -> str:
-    """The Markdown issue text of ``group``.
+    """Return the Markdown issue text of ``group``.
 
     Parameters
     ----------
@@ -774,7 +777,7 @@ def _slug(text: str) -> str:
 
 
 def _run_script(path: str, timeout: float) -> str:
-    """What the script prints, run here (its output shows in the issue text)."""
+    """Run the script here and return what it prints (its output shows in the issue text)."""
     try:
         done = subprocess.run(
             [sys.executable, path], capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(path)
@@ -799,8 +802,10 @@ def write_reports(
     tolerances: Sequence[float] | None = None,
     run_scripts: bool = True,
 ) -> list[str]:
-    """Write one issue text (``.md``), standalone script (``.py``) and, where needed, arrays
-    (``.npz``) per class of ``findings`` into ``report_dir``, atomically.
+    """Write an issue text, a standalone script and its arrays per class of ``findings``.
+
+    One issue text (``.md``), standalone script (``.py``) and, where needed, arrays (``.npz``)
+    per class go into ``report_dir``, atomically.
 
     Parameters
     ----------

@@ -1,5 +1,6 @@
-"""ONNX engines, found through the entry-point group ``gather_scatter.engines`` and each run out of
-process by a worker that is restarted after a crash.
+"""ONNX engines, found through the entry-point group ``gather_scatter.engines``.
+
+Each is run out of process by a worker that is restarted after a crash.
 
 Every engine, the built-in ones (``onnxruntime``, ``reference``, ``openvino``, ``tract``, ``tvm``,
 ``tinygrad``, ``onnx2torch``, ``jaxonnxruntime``: one module each in this package, registered in
@@ -54,7 +55,7 @@ __all__ = [
 
 
 def engine_version(engine: str) -> str:
-    """The version of ``engine`` as its worker reports it (the worker is started for it).
+    """Return the version of ``engine`` as its worker reports it (the worker is started for it).
 
     Raises
     ------

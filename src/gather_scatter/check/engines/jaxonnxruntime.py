@@ -1,5 +1,6 @@
-"""jaxonnxruntime (Google's ONNX interpreter in JAX, ``jaxonnxruntime.backend.Backend``) as a
-``gather-scatter check`` engine.
+"""jaxonnxruntime as a ``gather-scatter check`` engine.
+
+jaxonnxruntime is Google's ONNX interpreter in JAX (``jaxonnxruntime.backend.Backend``).
 
 The worker runs JAX on the CPU (``JAX_PLATFORMS=cpu`` unless set) with 64-bit types enabled
 (``jax_enable_x64``): without it JAX silently truncates int64 indices and float64 data to 32
@@ -39,13 +40,14 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed jaxonnxruntime's and JAX's versions, e.g. ``0.3.0 (jax 0.10.2)``."""
+    """Return the installed jaxonnxruntime's and JAX's versions, e.g. ``0.3.0 (jax 0.10.2)``."""
     return f"{distribution_version('jaxonnxruntime')} (jax {distribution_version('jax')})"
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs from ``Backend.prepare(model, "CPU").run(feeds)`` (XLA's CPU threads:
-    ``options.threads`` is not used).
+    """Return the model's outputs from ``Backend.prepare(model, "CPU").run(feeds)``.
+
+    XLA runs on its CPU threads: ``options.threads`` is not used.
 
     Raises NotImplementedError for string inputs, which JAX arrays do not hold.
     """
@@ -74,8 +76,9 @@ standalone_requires = "jaxonnxruntime and jax"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with jaxonnxruntime on JAX's CPU, 64-bit types on
-    (as the worker runs it), for a standalone reproduction.
+    """Return Python source of ``run(model, feeds)`` with jaxonnxruntime, for a standalone reproduction.
+
+    It runs on JAX's CPU with 64-bit types on, as the worker runs it.
     """
     return (
         'os.environ.setdefault("JAX_PLATFORMS", "cpu")\n'

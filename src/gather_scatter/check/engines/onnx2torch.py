@@ -1,5 +1,6 @@
-"""onnx2torch (the model converted to a ``torch.fx.GraphModule``, run eagerly on the CPU) as a
-``gather-scatter check`` engine.
+"""onnx2torch as a ``gather-scatter check`` engine.
+
+The model is converted to a ``torch.fx.GraphModule``, run eagerly on the CPU.
 
 onnx2torch imports torchvision at its own import, only for the NonMaxSuppression and RoiAlign
 converters. torchvision's registry wheel is a CUDA build whose compiled operators fail to
@@ -33,8 +34,10 @@ def available() -> str | None:
 
 
 def guard_torchvision() -> str | None:
-    """Make ``import torchvision`` succeed for onnx2torch: where the real one fails to import, put
-    a stand-in whose ``torchvision.ops`` functions raise NotImplementedError into ``sys.modules``.
+    """Make ``import torchvision`` succeed for onnx2torch.
+
+    Where the real one fails to import, put a stand-in whose ``torchvision.ops`` functions raise
+    NotImplementedError into ``sys.modules``.
 
     Returns
     -------
@@ -74,8 +77,9 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed onnx2torch's and torch's versions, e.g. ``1.5.15 (torch 2.13.0+cpu)``;
-    ``, torchvision stubbed`` added where the guard stands in for torchvision.
+    """Return the installed onnx2torch's and torch's versions, e.g. ``1.5.15 (torch 2.13.0+cpu)``.
+
+    ``, torchvision stubbed`` is added where the guard stands in for torchvision.
     """
     stubbed = getattr(sys.modules.get("torchvision"), "_gather_scatter_stub", False)
     return (
@@ -108,8 +112,9 @@ def _numpy(torch, value) -> list[Any]:
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs: converted by ``onnx2torch.convert`` and called under ``torch.no_grad``
-    with the inputs in the graph's order (``torch.set_num_threads(options.threads)`` where given).
+    """Return the model's outputs: converted by ``onnx2torch.convert`` and called under ``torch.no_grad``.
+
+    The inputs go in the graph's order (``torch.set_num_threads(options.threads)`` where given).
 
     Raises NotImplementedError for string inputs and ml_dtypes other than bfloat16.
     """
@@ -141,9 +146,10 @@ standalone_requires = "onnx2torch and torch"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with onnx2torch (converted, called under
-    ``torch.no_grad``), for a standalone reproduction; where torchvision cannot be imported, a
-    stand-in takes its place, as :func:`guard_torchvision` does.
+    """Return Python source of ``run(model, feeds)`` with onnx2torch, for a standalone reproduction.
+
+    The model is converted and called under ``torch.no_grad``; where torchvision cannot be
+    imported, a stand-in takes its place, as :func:`guard_torchvision` does.
     """
     threads_line = f"torch.set_num_threads({threads})\n" if threads else ""
     return (

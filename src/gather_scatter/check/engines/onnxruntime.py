@@ -23,7 +23,7 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed onnxruntime's version."""
+    """Return the installed onnxruntime's version."""
     return distribution_version("onnxruntime")
 
 
@@ -40,9 +40,11 @@ def _value(ort, array: np.ndarray):
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs from an onnxruntime CPU session with ``options.threads`` intra-op
-    threads (no spinning); ml_dtypes inputs go in as OrtValues (bfloat16 only: NotImplementedError
-    for the others), and a bfloat16 output into a buffer of ``options.output``'s shape.
+    """Return the model's outputs from an onnxruntime CPU session.
+
+    The session has ``options.threads`` intra-op threads (no spinning); ml_dtypes inputs go in
+    as OrtValues (bfloat16 only: NotImplementedError for the others), and a bfloat16 output into
+    a buffer of ``options.output``'s shape.
     """
     import onnxruntime as ort
 
@@ -85,8 +87,9 @@ standalone_requires = "onnxruntime"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with onnxruntime's own API (a CPU session with
-    ``threads`` intra-op threads, no spinning), for a standalone reproduction.
+    """Return Python source of ``run(model, feeds)`` with onnxruntime's own API, for a standalone reproduction.
+
+    A CPU session with ``threads`` intra-op threads, no spinning.
     """
     config = (
         ""

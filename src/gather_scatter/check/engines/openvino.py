@@ -23,12 +23,12 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed OpenVINO's version."""
+    """Return the installed OpenVINO's version."""
     return distribution_version("openvino")
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs, compiled for the CPU with ``options.threads`` inference threads.
+    """Return the model's outputs, compiled for the CPU with ``options.threads`` inference threads.
 
     Raises NotImplementedError for ml_dtypes inputs, whose bfloat16 bits it would read as float16.
     """
@@ -52,8 +52,9 @@ standalone_requires = "openvino"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with OpenVINO's own API (compiled for the CPU with
-    ``threads`` inference threads), for a standalone reproduction.
+    """Return Python source of ``run(model, feeds)`` with OpenVINO's own API, for a standalone reproduction.
+
+    The model is compiled for the CPU with ``threads`` inference threads.
     """
     config = f'{{"INFERENCE_NUM_THREADS": {threads}}}' if threads else "{}"
     return (

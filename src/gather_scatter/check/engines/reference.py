@@ -23,12 +23,12 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed onnx's version."""
+    """Return the installed onnx's version."""
     return distribution_version("onnx")
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs from ``onnx.reference.ReferenceEvaluator`` (it has no threads)."""
+    """Return the model's outputs from ``onnx.reference.ReferenceEvaluator`` (it has no threads)."""
     import onnx
     from onnx.reference import ReferenceEvaluator
 
@@ -47,8 +47,9 @@ standalone_requires = "onnx.reference (part of onnx)"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with ``onnx.reference.ReferenceEvaluator``, for a
-    standalone reproduction (it has no threads).
+    """Return Python source of ``run(model, feeds)`` with ``onnx.reference.ReferenceEvaluator``.
+
+    For a standalone reproduction (it has no threads).
     """
     return (
         "from onnx.reference import ReferenceEvaluator\n\n\n"

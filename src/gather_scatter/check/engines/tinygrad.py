@@ -37,15 +37,16 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed tinygrad's version and device, e.g. ``0.14.0 (PYTHON)``."""
+    """Return the installed tinygrad's version and device, e.g. ``0.14.0 (PYTHON)``."""
     from tinygrad import Device
 
     return f"{distribution_version('tinygrad')} ({Device.DEFAULT})"
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs from ``OnnxRunner`` on tinygrad's default device, realized to NumPy
-    (``options.threads`` is not used).
+    """Return the model's outputs from ``OnnxRunner`` on tinygrad's default device, realized to NumPy.
+
+    ``options.threads`` is not used.
 
     Raises NotImplementedError for string and ml_dtypes inputs, which tinygrad tensors do not hold.
     """
@@ -77,8 +78,9 @@ standalone_requires = "tinygrad"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with tinygrad's ONNX runner (``DEV`` chosen as the
-    worker chooses it, before tinygrad is imported), for a standalone reproduction.
+    """Return Python source of ``run(model, feeds)`` with tinygrad's ONNX runner, for a standalone reproduction.
+
+    ``DEV`` is chosen as the worker chooses it, before tinygrad is imported.
     """
     return (
         "import shutil\n\n"

@@ -25,12 +25,12 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed tract's version."""
+    """Return the installed tract's version."""
     return distribution_version("tract")
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs from tract's runnable (inputs in the graph's order; no threads).
+    """Return the model's outputs from tract's runnable (inputs in the graph's order; no threads).
 
     Raises NotImplementedError for string and ml_dtypes inputs, which its Python API does not take.
     """
@@ -58,8 +58,9 @@ standalone_requires = "tract"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with tract's Python API (it reads models from a
-    path; inputs in the graph's order), for a standalone reproduction.
+    """Return Python source of ``run(model, feeds)`` with tract's Python API, for a standalone reproduction.
+
+    It reads models from a path; inputs go in the graph's order.
     """
     return (
         "import tempfile\n\n"

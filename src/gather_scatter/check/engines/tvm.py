@@ -43,18 +43,18 @@ def prepare() -> None:
 
 
 def version() -> str:
-    """The installed apache-tvm's version and the target, e.g. ``0.27.0.post1 (llvm)``."""
+    """Return the installed apache-tvm's version and the target, e.g. ``0.27.0.post1 (llvm)``."""
     return f"{distribution_version('apache-tvm')} ({TARGET})"
 
 
 def _inputs(model) -> list[str]:
-    """The graph's input names in order, less those an initializer gives."""
+    """Return the graph's input names in order, less those an initializer gives."""
     initialized = {t.name for t in model.graph.initializer}
     return [v.name for v in model.graph.input if v.name not in initialized]
 
 
 def _numpy(value) -> list[Any]:
-    """The VM's result as a flat list of arrays (a tuple of outputs unpacked)."""
+    """Return the VM's result as a flat list of arrays (a tuple of outputs unpacked)."""
     if hasattr(value, "numpy"):
         return [value.numpy()]
     if hasattr(value, "__len__") and hasattr(value, "__getitem__"):  # a tuple, or TVM's Array of outputs
@@ -63,8 +63,9 @@ def _numpy(value) -> list[Any]:
 
 
 def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """The model's outputs: imported with the Relax ONNX frontend, compiled for ``llvm``, run on
-    the Relax VM (the worker's default TVM thread pool: ``options.threads`` is not used). What the
+    """Return the model's outputs: imported with the Relax ONNX frontend, compiled for ``llvm``, run on the Relax VM.
+
+    It runs on the worker's default TVM thread pool: ``options.threads`` is not used. What the
     frontend prints goes to stderr (the worker's log), not into the checker's report.
 
     Raises NotImplementedError for string and ml_dtypes inputs, which TVM tensors do not hold.
@@ -111,8 +112,9 @@ standalone_requires = "apache-tvm"
 
 
 def standalone_run_source(threads: int | None) -> str:
-    """Python source of ``run(model, feeds)`` with TVM's own API (the Relax ONNX frontend,
-    ``LegalizeOps``, compiled for ``llvm``, the Relax VM), for a standalone reproduction.
+    """Return Python source of ``run(model, feeds)`` with TVM's own API, for a standalone reproduction.
+
+    The Relax ONNX frontend, ``LegalizeOps``, compiled for ``llvm``, the Relax VM.
     """
     return (
         "import tvm\n"
