@@ -21,8 +21,11 @@ collect_ignore = [
 
 
 def _record_skip(report) -> None:
-    """With ``GATHER_SCATTER_SKIPPED`` set to a file name, append the node id of every skipped
-    test or module to it: ``.ci/run`` reruns exactly those once torch and JAX are installed."""
+    """Append a skipped report's node id to the file ``GATHER_SCATTER_SKIPPED`` names.
+
+    With ``GATHER_SCATTER_SKIPPED`` set to a file name, the node id of every skipped test or
+    module is appended to it: ``.ci/run`` reruns exactly those once torch and JAX are installed.
+    """
     path = os.environ.get("GATHER_SCATTER_SKIPPED")
     if path and report.skipped and not hasattr(report, "wasxfail"):  # an xfail ran: not skipped
         with open(path, "a", encoding="utf-8") as skipped:
@@ -30,8 +33,10 @@ def _record_skip(report) -> None:
 
 
 def pytest_runtest_logreport(report):
+    """Record a skipped test (pytest hook, called for each test phase's report)."""
     _record_skip(report)
 
 
 def pytest_collectreport(report):
+    """Record a skipped module (pytest hook, called for each collector's report)."""
     _record_skip(report)

@@ -74,6 +74,19 @@ def _opsets(v: _versions.OpVersion) -> str:
 
 
 def versions_table(ops: list[str]) -> str:
+    """Render the supported-versions table of ``<!-- versions-table -->`` as Markdown.
+
+    Parameters
+    ----------
+    ops : list of str
+        The operator types to list (``["Gather", "GatherND"]``); empty for every version in
+        ``gather_scatter._versions.REGISTRY``.
+
+    Returns
+    -------
+    str
+        A Markdown table, one row per operator version, followed by what `changes` says.
+    """
     rows = [
         "| op | domain | since_version | model opsets | attributes (default) | data types | index types |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -107,6 +120,19 @@ def _diff(old: _versions.OpVersion, new: _versions.OpVersion) -> list[str]:
 
 
 def changes(ops: list[str]) -> str:
+    """Say, as a Markdown list, what changed from each operator version to the next.
+
+    Parameters
+    ----------
+    ops : list of str
+        The operator types to compare; empty for every operator in the registry.
+
+    Returns
+    -------
+    str
+        One bullet per pair of consecutive versions (and one per removed operator), under a
+        lead-in sentence; the empty string where no selected operator has several versions.
+    """
     by_op: dict[tuple[str, str], list[_versions.OpVersion]] = {}
     for v in _selected(ops):
         by_op.setdefault((v.domain, v.op_type), []).append(v)
@@ -138,6 +164,27 @@ def _lines_outside_fences(text: str):
 
 
 def readme_section(heading: str, page_path: str) -> str:
+    """Return the README's section under ``heading``, for ``<!-- readme: ## Heading -->``.
+
+    Parameters
+    ----------
+    heading : str
+        A Markdown heading exactly as the README writes it, ``#`` marks included.
+    page_path : str
+        The page's path relative to ``docs/`` (``page.file.src_uri``), which the README's
+        ``docs/...`` links are rewritten relative to.
+
+    Returns
+    -------
+    str
+        The section's body without the heading line, its sub-headings shifted to start at
+        ``##``, ending in one newline.
+
+    Raises
+    ------
+    ValueError
+        If ``heading`` is not a Markdown heading, or the README has no such heading.
+    """
     match = HEADING.match(heading)
     if not match:
         raise ValueError(f"readme directive needs a Markdown heading, got {heading!r}")
@@ -163,6 +210,25 @@ def readme_section(heading: str, page_path: str) -> str:
 # --- the hook ----------------------------------------------------------------------------------
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Expand the page's directives (MkDocs ``on_page_markdown`` event).
+
+    Parameters
+    ----------
+    markdown : str
+        The page's Markdown source.
+    page : mkdocs.structure.pages.Page
+        The page being built.
+    config : mkdocs.config.defaults.MkDocsConfig
+        The site's configuration (unused).
+    files : mkdocs.structure.files.Files
+        The site's files (unused).
+
+    Returns
+    -------
+    str
+        ``markdown`` with each directive line replaced by what it stands for.
+    """
+
     def expand(match: re.Match) -> str:
         kind, argument = match.group(1), match.group(2)
         if kind == "versions-table":
@@ -173,7 +239,20 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 
 def on_config(config):
-    # `mkdocs serve` rebuilds when the README or the registry changes, not only docs/.
+    """Watch the README and the version registry too (MkDocs ``on_config`` event).
+
+    ``mkdocs serve`` then rebuilds when either changes, not only when ``docs/`` does.
+
+    Parameters
+    ----------
+    config : mkdocs.config.defaults.MkDocsConfig
+        The site's configuration; its ``watch`` list is extended in place.
+
+    Returns
+    -------
+    mkdocs.config.defaults.MkDocsConfig
+        ``config``.
+    """
     watch = config.setdefault("watch", [])
     for path in (str(README), _versions.__file__):
         if path not in watch:

@@ -46,6 +46,14 @@ def attention(prefix: str, k: str, v: str) -> list[onnx.NodeProto]:
 
 
 def build() -> onnx.ModelProto:
+    """Build the decode-step model: four TensorScatter writes, then attention over both caches.
+
+    Returns
+    -------
+    onnx.ModelProto
+        The opset-24 model (IR version 11), checked with ``onnx.checker.check_model(full_check=True)``.
+    """
+
     def cache(name, slots):
         return oh.make_tensor_value_info(name, TensorProto.FLOAT, [BATCH, HEADS, slots, HEAD_DIM])
 
@@ -87,6 +95,14 @@ def build() -> onnx.ModelProto:
 
 
 def inputs() -> dict[str, np.ndarray]:
+    """Make the model's feeds, seeded so the saved ``.npz`` is reproducible.
+
+    Returns
+    -------
+    dict of str to ndarray
+        float32 caches of shape (BATCH, HEADS, slots, HEAD_DIM) and ``q``/``new_k``/``new_v`` of
+        ``STEP`` slots; ``pos`` is int64 ``[3, 6]``.
+    """
     rng = np.random.default_rng(4)
 
     def normal(slots):
@@ -101,6 +117,7 @@ def inputs() -> dict[str, np.ndarray]:
 
 
 def main() -> None:
+    """Save the model and its inputs under ``tests/data``, then run it with onnxruntime if installed."""
     model = build()
     feeds = inputs()
     path = OUT / f"{NAME}.onnx"

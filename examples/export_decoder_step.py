@@ -29,6 +29,13 @@ VOCAB, DIM, MAX_LEN, BATCH = 16, 8, 6, 2
 
 
 class DecoderStep(nn.Module):
+    """One decode step of a tiny single-head decoder that keeps a static KV cache.
+
+    Embeds each sequence's token (Gather), writes its key and value into the caches at
+    ``pos`` (ScatterND), reads the previous position's key back (GatherND) and attends over
+    the positions up to ``pos``.
+    """
+
     def __init__(self) -> None:
         super().__init__()
         self.embed = nn.Embedding(VOCAB, DIM)
@@ -36,7 +43,21 @@ class DecoderStep(nn.Module):
         self.head = nn.Linear(DIM, VOCAB, bias=False)
 
     def forward(self, tokens, pos, k_cache, v_cache):
-        # tokens, pos: (B,) int64; k_cache, v_cache: (B, MAX_LEN, DIM) float32
+        """Run the step and return the logits with the updated caches.
+
+        Parameters
+        ----------
+        tokens, pos : Tensor, shape (B,), int64
+            Each sequence's token, and the cache position it is written to.
+        k_cache, v_cache : Tensor, shape (B, MAX_LEN, DIM), float32
+            The key and value caches.
+
+        Returns
+        -------
+        logits : Tensor, shape (B, VOCAB), float32
+        k_cache, v_cache : Tensor, shape (B, MAX_LEN, DIM), float32
+            The caches with this step's key and value written at ``pos``.
+        """
         x = self.embed(tokens)
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         batch = torch.arange(tokens.shape[0])
@@ -52,15 +73,24 @@ class DecoderStep(nn.Module):
 
 
 def save_small(model: onnx.ModelProto, path: pathlib.Path) -> None:
-    """Save with weights inline (package data is one file) and without the exporter's
-    per-node stack traces, which hold this machine's paths."""
+    """Save ``model`` to ``path`` as one small file.
+
+    Weights are kept inline (package data is one file) and the exporter's per-node stack
+    traces, which hold this machine's paths, are dropped.
+    """
     for node in model.graph.node:
         del node.metadata_props[:]
     onnx.save(model, path)
 
 
 def check_against_torch(model: nn.Module, inputs: dict, proto: onnx.ModelProto) -> None:
-    """The exported graph must compute what the module computes (onnx.reference, no ORT here)."""
+    """Check that the exported graph computes what the module computes (onnx.reference, no ORT here).
+
+    Raises
+    ------
+    AssertionError
+        If an output of ``proto`` differs from the module's beyond rtol 1e-5, atol 1e-6.
+    """
     from onnx.reference import ReferenceEvaluator
 
     with torch.no_grad():
@@ -71,6 +101,7 @@ def check_against_torch(model: nn.Module, inputs: dict, proto: onnx.ModelProto) 
 
 
 def main() -> None:
+    """Export the module with torch's dynamo exporter at opset 18, check it, and save it with its inputs."""
     torch.manual_seed(0)
     model = DecoderStep().eval()
     rng = np.random.default_rng(0)

@@ -43,6 +43,12 @@ OPSET = 18
 
 
 class RelPosRerank(nn.Module):
+    """One attention layer with a learned relative-position bias, then a two-stage top-k re-ranking.
+
+    Each of its three ``torch.gather`` calls exports to a GatherElements node (see the module's
+    docstring).
+    """
+
     def __init__(self) -> None:
         super().__init__()
         self.qkv = nn.Linear(DIM, 3 * DIM, bias=False)
@@ -51,7 +57,20 @@ class RelPosRerank(nn.Module):
         self.second = nn.Linear(DIM, 1)
 
     def forward(self, hidden, pos):
-        # hidden: (B, SEQ, DIM) float32; pos: (B, SEQ) int64 position ids in [0, SEQ)
+        """Return the relative-position bias, the first stage's picked features and the ranked token ids.
+
+        Parameters
+        ----------
+        hidden : Tensor, shape (B, SEQ, DIM), float32
+        pos : Tensor, shape (B, SEQ), int64
+            Position ids in [0, SEQ).
+
+        Returns
+        -------
+        bias : Tensor, shape (B, HEADS, SEQ, SEQ), float32
+        picked : Tensor, shape (B, TOP_K, DIM), float32
+        ranked : Tensor, shape (B, TOP_K), int64
+        """
         batch = hidden.shape[0]
         q, k, v = (t.unflatten(-1, (HEADS, DIM // HEADS)).transpose(1, 2) for t in self.qkv(hidden).chunk(3, -1))
         # Relative offsets key - query, shifted to [0, 2 * SEQ - 2]: (B, HEADS, SEQ, SEQ).
@@ -71,6 +90,7 @@ class RelPosRerank(nn.Module):
 
 
 def inputs() -> dict[str, np.ndarray]:
+    """Make the model's feeds: ``hidden``, float32 (BATCH, SEQ, DIM), and ``pos``, int64 (BATCH, SEQ)."""
     rng = np.random.default_rng(2)
     # The second sequence is padded after 100 tokens: its last positions repeat id 99.
     pos = np.stack([np.arange(SEQ), np.minimum(np.arange(SEQ), 99)]).astype(np.int64)
@@ -78,8 +98,16 @@ def inputs() -> dict[str, np.ndarray]:
 
 
 def check_with_onnxruntime(model: nn.Module, feeds: dict, path: pathlib.Path) -> list[np.ndarray]:
-    """The saved graph (read back from disk, external data included) must compute what the
-    module computes. onnxruntime, not onnx.reference, whose GatherElements fails here."""
+    """Check that the saved graph computes what the module computes, and return its outputs.
+
+    The graph is read back from disk, external data included, and run with onnxruntime, not
+    onnx.reference, whose GatherElements fails here.
+
+    Raises
+    ------
+    AssertionError
+        If a float output differs beyond rtol 1e-5, atol 1e-6, or an integer output differs.
+    """
     import onnxruntime as ort
 
     with torch.no_grad():
@@ -94,8 +122,10 @@ def check_with_onnxruntime(model: nn.Module, feeds: dict, path: pathlib.Path) ->
 
 
 def export(model: nn.Module, feeds: dict, path: pathlib.Path, output_names: list[str], dynamic_shapes) -> None:
-    """Export with the dynamo exporter and save ``path`` + ``path.data`` as the exporter does,
-    without the per-node stack traces (they hold this machine's paths)."""
+    """Export with the dynamo exporter and save ``path`` + ``path.data`` as the exporter does.
+
+    The per-node stack traces are dropped (they hold this machine's paths).
+    """
     program = torch.onnx.export(
         model,
         tuple(torch.from_numpy(a) for a in feeds.values()),
@@ -128,6 +158,7 @@ def describe(path: pathlib.Path) -> None:
 
 
 def main() -> None:
+    """Export the model with a dynamic batch, save it with its inputs, check it and describe it."""
     torch.manual_seed(2)
     model = RelPosRerank().eval()
     feeds = inputs()

@@ -45,13 +45,33 @@ BATCH, TOKENS, DIM, SEGMENTS = 2, 12, 16, 5
 
 
 class SegmentPool(nn.Module):
+    """Pool each sequence's tokens into ``SEGMENTS`` segments every way ``torch.scatter_*`` can.
+
+    Each pooling exports to ScatterElements or ScatterND nodes (see the module's docstring).
+    """
+
     def __init__(self) -> None:
         super().__init__()
         self.proj = nn.Linear(DIM, DIM)
 
     def forward(self, x, seg, perm):
-        # x: (B, TOKENS, DIM) float32; seg: (B, TOKENS) int64 in [0, SEGMENTS); perm: (B, TOKENS)
-        # int64, a permutation of range(TOKENS) in each row.
+        """Return the segments' pooled features, the token counts and the inverse permutation.
+
+        Parameters
+        ----------
+        x : Tensor, shape (B, TOKENS, DIM), float32
+        seg : Tensor, shape (B, TOKENS), int64
+            Each token's segment, in [0, SEGMENTS).
+        perm : Tensor, shape (B, TOKENS), int64
+            A permutation of range(TOKENS) in each row.
+
+        Returns
+        -------
+        mean, high, low, prod, total_nd : Tensor, shape (B, SEGMENTS, DIM), float32
+            Mean, max, min (0 where empty), product (0 where empty) and sum per segment.
+        count : Tensor, shape (B, SEGMENTS), int64
+        inverse : Tensor, shape (B, TOKENS), int64
+        """
         batch = x.shape[0]
         h = torch.tanh(self.proj(x))
         idx = seg[..., None].expand(-1, -1, DIM)
@@ -69,6 +89,7 @@ class SegmentPool(nn.Module):
 
 
 def inputs() -> dict[str, np.ndarray]:
+    """Make the model's feeds: ``x``, float32 (BATCH, TOKENS, DIM), and int64 ``seg`` and ``perm``."""
     rng = np.random.default_rng(3)
     seg = np.array(
         [
@@ -82,6 +103,7 @@ def inputs() -> dict[str, np.ndarray]:
 
 
 def main() -> None:
+    """Export the model with a dynamic batch, save it with its inputs, check it and describe it."""
     torch.manual_seed(3)
     model = SegmentPool().eval()
     feeds = inputs()

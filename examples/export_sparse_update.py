@@ -25,18 +25,36 @@ GRAPHS, NODES, FEATURES, EDGES, EDGE_TYPES = 2, 5, 4, 7, 3
 
 
 class SparseUpdate(nn.Module):
+    """One message-passing step over a batch of graphs with typed edges.
+
+    Each edge's message is its source node's features times its type's transform; the messages
+    are summed into their destination nodes, then ReLU.
+    """
+
     def __init__(self) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.randn(EDGE_TYPES, FEATURES, FEATURES) / FEATURES**0.5)
 
     def forward(self, features, graph, src, dst, edge_type):
-        # features: (GRAPHS, NODES, FEATURES) float32; graph, src, dst, edge_type: (EDGES,) int64
+        """Return the updated node features.
+
+        Parameters
+        ----------
+        features : Tensor, shape (GRAPHS, NODES, FEATURES), float32
+        graph, src, dst, edge_type : Tensor, shape (EDGES,), int64
+            Each edge's graph, source node, destination node and type.
+
+        Returns
+        -------
+        Tensor, shape (GRAPHS, NODES, FEATURES), float32
+        """
         transform = self.weight.index_select(0, edge_type)
         messages = torch.einsum("ef,efg->eg", features[graph, src], transform)
         return torch.relu(features.index_put((graph, dst), messages, accumulate=True))
 
 
 def main() -> None:
+    """Export the model at opset 18, check it against torch, and save it with its inputs."""
     torch.manual_seed(1)
     model = SparseUpdate().eval()
     rng = np.random.default_rng(1)

@@ -109,8 +109,10 @@ def _preview(array: np.ndarray) -> str:
 
 
 def _describe(value: Any) -> tuple[str, str, str]:
-    """dtype, shape and preview columns of one output; an ONNX sequence (a list) as its length
-    and the dtype and shape of its first tensors.
+    """Return the dtype, shape and preview columns of one output.
+
+    An ONNX sequence (a list) is described by its length and the dtype and shape of its first
+    tensors.
     """
     if isinstance(value, (list, tuple)):
         items = [f"{np.asarray(v).dtype} {np.asarray(v).shape}" for v in value[:3]] + ["..."] * (len(value) > 3)
@@ -303,8 +305,10 @@ def _op_or_version(text: str) -> str:
 
 
 def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
-    """Refuse, before a long run, a destination it could not write at its end: a missing
-    folder, a file in the way of a folder or the reverse, a folder or file we may not write.
+    """Refuse, before a long run, a destination it could not write at its end.
+
+    That is: a missing folder, a file in the way of a folder or the reverse, a folder or file
+    we may not write.
     """
     target = existing = os.path.abspath(path)
     while not os.path.exists(existing):
@@ -370,9 +374,10 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _check_mode_options(args: argparse.Namespace) -> None:
-    """Refuse an option of one mode given in the other: operator mode (no MODEL) generates
-    cases (--op, --opset, --cases); model mode (MODEL) takes the model's inputs (--input,
-    --inputs, --dim, --tries).
+    """Refuse an option of one mode given in the other.
+
+    Operator mode (no MODEL) generates cases (--op, --opset, --cases); model mode (MODEL)
+    takes the model's inputs (--input, --inputs, --dim, --tries).
     """
     if args.model is not None:
         given = [name for name, value in (("--op", args.op), ("--opset", args.opset), ("--cases", args.cases)) if value]
@@ -560,7 +565,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes, _add_c
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    """The ``gather-scatter`` argument parser, one subparser per entry in ``_SUBCOMMANDS``."""
+    """Build the ``gather-scatter`` argument parser, one subparser per entry in ``_SUBCOMMANDS``."""
     from . import __version__
 
     parser = argparse.ArgumentParser(

@@ -61,8 +61,10 @@ class GatherScatterError(Exception):
         return (_rebuild, (type(self), self.message, self.__dict__))
 
     def in_node(self: _E, name: str, op_type: str) -> _E:
-        """The same error (class and fields) with ``node`` set and the node named first in
-        its message, for an error raised while evaluating that node of a model.
+        """Return the same error (class and fields) with ``node`` set, naming the node first.
+
+        For an error raised while evaluating that node of a model: the new error's message
+        starts with the node's name and operator type.
 
         Parameters
         ----------

@@ -76,8 +76,9 @@ def _size(shape: tuple[int, ...]) -> int:
 
 
 def _small(nbytes: int, most: int = SMALL_BYTES) -> bool:
-    """Whether an output of ``nbytes`` (at most ``most``) may take the fast path (a configured
-    memory limit still refuses it on the kernel's path, with its error).
+    """Whether an output of ``nbytes`` (at most ``most``) may take the fast path.
+
+    A configured memory limit still refuses it on the kernel's path, with its error.
     """
     if nbytes > most:
         return False
@@ -135,7 +136,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any
 
 
 def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> None:
-    """The kernels' own writes, in row-major order of the updates: last wins, or ufunc.at."""
+    """Write as the kernels do, in row-major order of the updates: last wins, or ufunc.at."""
     if reduction is Reduction.NONE and offsets.size <= 64:  # a few updates: the last of each, in Python
         last = {offset: i for i, offset in enumerate(offsets.tolist())}
         if len(last) < offsets.size:
@@ -150,9 +151,11 @@ def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduct
 
 
 def _elements_plan(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int) -> tuple:
-    """GatherElements/ScatterElements of these shapes: (ax, ramp, base, stride) with which the
-    flat offset of element ``p`` of ``indices`` is ``base[p] + ramp.take(indices[p]) * stride``
-    (``ramp.take`` checks the bounds and counts negatives from the end, as the ops do).
+    """Plan GatherElements/ScatterElements of these shapes: ``(ax, ramp, base, stride)``.
+
+    With them the flat offset of element ``p`` of ``indices`` is
+    ``base[p] + ramp.take(indices[p]) * stride`` (``ramp.take`` checks the bounds and counts
+    negatives from the end, as the ops do).
     """
     grid = list(np.indices(indices_shape, sparse=True))
     grid[ax] = np.zeros_like(grid[ax])
@@ -626,8 +629,7 @@ def scatter_elements(
     *,
     out: Any = None,
 ) -> Any:
-    """ScatterElements-18: a copy of ``data`` with each update written (or reduced) at its
-    index along ``axis``.
+    """ScatterElements-18: a copy of ``data`` with each update written (or reduced) at its index along ``axis``.
 
     The operator behind ``torch.Tensor.scatter``, ``scatter_add`` and ``scatter_reduce``.
 
@@ -719,8 +721,7 @@ def tensor_scatter(
     mode: Literal["linear", "circular"] = "linear",
     out: Any = None,
 ) -> Any:
-    """TensorScatter-24: the cache with ``update`` written along the sequence ``axis`` at each
-    batch's write index.
+    """TensorScatter-24: the cache with ``update`` written along the sequence ``axis`` at each batch's write index.
 
     Parameters
     ----------

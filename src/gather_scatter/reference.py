@@ -106,9 +106,10 @@ class _Node(OpRun):
         return (output,)
 
     def direct_run(self) -> Callable[..., tuple[Any]]:
-        """What the evaluator calls as ``run`` for a node with no linked attribute: the
-        kernel straight, the attributes (defaults filled in) taken once from the load, and
-        the errors as :func:`_named` gives them, without ``OpRun.run``'s per-call work.
+        """Return what the evaluator calls as ``run`` for a node with no linked attribute.
+
+        That is the kernel straight, the attributes (defaults filled in) taken once from the
+        load, and the errors as :func:`_named` gives them, without ``OpRun.run``'s per-call work.
         """
         spec, values, node = self._spec, self._values, self.onnx_node
         opsets = self.run_params["opsets"]
@@ -213,8 +214,9 @@ NEW_OPS: tuple[type[OpRun], ...] = (
 
 
 def _default_domain(proto: Any) -> Any:
-    """``proto`` (a model or function) with the default domain spelled ``''`` everywhere (a
-    copy when it said ``'ai.onnx'``): onnx.reference only knows ``''``.
+    """Return ``proto`` (a model or function) with the default domain spelled ``''`` everywhere.
+
+    A copy when it said ``'ai.onnx'``: onnx.reference only knows ``''``.
     """
     named = [o for o in proto.opset_import if o.domain == "ai.onnx"]
     if not named:
@@ -250,8 +252,9 @@ _STRICT: ContextVar[bool] = ContextVar("_STRICT", default=True)
 
 
 def _origin(exc: BaseException) -> BaseException:
-    """The exception a node raised, out of the TypeErrors that ``OpRun.run`` wraps around a
-    TypeError or AttributeError from ``_run`` (one per enclosing node).
+    """Return the exception a node raised, out of the TypeErrors that ``OpRun.run`` wraps around it.
+
+    ``OpRun.run`` wraps a TypeError or AttributeError from ``_run`` (one per enclosing node).
     """
     while isinstance(exc, TypeError) and str(exc).startswith("Issues with types") and exc.__cause__ is not None:
         exc = exc.__cause__
@@ -259,7 +262,7 @@ def _origin(exc: BaseException) -> BaseException:
 
 
 def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseException) -> NodeError:
-    """A foreign error raised by (or while loading) a model's node, naming the node."""
+    """Turn a foreign error raised by (or while loading) a model's node into a NodeError naming the node."""
     origin = _origin(exc)
     domain = node.domain or "ai.onnx"
     opset = opsets.get(node.domain)
@@ -270,11 +273,13 @@ def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseExcept
 
 
 def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | None = None) -> Any:
-    """``node.run`` raising our error as it is (out of any TypeError wrapping it), a
-    MemoryError as an OutputTooLargeError naming the node, any other as a NodeError naming
-    the node, the original as its ``__cause__``; refused before it runs where one of its
-    outputs, of a size in ``sizes`` (see ``_model_memory``), exceeds the memory limit, checked
-    while ``guard[0]`` is true (the evaluator sets it once per run: some size exceeds it).
+    """Wrap ``node.run`` so that its errors name the node.
+
+    The wrapper raises our error as it is (out of any TypeError wrapping it), a MemoryError
+    as an OutputTooLargeError naming the node, any other as a NodeError naming the node, the
+    original as its ``__cause__``. It refuses before the node runs where one of its outputs, of
+    a size in ``sizes`` (see ``_model_memory``), exceeds the memory limit, checked while
+    ``guard[0]`` is true (the evaluator sets it once per run: some size exceeds it).
     """
     known = {name: sizes[name] for name in node.onnx_node.output if name in sizes}
 
@@ -297,11 +302,12 @@ def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | 
 
 
 def _direct(node: OpRun) -> Callable[..., tuple[Any, ...]] | None:
-    """onnx.reference's ``node.run`` without ``OpRun.run``'s per-call work where none of it
-    applies to the node (its class keeps OpRun's run; no context, subgraph, linked attribute
-    or function body): the attributes read once at load, the outputs checked as ``OpRun.run``
-    checks them. None for any other node. An error from the operator comes out unwrapped,
-    which :func:`_named` names as it names the wrapped one.
+    """Return onnx.reference's ``node.run`` without ``OpRun.run``'s per-call work, or None.
+
+    Only where none of that work applies to the node (its class keeps OpRun's run; no
+    context, subgraph, linked attribute or function body): the attributes read once at load,
+    the outputs checked as ``OpRun.run`` checks them. None for any other node. An error from
+    the operator comes out unwrapped, which :func:`_named` names as it names the wrapped one.
     """
     plain = type(node).run is OpRun.run and not isinstance(node, OpFunction)
     if not plain or node.need_context() or node.has_subgraph or node.has_linked_attribute:
@@ -318,8 +324,9 @@ def _direct(node: OpRun) -> Callable[..., tuple[Any, ...]] | None:
 
 
 class Evaluator(ReferenceEvaluator):
-    """``onnx.reference.ReferenceEvaluator`` with this library's kernels for every operator of
-    the family, everywhere: the main graph, subgraphs (If, Loop, Scan) and model-local
+    """``onnx.reference.ReferenceEvaluator`` with this library's kernels for every operator of the family.
+
+    The kernels run everywhere: the main graph, subgraphs (If, Loop, Scan) and model-local
     functions, nested to any depth.
 
     onnx.reference builds the evaluator of each function and subgraph as
@@ -440,10 +447,30 @@ class Evaluator(ReferenceEvaluator):
             ]
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        """As ``ReferenceEvaluator.run``, our errors given back from onnx.reference's
-        wrapping. ``run(output_names, feeds)`` of a model (no other argument, no verbose
-        logging or shape annotations) runs the nodes listed once at load, without
+        """Run as ``ReferenceEvaluator.run``, our errors given back from onnx.reference's wrapping.
+
+        ``run(output_names, feeds)`` of a model (no other argument, no verbose logging or
+        shape annotations) runs the nodes listed once at load, without
         ``ReferenceEvaluator.run``'s per-call work that such a run never needs.
+
+        Parameters
+        ----------
+        *args, **kwargs
+            As for ``ReferenceEvaluator.run``: ``output_names`` (None: all), ``feed_inputs``
+            (input name to array), and its optional arguments.
+
+        Returns
+        -------
+        list
+            The requested outputs, in the order asked.
+
+        Raises
+        ------
+        GatherScatterError
+            A node of the family failed: the error of its kernel, named after the node
+            (:meth:`GatherScatterError.in_node`), not wrapped in a TypeError.
+        NodeError, OutputTooLargeError
+            Another node failed, or ran out of memory (see :class:`Evaluator`).
         """
         if self._largest:
             self._guard[0] = _memory.exceeded(self._largest) is not None
@@ -478,8 +505,10 @@ class Evaluator(ReferenceEvaluator):
 
 
 def _our_error(exc: BaseException | None) -> GatherScatterError | None:
-    """Our error inside ``exc``, a chain of the TypeErrors that onnx.reference's ``OpRun.run``
-    wraps around any TypeError (DTypeError included) from a node, one per enclosing node.
+    """Return our error inside ``exc``, or None.
+
+    ``exc`` is a chain of the TypeErrors that onnx.reference's ``OpRun.run`` wraps around any
+    TypeError (DTypeError included) from a node, one per enclosing node.
     """
     while isinstance(exc, TypeError) and not isinstance(exc, GatherScatterError):
         exc = exc.__cause__

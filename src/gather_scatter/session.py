@@ -1,5 +1,4 @@
-"""A model built once and run many times: :class:`Session`, and :func:`run_model`, its
-one-shot form.
+"""A model built once and run many times: :class:`Session`, and :func:`run_model`, its one-shot form.
 
 A Session does at build what depends only on the model, as onnxruntime's
 ``InferenceSession`` does: reading and validating it (``_model_check``), loading every node
@@ -57,7 +56,7 @@ def _node_arg(value: onnx.ValueInfoProto) -> NodeArg:
 
 
 def _load(model: str | os.PathLike | bytes | onnx.ModelProto, check: bool) -> onnx.ModelProto:
-    """The model as a ModelProto, validated with ``check``."""
+    """Read the model as a ModelProto, validated with ``check``."""
     path = None
     if isinstance(model, bytes):
         try:
@@ -76,9 +75,10 @@ def _load(model: str | os.PathLike | bytes | onnx.ModelProto, check: bool) -> on
 
 
 class Session:
-    """An ONNX model built once, to run many times: our kernels for every operator of the
-    family (in the main graph, subgraphs and model-local functions), onnx.reference for the
-    others, as :func:`run_model` evaluates it.
+    """An ONNX model built once, to run many times, as :func:`run_model` evaluates it.
+
+    Our kernels run every operator of the family (in the main graph, subgraphs and model-local
+    functions), onnx.reference the others.
 
     Parameters
     ----------
@@ -132,11 +132,25 @@ class Session:
         self._known_outputs = frozenset(self._output_names)
 
     def get_inputs(self) -> list[NodeArg]:
-        """The graph inputs to feed (those an initializer backs may be fed too, and are not listed)."""
+        """Return the graph inputs to feed.
+
+        Those an initializer backs may be fed too, and are not listed.
+
+        Returns
+        -------
+        list of NodeArg
+            One per input, in the graph's order: its name, type and shape.
+        """
         return list(self._inputs)
 
     def get_outputs(self) -> list[NodeArg]:
-        """The graph outputs, in the graph's order."""
+        """Return the graph outputs, in the graph's order.
+
+        Returns
+        -------
+        list of NodeArg
+            One per output: its name, type and shape.
+        """
         return list(self._outputs)
 
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
@@ -179,9 +193,10 @@ class Session:
 def run_model(
     model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True, check: bool = True
 ) -> dict[str, Any]:
-    """Evaluate an ONNX model: our kernels for every operator of the family (Gather, GatherND,
-    ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; in the main graph,
-    subgraphs and model-local functions), onnx.reference for every other operator.
+    """Evaluate an ONNX model: our kernels for every operator of the family, onnx.reference for the others.
+
+    The family: Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter and
+    TensorScatter, in the main graph, subgraphs and model-local functions.
 
     Parameters
     ----------

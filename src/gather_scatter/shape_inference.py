@@ -1,6 +1,7 @@
-"""Model-level shape inference: our rules for the family's nodes (Gather, GatherND, ScatterND,
-GatherElements, ScatterElements, Scatter and TensorScatter of ai.onnx, and com.microsoft
-GatherND, which onnx does not know), onnx's inference for every other node.
+"""Model-level shape inference: our rules for the family's nodes, onnx's inference for every other node.
+
+The family: Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter and
+TensorScatter of ai.onnx, and com.microsoft GatherND, which onnx does not know.
 
 >>> import onnx.helper as oh
 >>> from onnx import TensorProto
@@ -71,7 +72,7 @@ def _shape(t: onnx.TypeProto | None) -> Shape:
 
 
 def _dtype(t: onnx.TypeProto | None, name: str = "") -> Any:
-    """The NumPy dtype of value ``name``'s tensor type; None where unknown."""
+    """Return the NumPy dtype of value ``name``'s tensor type; None where unknown."""
     elem = t.tensor_type.elem_type if t is not None else 0
     if not elem:
         return None
@@ -166,8 +167,9 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
 
 
 def _onnx_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, onnx.TypeProto]) -> dict:
-    """ONNX's inference for one node that is not ours, from the types known so far; {} where
-    onnx has no schema or cannot infer it alone (a function, a subgraph's outer names).
+    """Run ONNX's inference for one node that is not ours, from the types known so far.
+
+    {} where onnx has no schema or cannot infer it alone (a function, a subgraph's outer names).
     """
     domain, opsets = normalize_domain(node.domain), _opsets(model)
     if domain not in opsets or not onnx.defs.has(node.op_type, domain):
@@ -194,7 +196,7 @@ def _informative(t: onnx.TypeProto) -> int:
 def infer_model_shapes(
     model: onnx.ModelProto | str | os.PathLike, *, strict: bool = True, check: bool = True
 ) -> onnx.ModelProto:
-    """A copy of ``model`` with the shape and type of every value filled in where known.
+    """Return a copy of ``model`` with the shape and type of every value filled in where known.
 
     Every node of the family (ai.onnx, and com.microsoft GatherND, which onnx's inference
     skips) gets our rule (:func:`~gather_scatter.infer_shape`) at the model's opset; all other
@@ -307,8 +309,9 @@ def _refused(model: onnx.ModelProto, exc: Exception) -> ModelInputError:
 
 
 def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
-    """One line per family node of an inferred model (the nodes that get our rule in
-    :func:`infer_model_shapes`): node, version, output name, shape and dtype.
+    """Describe each family node of an inferred model in one line: node, version, output name, shape and dtype.
+
+    The family nodes are those that get our rule in :func:`infer_model_shapes`.
 
     Parameters
     ----------

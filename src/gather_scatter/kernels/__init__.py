@@ -1,5 +1,7 @@
-"""NumPy kernels, one module per operator family: gather, gather_nd, scatter_nd, elements
-(GatherElements, ScatterElements, Scatter), tensor_scatter. Shared pieces: ``_offsets``
+"""NumPy kernels, one module per operator family.
+
+The families: gather, gather_nd, scatter_nd, elements (GatherElements, ScatterElements,
+Scatter), tensor_scatter. Shared pieces: ``_offsets``
 (index tuples to flat offsets, bounds checked in the same chunked pass), ``_writes`` (copies,
 last-wins assignment, reductions, dtype rules), ``_compiled``/``_loops`` (numba loops).
 

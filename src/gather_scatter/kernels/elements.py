@@ -65,6 +65,63 @@ def _window(array: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
 
 
 def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
+    """GatherElements, any version, with NumPy: one element of ``data`` per index, along ``axis``.
+
+    The kernel behind :func:`gather_scatter.gather_elements` for NumPy input, every check
+    included: ``output[i...] = data[i... with the axis coordinate = indices[i...]]``.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The GatherElements version (11 or 13) whose types it accepts and whose name errors carry.
+    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
+        A type ``spec`` allows (strings: the result is an object array of str).
+    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
+        The rank of data; ``I_d <= D_d`` for every ``d != axis``. Values in ``[-s, s-1]``
+        where ``s = D_axis``; negatives count from the end.
+    axis : int, default 0
+        In ``[-r, r-1]``.
+    out : ndarray, optional
+        Writeable, any layout, of exactly ``indices.shape`` and data's dtype, sharing no memory
+        with the inputs; nothing is written to it unless every index is valid.
+
+    Returns
+    -------
+    ndarray, shape ``indices.shape``, dtype of data (strings: object arrays of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        An index outside ``[-s, s-1]``: the first bad position, its value and the valid range.
+    ShapeError
+        Ranks that differ, rank 0, or ``I_d > D_d`` off the axis; ``out`` of the wrong shape.
+    InvalidAttributeError
+        ``axis`` out of range; ``out`` read-only, broadcast or overlapping an input.
+    DTypeError
+        A data or index type ``spec`` does not allow; ``out`` not an ndarray of data's dtype.
+    OutputTooLargeError
+        A fresh output larger than the memory limit allows.
+
+    See Also
+    --------
+    gather_scatter.gather_elements : The public function (GatherElements-13, any array library).
+
+    Notes
+    -----
+    Implements ONNX GatherElements (https://onnx.ai/onnx/operators/onnx__GatherElements.html),
+    whose loop is::
+
+        for idx in np.ndindex(indices.shape):
+            position = list(idx); position[axis] = indices[idx]
+            output[idx] = data[tuple(position)]
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter._versions import GATHER_ELEMENTS
+    >>> run_gather_elements(GATHER_ELEMENTS, np.array([[1, 2], [3, 4]]), np.array([[1, -2]]), axis=1)
+    array([[2, 1]])
+    """
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.concrete(_shapes.gather_elements_shape(spec, data.shape, indices.shape, axis))
@@ -104,6 +161,74 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
 
 
 def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> np.ndarray:
+    """ScatterElements or Scatter, any version, with NumPy: ``data`` with each update applied along ``axis``.
+
+    The kernel behind :func:`gather_scatter.scatter_elements` for NumPy input, every check
+    included: each update is written (or reduced) at its index along ``axis``.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The ScatterElements (11, 13, 16, 18) or Scatter (9) version whose types and
+        reductions it accepts and whose name errors carry.
+    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
+        A type ``spec`` allows. Never modified, unless ``out`` is data's memory.
+    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
+        The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
+    updates : ndarray, shape ``indices.shape``, dtype of data
+    axis : int, default 0
+        In ``[-r, r-1]``.
+    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
+        One of ``spec``'s reductions; duplicates apply in row-major order of ``indices``
+        (for 'none' the last wins).
+    out : ndarray, optional
+        ``out=data`` (or an identical view) writes in place; any other ``out`` (data's shape,
+        the result's dtype, writeable) must not overlap an input, and ``data`` is copied into
+        it first.
+
+    Returns
+    -------
+    ndarray, shape and dtype of data (strings: object arrays of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        An index outside ``[-s, s-1]``: the first bad position, its value and the valid range.
+    ShapeError
+        Ranks that differ, rank 0, ``I_d > D_d`` off the axis, updates whose shape differs
+        from indices'; ``out`` of the wrong shape.
+    InvalidAttributeError
+        ``axis`` out of range, a reduction ``spec`` does not have; ``out`` read-only,
+        broadcast or overlapping an input other than ``data``.
+    DTypeError
+        A type ``spec`` does not allow, updates of another dtype, a reduction the type lacks;
+        ``out`` not an ndarray of the result's dtype.
+    OutputTooLargeError
+        A fresh output larger than the memory limit allows.
+
+    See Also
+    --------
+    gather_scatter.scatter_elements : The public function (ScatterElements-18, any array library).
+
+    Notes
+    -----
+    Implements ONNX ScatterElements (https://onnx.ai/onnx/operators/onnx__ScatterElements.html)
+    and the deprecated Scatter-9, whose loop is::
+
+        output = np.copy(data)
+        for idx in np.ndindex(indices.shape):
+            position = list(idx); position[axis] = indices[idx]
+            output[tuple(position)] = f(output[tuple(position)], updates[idx])
+
+    Every check runs before the first write: on an error ``out`` is unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter._versions import SCATTER_ELEMENTS
+    >>> run_scatter_elements(SCATTER_ELEMENTS, np.zeros(2), np.array([1, 1, 0]), np.array([1.0, 2.0, 3.0]), 0, "max")
+    array([3., 2.])
+    """
     in_place = out is not None and same_memory(out, data)
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
@@ -126,10 +251,11 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
 def run_scatter_accepted(
     spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction
 ) -> np.ndarray:
-    """:func:`run_scatter_elements` for a call whose signature (version, dtypes, shapes, axis,
-    reduction) passed every static check before (``ops``' fast path): numeric ``data``, native
-    ``indices``, a fresh output. Only what depends on the values remains: the bounds, then
-    the copy and the writes.
+    """Run :func:`run_scatter_elements` for a call whose signature passed every static check before.
+
+    The signature (version, dtypes, shapes, axis, reduction) was accepted on ``ops``' fast
+    path: numeric ``data``, native ``indices``, a fresh output. Only what depends on the values
+    remains: the bounds, then the copy and the writes.
     """
     output = fresh_output(spec, data.shape, data.dtype)
     copy_into(output, data)
@@ -147,8 +273,10 @@ def run_scatter_accepted(
 def _scatter_compiled(
     output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction
 ) -> int | None:
-    """The compiled scatter, if the dtype and layout allow it: the position of a bad index it
-    met (-1: none); None leaves the work to NumPy, nothing written.
+    """Run the compiled scatter, if the dtype and layout allow it.
+
+    Returns the position of a bad index it met (-1: none); None leaves the work to NumPy,
+    nothing written.
     """
     loops = _compiled.loops()
     dtype = output.dtype
@@ -186,9 +314,10 @@ def _scatter_compiled(
 def _scatter_layout(
     data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int, bytes_per_index: int, threads: int
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
-    """The compiled scatter's arguments that follow from the shapes alone: the index shape and
-    data's C strides as arrays (read-only to the loop), and per call ``(lo, hi, jlo, jhi)``.
-    Cached: a model's nodes repeat their shapes.
+    """Return the compiled scatter's arguments that follow from the shapes alone.
+
+    They are the index shape and data's C strides as arrays (read-only to the loop), and per
+    call ``(lo, hi, jlo, jhi)``. Cached: a model's nodes repeat their shapes.
     """
     n = _shapes.size(indices_shape)
     r, last = len(indices_shape), indices_shape[-1]
@@ -205,7 +334,7 @@ def _scatter_layout(
 
 
 def _scatter_numpy(output: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction) -> None:
-    """The same scatter with NumPy, for any dtype and any writeable layout of ``output``."""
+    """Scatter with NumPy, for any dtype and any writeable layout of ``output``."""
     target = _window(output, indices.shape, ax)
     grid: tuple[np.ndarray, ...] = np.indices(indices.shape, sparse=True)
     where = tuple(

@@ -12,6 +12,60 @@ from ._writes import bits, fresh_output, strings_as_objects
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
+    """Gather, any version, with NumPy: entries of ``data`` along ``axis`` at ``indices``.
+
+    The kernel behind :func:`gather_scatter.gather` for NumPy input, every check included.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The Gather version (1, 11 or 13) whose types it accepts and whose name errors carry.
+    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
+        A type ``spec`` allows (strings as object, ``U`` or ``S`` arrays); lists and scalars
+        are read as arrays by ``as_array``'s rule.
+    indices : ndarray of int32 or int64, any shape (Q...), rank 0 allowed
+        Values in ``[-s, s-1]`` where ``s = data.shape[axis]``; negatives count from the end.
+    axis : int, default 0
+        In ``[-r, r-1]``.
+    out : ndarray, optional
+        Writeable, any layout, of the output's shape and dtype, sharing no memory with the
+        inputs; nothing is written to it unless every index is valid.
+
+    Returns
+    -------
+    ndarray, shape ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``, dtype of data
+        (strings: an object array of str). ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        An index outside ``[-s, s-1]``; the message names the first bad position.
+    ShapeError
+        ``data`` is a scalar; ``out`` of the wrong shape.
+    InvalidAttributeError
+        ``axis`` outside ``[-r, r-1]``; ``out`` read-only, broadcast or overlapping an input.
+    DTypeError
+        A data or index type ``spec`` does not allow; ``out`` not an ndarray of data's dtype.
+    OutputTooLargeError
+        An output larger than the memory limit allows.
+
+    See Also
+    --------
+    gather_scatter.gather : The public function (Gather-13, any array library).
+
+    Notes
+    -----
+    Implements ONNX Gather (https://onnx.ai/onnx/operators/onnx__Gather.html; bounds as in
+    Gather-11 for every version): ``numpy.take(data, indices, axis)`` after the bounds check.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter._versions import REGISTRY
+    >>> run_gather(REGISTRY[("", "Gather", 1)], np.arange(10), np.array([[0, -9], [3, 9]]))
+    array([[0, 1],
+           [3, 9]])
+    """
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.concrete(_shapes.gather_shape(spec, data.shape, indices.shape, axis))
@@ -46,10 +100,11 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
 
 
 def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int) -> np.ndarray:
-    """:func:`run_gather` for a call whose signature (version, dtypes, ranks, axis) passed every
-    static check before (``ops``' fast path): C-contiguous numeric ``data`` with elements, native
-    ``indices``, a fresh output. Only what depends on the values remains: the output's size and
-    the bounds, then the copy.
+    """Run :func:`run_gather` for a call whose signature passed every static check before.
+
+    The signature (version, dtypes, ranks, axis) was accepted on ``ops``' fast path:
+    C-contiguous numeric ``data`` with elements, native ``indices``, a fresh output. Only what
+    depends on the values remains: the output's size and the bounds, then the copy.
     """
     out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
     loops = _compiled.warm_loops() if data.dtype.itemsize in (1, 2, 4, 8) else None
@@ -67,12 +122,14 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
 def _take_rows_compiled(
     spec: OpVersion, loops, data: np.ndarray, indices: np.ndarray, ax: int, out_shape: tuple[int, ...]
 ) -> np.ndarray:
-    """Gather along ``ax`` of C-contiguous ``data``: each thread (one per MiB of output, on
-    ranges of the outer rows, or of the indices where there is one) checks its indices (min
-    and max, one pass) and copies their slices, prefetched. A bad index: the fresh output is
-    dropped and :func:`check_bounds` raises with the facts. 10,000 rows of 256 bytes from a
-    25.6 MB table: ~130 us on two threads against ~145 for np.take and ~160 for the separate
-    bounds pass and take (the 2-core machine, interleaved).
+    """Gather along ``ax`` of C-contiguous ``data`` in one compiled pass, checking the bounds.
+
+    Each thread (one per MiB of output, on ranges of the outer rows, or of the indices where
+    there is one) checks its indices (min and max, one pass) and copies their slices,
+    prefetched. A bad index: the fresh output is dropped and :func:`check_bounds` raises with
+    the facts. 10,000 rows of 256 bytes from a 25.6 MB table: ~130 us on two threads against
+    ~145 for np.take and ~160 for the separate bounds pass and take (the 2-core machine,
+    interleaved).
     """
     result = fresh_output(spec, out_shape, data.dtype)
     src, dst, flat = bits(data), bits(result), indices.reshape(-1)
@@ -92,11 +149,13 @@ def _take_rows_compiled(
 
 
 def cached_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-    """A gather's fresh output: an array on a block the buffer cache holds, or None (then
-    ``_buffers.empty`` makes it), its size checked against the memory limit either way. A cached
-    block takes no new memory, so only a configured limit can refuse it, and the query of the
-    memory available (~20 us of /proc/meminfo per call, a tenth of copying 2.5 MB) is made only
-    for new memory, as the scatters' ``checked_target`` does.
+    """Return a gather's fresh output on a block the buffer cache holds, or None.
+
+    None: no cached block fits, and ``_buffers.empty`` makes the output. Its size is checked
+    against the memory limit either way (OutputTooLargeError). A cached block takes no new
+    memory, so only a configured limit can refuse it, and the query of the memory available
+    (~20 us of /proc/meminfo per call, a tenth of copying 2.5 MB) is made only for new memory,
+    as the scatters' ``checked_target`` does.
     """
     output = _buffers.reused(shape, dtype)
     if output is None:

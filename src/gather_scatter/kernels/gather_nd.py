@@ -1,5 +1,6 @@
-"""GatherND (11, 12, 13; com.microsoft 1): slices addressed by index tuples, taken step by step
-as their offsets are computed.
+"""GatherND (11, 12, 13; com.microsoft 1): slices addressed by index tuples.
+
+The slices are taken step by step as their offsets are computed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,64 @@ from .gather import cached_output, copy_parts
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
+    """GatherND, any version, with NumPy: the slices of ``data`` addressed by index tuples.
+
+    The kernel behind :func:`gather_scatter.gather_nd` for NumPy input, every check included.
+    With ``b = batch_dims`` and ``k = indices.shape[-1]``:
+    ``output[B..., I...] = data[B..., *indices[B..., I..., :], ...]``.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The GatherND version (11, 12, 13 or com.microsoft 1) whose types it accepts and whose
+        name errors carry.
+    data : ndarray, shape (B..., D_0..D_{k-1}, R...), rank r >= 1
+        A type ``spec`` allows (strings: the result is an object array of str).
+    indices : ndarray of int64 (com.microsoft: int32 too), shape (B..., I..., k), rank q >= 1
+        ``1 <= k <= r - b``; component ``j`` lies in ``[-D_j, D_j - 1]``.
+    batch_dims : int, default 0
+        ``0 <= b < min(q, r)``; the first ``b`` dims of data and indices must be equal.
+    out : ndarray, optional
+        Writeable, any layout, of the output's shape and dtype, sharing no memory with the
+        inputs; nothing is written to it unless every index is valid.
+
+    Returns
+    -------
+    ndarray, shape ``indices.shape[:-1] + data.shape[b + k:]``, dtype of data (``out`` when given).
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        A component out of bounds (first bad position, data axis, size, valid range).
+    InvalidAttributeError
+        ``batch_dims`` out of range; ``out`` read-only, broadcast or overlapping an input.
+    ShapeError
+        Rank < 1, batch dims that differ, or ``k`` outside ``[1, r - b]``; ``out`` of the
+        wrong shape.
+    DTypeError
+        A data or index type ``spec`` does not allow; ``out`` not an ndarray of data's dtype.
+    OutputTooLargeError
+        An output larger than the memory limit allows.
+
+    See Also
+    --------
+    gather_scatter.gather_nd : The public function (GatherND-13, any array library).
+
+    Notes
+    -----
+    Implements ONNX GatherND (https://onnx.ai/onnx/operators/onnx__GatherND.html), whose
+    reference loop is::
+
+        for (bi..., ii...) in ndindex(indices.shape[:-1]):
+            output[bi..., ii...] = data[bi..., *indices[bi..., ii...]]
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter._versions import GATHER_ND
+    >>> run_gather_nd(GATHER_ND, np.array([[0, 1], [2, 3]]), np.array([[0, 0], [-1, -1]]))
+    array([0, 3])
+    """
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
     _shapes.output_dtype(spec, data.dtype, indices.dtype)
     out_shape = _shapes.concrete(_shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims))
@@ -68,11 +127,12 @@ def _take_tuples(
     b: int,
     per_batch: int,
 ) -> None:
-    """``dst[r] = src[batch of r, rows[r]]``: per step of STEP tuples, the compiled loop writes
-    their checked slice numbers (one pass over the indices, no temporaries), then the slices
-    are copied, prefetched ahead, in units as wide as a slice's bytes allow; a bad index raises
-    with its position (a fresh output may then hold partial results, a caller's buffer was
-    checked before).
+    """Copy ``dst[r] = src[batch of r, rows[r]]`` in compiled steps of STEP tuples.
+
+    Per step the compiled loop writes the tuples' checked slice numbers (one pass over the
+    indices, no temporaries), then the slices are copied, prefetched ahead, in units as wide
+    as a slice's bytes allow; a bad index raises with its position (a fresh output may then
+    hold partial results, a caller's buffer was checked before).
     """
     flat_rows, sizes = np.ascontiguousarray(rows).reshape(-1), np.array(dims, dtype=np.int64)
     width = next(w for w in (8, 4, 2, 1) if dst.shape[1] * dst.itemsize % w == 0)

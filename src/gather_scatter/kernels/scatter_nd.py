@@ -1,5 +1,7 @@
-"""ScatterND (11, 13, 16, 18): a copy of data (or data itself) with updates written or reduced at
-index tuples, in row-major order of the indices.
+"""ScatterND (11, 13, 16, 18): updates written or reduced at index tuples.
+
+The result is a copy of data (or data itself) with the updates applied in row-major order of
+the indices.
 """
 
 from __future__ import annotations
@@ -32,6 +34,68 @@ FUSED_BYTES = 1 << 20
 
 
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> np.ndarray:
+    """ScatterND, any version, with NumPy: ``data`` with ``updates`` written (or reduced) at index tuples.
+
+    The kernel behind :func:`gather_scatter.scatter_nd` for NumPy input, every check included.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The ScatterND version (11, 13, 16 or 18) whose types and reductions it accepts and
+        whose name errors carry.
+    data : ndarray, shape (D_0..D_{k-1}, R...), rank r >= 1
+        A type ``spec`` allows. Never modified, unless ``out`` is data's memory.
+    indices : ndarray of int64, shape (I..., k), rank q >= 1, 0 <= k <= r
+        Component ``j`` lies in ``[-D_j, D_j - 1]``.
+    updates : ndarray, shape ``indices.shape[:-1] + data.shape[k:]``, dtype of data
+    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
+        One of ``spec``'s reductions; duplicates apply in row-major order of ``indices``.
+    out : ndarray, optional
+        ``out=data`` (or an identical view) writes in place; any other ``out`` (data's shape,
+        the result's dtype, writeable) must not overlap an input, and ``data`` is copied into
+        it first.
+
+    Returns
+    -------
+    ndarray, shape and dtype of data (strings: an object array of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        A component out of bounds (first bad position, data axis, size, valid range).
+    ShapeError
+        Rank < 1, ``k > r``, updates of the wrong shape; ``out`` of the wrong shape.
+    InvalidAttributeError
+        A reduction ``spec`` does not have; ``out`` read-only, broadcast or overlapping an
+        input other than ``data``.
+    DTypeError
+        A type ``spec`` does not allow, updates of another dtype, a reduction the type lacks;
+        ``out`` not an ndarray of the result's dtype.
+    OutputTooLargeError
+        A fresh output larger than the memory limit allows.
+
+    See Also
+    --------
+    gather_scatter.scatter_nd : The public function (ScatterND-18, any array library).
+
+    Notes
+    -----
+    Implements ONNX ScatterND (https://onnx.ai/onnx/operators/onnx__ScatterND.html), the
+    result of the spec's loop, bit for bit::
+
+        output = np.copy(data)
+        for idx in np.ndindex(indices.shape[:-1]):
+            output[tuple(indices[idx])] = f(output[tuple(indices[idx])], updates[idx])
+
+    Every check runs before the first write: on an error ``out`` is unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter._versions import SCATTER_ND
+    >>> run_scatter_nd(SCATTER_ND, np.zeros(3), np.array([[2], [0], [2]]), np.array([1.0, 2.0, 3.0]), "add")
+    array([2., 0., 4.])
+    """
     in_place = out is not None and same_memory(out, data)
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
@@ -65,11 +129,13 @@ def run_accepted(
     reduction: Reduction,
     slices: np.ndarray | None,
 ) -> np.ndarray:
-    """:func:`run_scatter_nd` for a call whose signature (version, dtypes, shapes, reduction)
-    passed every static check before (``ops``' fast path): numeric ``data``, int64 ``indices``
-    with ``k >= 1``, updates of data's dtype, a fresh output. Only what depends on the values
-    remains: the bounds (``slices``, the slice numbers of data's first k axes, indexed with
-    NumPy's checked indexing; None: :func:`nd_offsets`), then the copy and the writes.
+    """Run :func:`run_scatter_nd` for a call whose signature passed every static check before.
+
+    The signature (version, dtypes, shapes, reduction) was accepted on ``ops``' fast path:
+    numeric ``data``, int64 ``indices`` with ``k >= 1``, updates of data's dtype, a fresh
+    output. Only what depends on the values remains: the bounds (``slices``, the slice numbers
+    of data's first k axes, indexed with NumPy's checked indexing; None: :func:`nd_offsets`),
+    then the copy and the writes.
 
     After a copy of megabytes the caches hold none of the interpreter's state, and each NumPy
     call costs microseconds more than in a loop of small calls: the steps here are few.
@@ -99,7 +165,9 @@ def _copy_and_write(
     updates: np.ndarray,
     reduction: Reduction,
 ) -> bool:
-    """``output`` (C-contiguous, not ``data``) = ``data`` with the updates written, in one
+    """Copy ``data`` into ``output`` and write the updates, fused; False where that cannot run.
+
+    ``output`` (C-contiguous, not ``data``) becomes ``data`` with the updates written, in one
     compiled pass per range of slices (:func:`copy_and_scatter_rows`); False, with nothing
     written, where that loop does not apply (no numba, a dtype or layout NumPy must handle).
     """
@@ -115,8 +183,9 @@ def _copy_and_write(
 def _write(
     output: np.ndarray, dims: tuple[int, ...], offsets: np.ndarray, updates: np.ndarray, reduction: Reduction
 ) -> None:
-    """Write or reduce the updates (row-major order) into the slices of ``output`` at
-    ``offsets`` (flat, into its first ``len(dims)`` axes), whatever ``output``'s layout.
+    """Write or reduce the updates (row-major order) into the slices of ``output`` at ``offsets``.
+
+    ``offsets`` are flat, into ``output``'s first ``len(dims)`` axes; any layout of ``output``.
     """
     slice_shape = output.shape[len(dims) :]
     if not output.flags.c_contiguous:  # a strided view (a cache slice): address it by coordinates

@@ -25,8 +25,10 @@ NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, in
 def _check_write_indices(
     spec: OpVersion, write_indices: np.ndarray, length: int, capacity: int, mode: Mode, axis: int
 ) -> None:
-    """IndexOutOfBoundsError at the first batch whose write index is negative or, in linear
-    mode, leaves no room for ``length`` positions below ``capacity``.
+    """Raise IndexOutOfBoundsError at the first batch whose write index is out of bounds.
+
+    Out of bounds: negative or, in linear mode, leaving no room for ``length`` positions below
+    ``capacity``.
     """
     high = capacity - length if mode is Mode.LINEAR else None
     bad = write_indices < 0
@@ -62,6 +64,83 @@ def write_index_error(spec: OpVersion, b: int, value: int, length: int, capacity
 def run_tensor_scatter(
     spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None
 ) -> np.ndarray:
+    """TensorScatter with NumPy: the cache with ``update`` written along the sequence ``axis``.
+
+    The kernel behind :func:`gather_scatter.tensor_scatter` for NumPy input, every check
+    included: each batch's update starts at its write index.
+
+    Parameters
+    ----------
+    spec : OpVersion
+        The TensorScatter version (24) whose types and modes it accepts and whose name errors
+        carry.
+    past_cache : ndarray, shape (batch, D_1, ..., max_sequence_length, ..., D_n), rank >= 2
+        A type ``spec`` allows (float8 and 4-bit types as ml_dtypes arrays). Never modified,
+        unless ``out`` is past_cache's memory.
+    update : ndarray, shape (batch, D_1, ..., sequence_length, ..., D_n), dtype of past_cache
+        ``sequence_length <= max_sequence_length``; every other dim equals past_cache's.
+    write_indices : ndarray of int64, shape (batch,), optional
+        Where each batch's update starts on the sequence axis; all zeros when absent (None).
+        Every value ``>= 0``; in 'linear' mode also ``write_indices[b] + sequence_length <=
+        max_sequence_length``.
+    axis : int, default -2
+        The sequence axis, in ``[-r, r-1]`` and never the batch axis 0.
+    mode : {'linear', 'circular'}, default 'linear'
+        'circular' wraps positions modulo ``max_sequence_length``.
+    out : ndarray, optional
+        ``out=past_cache`` (or an identical view) writes in place; any other ``out``
+        (past_cache's shape, the result's dtype, writeable) must not overlap an input, and
+        ``past_cache`` is copied into it first.
+
+    Returns
+    -------
+    ndarray, shape and dtype of past_cache (strings: object arrays of str); ``out`` when given.
+
+    Raises
+    ------
+    IndexOutOfBoundsError
+        A negative write index, or in linear mode one that leaves no room for the update
+        (first bad batch, its value and the valid range).
+    ShapeError
+        Ranks that differ or below 2, dims that differ off the axis, ``sequence_length >
+        max_sequence_length``, ``write_indices`` not of shape (batch,); ``out`` of the wrong shape.
+    InvalidAttributeError
+        ``axis`` out of range or 0, an unknown ``mode``; ``out`` read-only, broadcast or
+        overlapping an input other than ``past_cache``.
+    DTypeError
+        A type ``spec`` does not allow, update's type differing from the cache's,
+        ``write_indices`` not int64; ``out`` not an ndarray of the result's dtype.
+    OutputTooLargeError
+        A fresh output larger than the memory limit allows.
+
+    See Also
+    --------
+    gather_scatter.tensor_scatter : The public function (TensorScatter-24, any array library).
+
+    Notes
+    -----
+    Implements ONNX TensorScatter-24 (https://onnx.ai/onnx/operators/onnx__TensorScatter.html),
+    whose loop is::
+
+        for prefix_idx in np.ndindex(past_cache.shape[:axis]):
+            batch_idx = prefix_idx[0]
+            for sequence_idx in range(sequence_length):
+                cache_sequence_idx = write_indices[batch_idx] + sequence_idx
+                if mode == "circular":
+                    cache_sequence_idx = cache_sequence_idx % max_sequence_length
+                present_cache[(*prefix_idx, cache_sequence_idx)] = update[(*prefix_idx, sequence_idx)]
+
+    Every check runs before the first write: on an error ``out`` is unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gather_scatter._versions import TENSOR_SCATTER
+    >>> cache = np.zeros((2, 3), dtype=np.float32)
+    >>> run_tensor_scatter(TENSOR_SCATTER, cache, np.ones((2, 2), np.float32), np.array([2, 0]), -1, "circular")
+    array([[1., 0., 1.],
+           [1., 1., 0.]], dtype=float32)
+    """
     in_place = out is not None and same_memory(out, past_cache)
     past = as_array(spec, "past_cache", past_cache)
     update = as_array(spec, "update", update, past.dtype)
@@ -90,8 +169,9 @@ def run_tensor_scatter(
 def _write_rows_compiled(
     output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode
 ) -> bool:
-    """Copy ``past`` (None: in place) around the update and write ``update``, each thread a
-    range of cache rows; False where the dtype or layout needs NumPy.
+    """Copy ``past`` (None: in place) around the update and write ``update``, compiled.
+
+    Each thread takes a range of cache rows; False where the dtype or layout needs NumPy.
     """
     loops = _compiled.loops()
     if (
@@ -115,8 +195,10 @@ def _write_rows_compiled(
 
 
 def _write_rows_numpy(output: np.ndarray, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode) -> None:
-    """The write with NumPy, for objects and any layout: the sequence axis next to batch, then
-    one fancy assignment (positions are distinct within a batch: sequence_length <= capacity).
+    """Write ``update`` with NumPy, for objects and any layout.
+
+    The sequence axis is moved next to batch, then one fancy assignment writes every position
+    (positions are distinct within a batch: sequence_length <= capacity).
     """
     batch, capacity, length = output.shape[0], output.shape[ax], update.shape[ax]
     start = write % capacity if mode is Mode.CIRCULAR else write
