@@ -67,6 +67,12 @@ def _as_bits(x: torch.Tensor) -> torch.Tensor:
 
 
 class TorchBackend(ArrayAPIBackend):
+    """The operators on PyTorch tensors in native, differentiable ATen ops (rules in the module docstring).
+
+    Tensors are writable, so ``out=`` is taken: a tensor of the result's shape and dtype on
+    data's device, under the NumPy path's memory rules.
+    """
+
     writable = True
 
     def __init__(self, spec, xp, first, first_name):
@@ -78,6 +84,10 @@ class TorchBackend(ArrayAPIBackend):
         return array.device
 
     def from_numpy(self, host: np.ndarray) -> torch.Tensor:
+        """Return the NumPy array ``host`` as a tensor on this device.
+
+        ml_dtypes arrays (bfloat16, float8, ...) go as their bits, viewed as torch's type of that name.
+        """
         host = host if host.flags.c_contiguous else host.copy()  # ascontiguousarray makes 0-d 1-d
         if host.dtype.name in _NUMPY_NAMES:
             return torch.from_numpy(host).to(self.device)
@@ -87,6 +97,7 @@ class TorchBackend(ArrayAPIBackend):
         return (bits if native is None else bits.view(native)).to(self.device)
 
     def extremes(self, idx, sizes):
+        """Return the minimum and maximum of non-empty int64 ``idx`` on the host, in one transfer."""
         # Whole-tensor min/max are ATen's fastest reductions (aminmax and per-dim ones are
         # several times slower); per component only where the whole range does not settle it.
         both = torch.stack([idx.min(), idx.max()]).cpu().numpy()  # one transfer
@@ -100,6 +111,7 @@ class TorchBackend(ArrayAPIBackend):
         return both[0], both[1]
 
     def take_checked(self, indices, size, axis, take):
+        """Return ``take(norm)`` for the checked ``indices``; on the CPU ATen's own check is tried first."""
         # On the CPU, index_select and gather check every index in their own loop (negatives
         # included): try them on the indices as given, a pass over the indices cheaper than
         # ours; any refusal falls back to our check, which resolves negatives or raises our
@@ -116,19 +128,29 @@ class TorchBackend(ArrayAPIBackend):
     # graph (a graph break), so a bad index raises our error there too.
     @torch.compiler.disable
     def bounds(self, indices, sizes, axes):
+        """Return ``indices`` checked and non-negative, run outside any ``torch.compile`` graph."""
         return super().bounds(indices, sizes, axes)
 
     @torch.compiler.disable
     def raise_first_bad(self, indices, bad, sizes, axes, error=None):
+        """Raise IndexOutOfBoundsError at the first True of ``bad``, outside any ``torch.compile`` graph."""
         return super().raise_first_bad(indices, bad, sizes, axes, error)
 
     def take(self, x, idx, axis):
+        """Return ``x`` at ``idx`` along ``axis`` by ``index_select`` (types without arithmetic as bits)."""
         return _restore(torch.index_select(_as_bits(x), axis, idx), x.dtype)
 
     def take_along(self, x, idx, axis):
+        """Return ``x`` at ``idx`` along ``axis`` by ``torch.gather`` (types without arithmetic as bits)."""
         return _restore(torch.gather(_as_bits(x), axis, idx), x.dtype)
 
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
+        """Return ``data`` with rows ``updates[i]`` written or reduced into rows ``targets[i]``, in order.
+
+        On the CPU by ``index_copy`` (each target's last update), ``index_add`` and
+        ``index_reduce``, which ATen applies serially in index order; on other devices, and for
+        complex 'mul', the deterministic rounds of :meth:`ArrayAPIBackend.scatter_rows`.
+        """
         if data.device.type != "cpu" or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
             return super().scatter_rows(data, targets, updates, reduction, unique)
         if reduction is Reduction.NONE:
@@ -175,6 +197,11 @@ class TorchBackend(ArrayAPIBackend):
             return data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
 
     def scatter_along(self, data, norm, updates, axis, reduction):
+        """Return ScatterElements' bytes, by ATen's CPU ``scatter_add``/``scatter_reduce`` where it can.
+
+        Those keep the spec's order; other devices, reduction 'none' and the types they do not
+        cover take :meth:`ArrayAPIBackend.scatter_along`.
+        """
         # ATen's CPU scatter loops over the axis in order for each other position, so every
         # element's updates apply in the spec's row-major order (tested); 'none' keeps the
         # flat last-wins path, whose gradient skips the overwritten updates (scatter's does not),
@@ -193,6 +220,11 @@ class TorchBackend(ArrayAPIBackend):
         return data.scatter_reduce(axis, index, updates, _REDUCE[reduction], include_self=True)
 
     def check_out(self, out, shape, dtype):
+        """Run the ``out=`` checks that need no result, then torch's own.
+
+        A broadcast ``out`` is refused, and so is a leaf tensor that requires grad while grad is
+        enabled (InvalidAttributeError: autograd cannot let an operation write into it).
+        """
         super().check_out(out, shape, dtype)
         if out is None:
             return
@@ -208,15 +240,18 @@ class TorchBackend(ArrayAPIBackend):
             )
 
     def write_out(self, result, out, inputs):
+        """Copy ``result`` into ``out`` once :meth:`check_memory` allows it, and return ``out``."""
         self.check_memory(out, inputs)
         _as_bits(out).copy_(_as_bits(result))
         return out
 
     @torch.compiler.disable  # addresses: real tensors only, never traced ones
     def check_memory(self, out: torch.Tensor, inputs: dict) -> None:
-        """The NumPy path's rule: a scatter (whose caller leaves data out of ``inputs``) runs in
-        place when ``out`` is exactly data's memory, and is refused when it overlaps data
-        otherwise; ``out`` may share no memory with any input in ``inputs``.
+        """Refuse an ``out`` that overlaps an input's memory, by the NumPy path's rule.
+
+        A scatter (whose caller leaves data out of ``inputs``) runs in place when ``out`` is
+        exactly data's memory, and is refused when it overlaps data otherwise; ``out`` may share
+        no memory with any input in ``inputs``.
         """
         view = _memory(out)
         if self.first_name not in inputs and not same_memory(view, _memory(self.first)):
@@ -267,8 +302,9 @@ def _last_wins(targets: torch.Tensor, updates: torch.Tensor, rows: int):
 
 
 def _pick_last(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
-    """``data`` with each row that ``targets`` names replaced by its last update, in fixed
-    shapes (under torch.compile); the gradient reaches only the updates that win.
+    """Return ``data`` with each row that ``targets`` names replaced by its last update.
+
+    In fixed shapes (under torch.compile); the gradient reaches only the updates that win.
     """
     last = _last_of(targets, data.shape[0])
     picked = updates.index_select(0, last.clamp(min=0))
@@ -290,7 +326,8 @@ class _Addresses:
 
 
 def _memory(t: torch.Tensor) -> np.ndarray:
-    """An ndarray over ``t``'s addresses (on any device), for the memory rules of ``_validate``,
-    which compare addresses and never read the bytes (nor may anything else).
+    """Return an ndarray over ``t``'s addresses (on any device), for the memory rules of ``_validate``.
+
+    Those rules compare addresses and never read the bytes (nor may anything else).
     """
     return np.asarray(_Addresses(t))
