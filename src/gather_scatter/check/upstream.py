@@ -3,12 +3,12 @@
 Findings are grouped into classes (one engine, one operator version, one finding kind, one kind
 of case: ``ScatterND-18 wrong_output on valid cases``), and each class becomes three files:
 
-- ``NN-ENGINE-OP-VERSION-KIND.py``: a standalone script that builds the one-node model with
-  ``onnx.helper`` from the class's smallest (shrunk) case, runs it with the engine's own API
-  (the engine's ``standalone_run_source``), prints the actual and the expected output, and exits
-  with status 1 and ``DEFECT REPRODUCED`` where the defect shows (0 where it does not). It
-  imports numpy, onnx and the engine only, never gather_scatter. Arrays of up to
-  :data:`LITERAL_LIMIT` elements are literals in the script; larger ones are in
+- ``NN-ENGINE-OP-VERSION-KIND.py`` (written by ``repro_script``): a standalone script that
+  builds the one-node model with ``onnx.helper`` from the class's smallest (shrunk) case, runs it
+  with the engine's own API (the engine's ``standalone_run_source``), prints the actual and the
+  expected output, and exits with status 1 and ``DEFECT REPRODUCED`` where the defect shows (0
+  where it does not). It imports numpy, onnx and the engine only, never gather_scatter. Arrays
+  of up to :data:`LITERAL_LIMIT` elements are literals in the script; larger ones are in
   ``NN-....npz`` beside it.
 - ``NN-....md``: the issue text: a title, the environment, what happens, the sentence of the
   ONNX operator specification that decides it, the script's own output on this machine (actual
@@ -29,13 +29,12 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-from onnx import TensorProto
 
 from ..errors import GatherScatterError
-from . import engines, runner
+from . import repro_script, runner
+from .repro_script import LITERAL_LIMIT, attr_source, op_name
 
 __all__ = [
     "LITERAL_LIMIT",
@@ -50,9 +49,6 @@ __all__ = [
     "topic",
     "write_reports",
 ]
-
-LITERAL_LIMIT = 64
-"""Arrays of at most this many elements are written into the script as literals."""
 
 SPEC_FILES = {
     "Gather": "Gather-1-11-13.rst.txt",
@@ -210,11 +206,6 @@ def classes(
 # ----------------------------------------------------------------------------- what the finding is
 
 
-def _op(check: runner.CheckCase) -> str:
-    spec = check.spec
-    return f"{spec.domain}.{spec.op_type}" if spec.domain else spec.op_type
-
-
 def _reduction(check: runner.CheckCase) -> str:
     value = check.case.attrs.get("reduction", "none")
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -262,7 +253,7 @@ def spec_quote(finding: runner.Finding) -> tuple[str, str]:
     tuple of (str, str)
         The quote, and its source (the operator version and the schema's address).
     """
-    op, want = _op(finding.check), topic(finding)
+    op, want = op_name(finding.check), topic(finding)
     if want == "reduction":
         want = (
             f"reduction-{_reduction(finding.check)}"
@@ -333,231 +324,12 @@ def title(group: IssueClass, engine: str, version: str, threads: int | None) -> 
 # ----------------------------------------------------------------------------- the script
 
 
-def _number(value: Any, kind: str) -> str:
-    if kind == "b":
-        return "True" if value else "False"
-    if kind in "iu":
-        return str(int(value))
-    if kind == "c":
-        return f"complex({_number(value.real, 'f')}, {_number(value.imag, 'f')})"
-    value = float(value)
-    if np.isnan(value):
-        return "np.nan"
-    if np.isinf(value):
-        return "np.inf" if value > 0 else "-np.inf"
-    return repr(value)
-
-
-def _nested(values: np.ndarray, kind: str) -> str:
-    if values.ndim == 0:
-        item = values.item() if kind not in "OUS" else values.reshape(()).item()
-        if kind in "OUS":
-            return repr(item.decode() if isinstance(item, bytes) else str(item))
-        return _number(item, kind)
-    return "[" + ", ".join(_nested(v, kind) for v in values) + "]"
-
-
-def _dtype_expr(dtype: np.dtype) -> str:
-    if dtype.kind in "OUS":
-        return "object"
-    if dtype.kind == "V":  # ml_dtypes (bfloat16, float8, 4-bit): an onnx dependency
-        return f"ml_dtypes.{dtype.name}"
-    return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
-
-
-def _literal(array: np.ndarray) -> str:
-    """Python source of ``array``: a nested list with its dtype (and shape where it has a zero)."""
-    array = np.asarray(array)
-    if array.dtype.kind == "V":
-        bits = array.view(f"u{array.dtype.itemsize}")
-        return (
-            f"np.array({_nested(bits, 'u')}, dtype=np.uint{8 * array.dtype.itemsize}).view({_dtype_expr(array.dtype)})"
-        )
-    body = _nested(array, array.dtype.kind)
-    text = f"np.array({body}, dtype={_dtype_expr(array.dtype)})"
-    return text + f".reshape({tuple(array.shape)!r})" if 0 in array.shape else text
-
-
-def _storable(array: np.ndarray) -> np.ndarray:
-    return array.view(f"u{array.dtype.itemsize}") if array.dtype.kind == "V" else array
-
-
-def _array_source(name: str, array: np.ndarray, stored: dict[str, np.ndarray], archive: str) -> str:
-    """``NAME = <array>``: a literal, or (over :data:`LITERAL_LIMIT` elements) from the archive."""
-    array = np.asarray(array)
-    if array.size <= LITERAL_LIMIT:
-        return f"{name} = {_literal(array)}"
-    stored[name] = _storable(array)
-    view = f".view({_dtype_expr(array.dtype)})" if array.dtype.kind == "V" else ""
-    return f"{name} = ARRAYS[{name!r}]{view}  # {array.dtype} {list(array.shape)}, from {archive}"
-
-
-def _elem_name(array: np.ndarray) -> str:
-    return TensorProto.DataType.Name(runner._elem(array))
-
-
-def _attr_source(value: Any) -> str:
-    if isinstance(value, bytes):
-        return repr(value.decode())
-    if isinstance(value, np.generic):
-        return repr(value.item())
-    return repr(value)
-
-
-_DIFFERS = '''
-def differs(actual, expected):
-    """None where actual is expected (shape, dtype, every element; any two NaNs equal), else what differs."""
-    actual = np.asarray(actual)
-    if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        return f"{actual.dtype} {list(actual.shape)}, expected {expected.dtype} {list(expected.shape)}"
-    if expected.dtype == object:
-        got = [v.decode() if isinstance(v, bytes) else str(v) for v in actual.reshape(-1).tolist()]
-        bad = [i for i, (g, w) in enumerate(zip(got, expected.reshape(-1).tolist())) if g != w]
-    else:
-        a, e = actual.reshape(-1), expected.reshape(-1)
-        if TOLERANCE and e.dtype.kind == "f":
-            finite = np.isfinite(e)
-            scale = max(1.0, float(np.abs(e[finite]).max())) if finite.any() else 1.0
-            with np.errstate(invalid="ignore"):
-                ok = (a == e) | (np.isnan(a) & np.isnan(e)) | (np.abs(a.astype(np.float64) - e) <= TOLERANCE * scale)
-        else:  # bit for bit
-            ok = (a.view(np.uint8).reshape(a.size, -1) == e.view(np.uint8).reshape(e.size, -1)).all(axis=1)
-            if e.dtype.kind in "fc":
-                ok |= np.isnan(a) & np.isnan(e)
-        bad = np.flatnonzero(~ok).tolist()
-    if not bad:
-        return None
-    first = ", ".join(f"[{i}] {actual.reshape(-1)[i]!r} (expected {expected.reshape(-1)[i]!r})" for i in bad[:3])
-    return f"{len(bad)} of {expected.size} elements differ; flat positions {first}"
-'''
-
-_SHOW = """
-def show(label, array):
-    array = np.asarray(array)
-    print(f"{label}: {array.dtype} {list(array.shape)}")
-    print(np.array2string(array, threshold=60, edgeitems=3))
-"""
-
-
-def _check_block(
-    finding: runner.Finding,
-    expected: Any,
-    also: np.ndarray | None,
-    tries: int,
-    timeout: float,
-    tolerance: float,
-    stored: dict,
-    archive: str,
-) -> str:
-    """Return the part of the script that runs the model and says whether the defect shows."""
-    if isinstance(expected, GatherScatterError):
-        lines = [f"EXPECTED_ERROR = {' '.join(str(expected).split())!r}  # the spec requires an error"]
-    else:
-        lines = [_array_source("EXPECTED", expected, stored, archive) + "  # the spec's loop (see the issue)"]
-    if finding.kind == "wrong_output":
-        lines += [
-            "ALSO_RIGHT = None"
-            if also is None
-            else _array_source("ALSO_RIGHT", also, stored, archive)
-            + "  # the first of each duplicate winning: the spec leaves the winner open",
-            f"TOLERANCE = {tolerance!r}  # of the largest expected magnitude: 0 is exact",
-            f"TRIES = {tries}  # runs until it shows (a race shows on some runs only)",
-            _DIFFERS + _SHOW,
-            "for attempt in range(1, TRIES + 1):",
-            "    actual = np.asarray(run(MODEL, FEEDS)[0])",
-            "    problem = differs(actual, EXPECTED)",
-            "    if problem and ALSO_RIGHT is not None and differs(actual, ALSO_RIGHT) is None:",
-            "        problem = None",
-            "    if problem:",
-            "        break",
-            "show('actual', actual)",
-            "show('expected', EXPECTED)",
-            "if problem:",
-            "    print(f'DEFECT REPRODUCED (run {attempt} of {TRIES}): {problem}')",
-            "    sys.exit(1)",
-            "print(f'not reproduced in {TRIES} runs: the output is as expected')",
-        ]
-    elif finding.kind == "accepted_invalid":
-        lines += [
-            _SHOW,
-            "try:",
-            "    outputs = run(MODEL, FEEDS)",
-            "except Exception as exc:  # what the spec requires",
-            "    print(f'actual: the engine raised {type(exc).__name__}: {exc}')",
-            "    print('not reproduced: the engine refuses the input, as the spec requires')",
-            "    sys.exit(0)",
-            "show('actual', outputs[0])",
-            "print(f'expected: an error: {EXPECTED_ERROR}')",
-            "print('DEFECT REPRODUCED: the engine returned a result for an input the spec refuses')",
-            "sys.exit(1)",
-        ]
-    elif finding.kind == "rejected_valid":
-        lines += [
-            _SHOW,
-            "try:",
-            "    outputs = run(MODEL, FEEDS)",
-            "except Exception as exc:",
-            "    print(f'actual: the engine raised {type(exc).__name__}: {exc}')",
-            "    show('expected', EXPECTED)",
-            "    print('DEFECT REPRODUCED: the engine refused a valid input')",
-            "    sys.exit(1)",
-            "show('actual', outputs[0])",
-            "show('expected', EXPECTED)",
-            "print('not reproduced: the engine accepted the input')",
-        ]
-    else:  # crash, timeout: in a child process, so that this one can say what happened
-        wanted = (
-            "print(f'expected: an error: {EXPECTED_ERROR}')"
-            if isinstance(expected, GatherScatterError)
-            else "show('expected', EXPECTED)"
-        )
-        lines += [
-            _SHOW,
-            f"TIMEOUT = {max(timeout, 1.0)!r}  # seconds",
-            "if sys.argv[1:] == ['--child']:",
-            "    try:",
-            "        show('actual', run(MODEL, FEEDS)[0])",
-            "    except Exception as exc:",
-            "        print(f'actual: the engine raised {type(exc).__name__}: {exc}')",
-            "    sys.exit(0)",
-            "try:",
-            "    child = subprocess.run([sys.executable, os.path.abspath(__file__), '--child'], timeout=TIMEOUT)",
-            "except subprocess.TimeoutExpired:",
-            "    " + wanted,
-            "    print(f'DEFECT REPRODUCED: no answer within {TIMEOUT} s')",
-            "    sys.exit(1)",
-            wanted,
-            "if child.returncode != 0:",
-            "    print(f'DEFECT REPRODUCED: the process running the model died (exit code {child.returncode})')",
-            "    sys.exit(1)",
-            "print('not reproduced: the engine answered')",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _engine_source(engine: str, threads: int | None) -> tuple[str, str]:
-    """Return the engine's standalone run source and what the script needs installed."""
-    loaded = engines.load(engine)
-    standalone = getattr(loaded, "standalone_run_source", None)
-    if standalone is not None:
-        return standalone(threads), getattr(loaded, "standalone_requires", engine)
-    source = (
-        "import importlib.metadata\n"
-        "import types\n\n"
-        f"_ENGINE = next(p for p in importlib.metadata.entry_points(group={engines.GROUP!r})"
-        f" if p.name == {engine!r}).load()\n"
-        "_ENGINE = _ENGINE() if isinstance(_ENGINE, type) else _ENGINE\n\n\n"
-        "def run(model, feeds):\n"
-        f"    options = types.SimpleNamespace(threads={threads!r}, output=None)\n"
-        "    return list(_ENGINE.run(model, feeds, options))\n"
-    )
-    return source, f"the package registering the {engine!r} engine"
-
-
 def script_source(
     group: IssueClass, engine: str, version: str, threads: int | None, tries: int, timeout: float, archive: str
 ) -> tuple[str, dict[str, np.ndarray]]:
     """Return the standalone reproduction of ``group``: its source, and the arrays it loads from ``archive``.
+
+    The script is :func:`repro_script.build`'s, of the class's smallest finding, titled as its issue.
 
     Parameters
     ----------
@@ -579,83 +351,16 @@ def script_source(
     tuple of (str, dict of str to ndarray)
         The script, and the arrays for ``archive`` (empty: no archive needed).
     """
-    finding = group.smallest
-    check = finding.check
-    spec = check.spec
-    stored: dict[str, np.ndarray] = {}
-    inputs = [_array_source(name, a, stored, archive) for name, a in zip(check.names, check.case.inputs, strict=False)]
-    expected = runner.expected(check)
-    also = runner._first_wins(check) if finding.kind == "wrong_output" and runner._first_wins_allowed(check) else None
-    if also is not None and isinstance(expected, np.ndarray) and runner.same(also, expected) is None:
-        also = None
-    block = _check_block(finding, expected, also, tries, timeout, group.tolerance, stored, archive)
-    run_source, requires = _engine_source(engine, threads)
-    attrs = "".join(f", {k}={_attr_source(v)}" for k, v in check.case.attrs.items())
-    domain = f", domain={spec.domain!r}" if spec.domain else ""
-    opsets = [f'helper.make_opsetid("", {check.opset if not spec.domain else 13})']
-    if spec.domain:
-        opsets.append(f"helper.make_opsetid({spec.domain!r}, {check.opset})")
-    ir = max(
-        8,
-        __import__("onnx").helper.find_min_ir_version_for(
-            [__import__("onnx").helper.make_opsetid("", check.opset if not spec.domain else 13)]
-        ),
+    return repro_script.build(
+        group.smallest,
+        engine=engine,
+        title=title(group, engine, version, threads),
+        threads=threads,
+        tries=tries,
+        timeout=timeout,
+        tolerance=group.tolerance,
+        archive=archive,
     )
-    value_infos = ",\n        ".join(
-        f"helper.make_tensor_value_info({n!r}, TensorProto.{_elem_name(a)}, {list(a.shape)!r})"
-        for n, a in zip(check.names, check.case.inputs, strict=False)
-    )
-    needs_ml = any(
-        np.asarray(a).dtype.kind == "V"
-        for a in [*check.case.inputs, *([expected] if isinstance(expected, np.ndarray) else [])]
-    )
-    head = [
-        f'"""{title(group, engine, version, threads)}',
-        "",
-        f"Standalone reproduction (generated by gather-scatter check --report): needs numpy, onnx and {requires}.",
-        "Prints the engine's output and the one the ONNX spec gives; exit status 1 and",
-        '"DEFECT REPRODUCED" where the defect shows, 0 where it does not.',
-        '"""',
-        "import os",
-        "import subprocess",
-        "import sys",
-        "",
-        "import numpy as np",
-        "import onnx",
-        "from onnx import TensorProto, helper",
-    ]
-    if needs_ml:
-        head.append("import ml_dtypes  # installed with onnx")
-    head.append("")
-    if stored:
-        head += [
-            "HERE = os.path.dirname(os.path.abspath(__file__))",
-            f"ARRAYS = np.load(os.path.join(HERE, {archive!r}), allow_pickle=True)",
-            "",
-        ]
-    body = [
-        "# The inputs (the smallest case found).",
-        *inputs,
-        "",
-        f"# The model: one {_op(check)} node at opset {check.opset}.",
-        f'node = helper.make_node({spec.op_type!r}, {check.names!r}, ["y"]{domain}{attrs})',
-        "graph = helper.make_graph(",
-        '    [node], "repro",',
-        f"    [{value_infos}],",
-        f'    [helper.make_tensor_value_info("y", TensorProto.{_elem_name(check.case.inputs[0])}, None)],',
-        ")",
-        f"model = helper.make_model(graph, opset_imports=[{', '.join(opsets)}])",
-        f"model.ir_version = {ir}",
-        "MODEL = model.SerializeToString()",
-        f"FEEDS = {{{', '.join(f'{n!r}: {n}' for n in check.names)}}}",
-        "",
-        f"# How {engine} runs a model, with its own API: run(model bytes, feeds) -> outputs.",
-        run_source.rstrip(),
-        "",
-        "",
-        block,
-    ]
-    return "\n".join(head + body), stored
 
 
 # ----------------------------------------------------------------------------- the issue text
@@ -674,7 +379,7 @@ def _environment(engine: str, version: str, threads: int | None) -> list[str]:
 def _what(group: IssueClass) -> str:
     finding = group.smallest
     check = finding.check
-    attrs = ", ".join(f"{k}={_attr_source(v)}" for k, v in check.case.attrs.items())
+    attrs = ", ".join(f"{k}={attr_source(v)}" for k, v in check.case.attrs.items())
     shapes = ", ".join(f"{n}: {a.dtype} {list(a.shape)}" for n, a in zip(check.names, check.case.inputs, strict=False))
     case = "a valid input" if check.kind == "valid" else f"an invalid input ({check.kind})"
     detail = " ".join(finding.detail.split())
@@ -682,7 +387,7 @@ def _what(group: IssueClass) -> str:
     if finding.kind == "accepted_invalid" and isinstance(expected, GatherScatterError):
         detail = f"the spec requires an error ({' '.join(str(expected).split())}), but the engine returned a result"
     text = (
-        f"A model of one `{_op(check)}` node (opset {check.opset}{', ' + attrs if attrs else ''}), run on "
+        f"A model of one `{op_name(check)}` node (opset {check.opset}{', ' + attrs if attrs else ''}), run on "
         f"{case} ({shapes}): {detail}"
     )
     extra = []
