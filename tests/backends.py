@@ -3,13 +3,17 @@
 A library that is not installed is skipped with a reason (CI installs them all:
 ``.ci/run`` installs torch's CPU wheel; the test extra has jax and array-api-strict).
 
-JAX comes two ways: ``Library("jax")`` turns ``jax_enable_x64`` on (int64 and float64 as NumPy
-has them); ``Library("jax", x64=False)`` is JAX as users run it by default, for a test that
-holds ``jax.enable_x64(False)`` (no 64-bit types: int64 is held as int32, when the values fit;
+JAX comes two ways, each only inside ``library(...)`` (or a test's own ``jax.enable_x64``), which
+restores the setting afterwards, so no test leaves ``jax_enable_x64`` on for the tests after it:
+``library("jax")`` holds it on (int64 and float64 as NumPy has them); ``library("jax", x64=False)``
+is JAX as users run it by default (no 64-bit types: int64 is held as int32, when the values fit;
 tests/test_jax_defaults.py runs the shared backend tests that way).
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -22,10 +26,7 @@ class Library:
             self.mod = pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
         elif name == "jax":
             jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
-            if x64:
-                jax.config.update("jax_enable_x64", True)  # int64 and float64 as NumPy has them
-            else:
-                assert not jax.config.jax_enable_x64, "hold jax.enable_x64(False) around the test"
+            assert bool(jax.config.jax_enable_x64) == x64, f"hold jax.enable_x64({x64}) around the test: library()"
             self.mod = jax
         else:
             self.mod = pytest.importorskip("array_api_strict", reason="array-api-strict not installed")
@@ -87,6 +88,17 @@ _STRICT = {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32
            "complex64", "complex128"}
 _WIDE = {"int64", "uint64", "float64", "complex128"}  # JAX without x64 holds none of these
 NAMES = ("torch", "jax", "strict")
+
+
+@contextlib.contextmanager
+def library(name: str, x64: bool = True) -> Iterator[Library]:
+    """``Library(name, x64)`` for the block; for JAX, ``jax_enable_x64`` held at ``x64`` and restored after."""
+    if name != "jax":
+        yield Library(name)
+        return
+    jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
+    with jax.enable_x64(x64):
+        yield Library(name, x64)
 
 
 def _fits_int32(array) -> bool:

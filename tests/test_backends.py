@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from backends import NAMES, Library, same_bits
+from backends import NAMES, Library, library, same_bits
 from error_check import assert_error, raised, same_error
 from gather_scatter import DTypeError, GatherScatterError, ShapeError, run_node
 from gather_scatter import gather, gather_nd, scatter_elements, scatter_nd, tensor_scatter
@@ -22,7 +22,8 @@ from strategies import more_invalid_cases
 
 @pytest.fixture(params=NAMES)
 def lib(request):
-    return Library(request.param)
+    with library(request.param) as held:  # JAX: x64 on for this test only
+        yield held
 
 
 SPECS = sorted(REGISTRY.values(), key=lambda s: (s.domain, s.op_type, s.since_version))
@@ -166,9 +167,11 @@ def test_mixed_libraries_follow_data(lib):
     # An array of another library is refused, either way round.
     with pytest.raises(DTypeError, match=r"Gather-13: indices is a .* but data is a numpy\.ndarray; data decides"):
         gather(data, lib.convert(indices))
-    other = Library("jax" if lib.name != "jax" else "torch")
-    with pytest.raises(DTypeError, match=r"Gather-13: indices is a .* but data is a .*; pass arrays of one library"):
-        gather(lib.convert(data), other.convert(indices))
+    converted = lib.convert(data)
+    message = r"Gather-13: indices is a .* but data is a .*; pass arrays of one library"
+    with library("jax" if lib.name != "jax" else "torch", x64=False) as other:  # JAX as users run it
+        with pytest.raises(DTypeError, match=message):
+            gather(converted, other.convert(indices))
 
 
 def test_list_updates_must_fit_data_type(lib):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from backends import NAMES, Library, same_bits
+from backends import NAMES, Library, library, same_bits
 from error_check import raised
 
 # ---- 0-d indices and scalar-ish inputs, every library against NumPy -----------------------
@@ -57,10 +57,18 @@ def _outcome(call, to_numpy=None):
     return "ok", result.shape, result.dtype, result
 
 
-@pytest.mark.parametrize("lib_name", NAMES)
+LIBRARIES = [(name, True) for name in NAMES] + [("jax", False)]  # JAX both ways: x64 off is its default
+
+
+@pytest.fixture(params=LIBRARIES, ids=[f"{n}-x64off" if not x64 else n for n, x64 in LIBRARIES])
+def lib(request):
+    with library(*request.param) as held:
+        yield held
+
+
 @pytest.mark.parametrize("case", SCALAR_CASES, ids=[c[0] for c in SCALAR_CASES])
-def test_0d_indices_give_the_numpy_result(lib_name, case):
-    lib = Library(lib_name)
+def test_0d_indices_give_the_numpy_result(lib, case):
+    lib_name = lib.name
     _, op, inputs, attrs = case
     if not all(lib.supports(a) for a in inputs):
         pytest.skip(f"{lib_name} has no {inputs[0].dtype}")
