@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import GatherScatterError
 from . import repro_script, runner
 from .repro_script import LITERAL_LIMIT, attr_source, op_name
+from .spec_quotes import SPEC_FILES, SPEC_QUOTES
 
 __all__ = [
     "LITERAL_LIMIT",
@@ -49,97 +50,6 @@ __all__ = [
     "topic",
     "write_reports",
 ]
-
-SPEC_FILES = {
-    "Gather": "Gather-1-11-13.rst.txt",
-    "GatherND": "GatherND-11-12-13.rst.txt",
-    "GatherElements": "GatherElements-11-13.md.txt",
-    "ScatterND": "ScatterND-11-13-16.rst.txt",
-    "ScatterElements": "ScatterElements-11-13-16-18.md.txt",
-    "Scatter": "Scatter-9-11.md.txt",
-    "TensorScatter": "TensorScatter-24.md.txt",
-    "com.microsoft.GatherND": "com.microsoft-GatherND-1.md.txt",
-}
-"""The schema text (as the onnx package carries it, ``onnx.defs``) each quote is taken from."""
-
-_BOUNDS = (
-    "All index values are expected to be within bounds [-s, s-1] along axis of size s. "
-    "It is an error if any of the index values are out of bounds."
-)
-_ELEMENTS_OUTPUT = (
-    "For each entry in `updates`, the target index in `data` is obtained by combining the "
-    "corresponding entry in `indices` with the index of the entry itself: the index-value for "
-    "dimension = axis is obtained from the value of the corresponding entry in `indices` and the "
-    "index-value for dimension != axis is obtained from the index of the entry itself."
-)
-_REDUCTION = (
-    "`reduction` allows specification of an optional reduction operation, which is applied to all values "
-    "in `updates` tensor into `output` at the specified `indices`."
-)
-
-SPEC_QUOTES: dict[tuple[str, str], str] = {
-    ("Gather", "bounds"): _BOUNDS,
-    ("Gather", "output"): (
-        "Given `data` tensor of rank r >= 1, and `indices` tensor of rank q, gather entries of the axis dimension "
-        "of `data` (by default outer-most one as axis=0) indexed by `indices`, and concatenates them in an output "
-        "tensor of rank q + (r - 1)."
-    ),
-    ("GatherND", "bounds"): (
-        "All values in `indices` are expected to be within bounds [-s, s-1] along axis of size `s` (i.e.) "
-        "`-data_shape[i] <= indices[...,i] <= data_shape[i] - 1`. It is an error if any of the index values are "
-        "out of bounds."
-    ),
-    ("GatherND", "output"): (
-        "The output tensor is obtained by mapping each index-tuple in the `indices` tensor to "
-        "the corresponding slice of the input `data`."
-    ),
-    ("GatherElements", "bounds"): _BOUNDS,
-    ("GatherElements", "output"): (
-        "Its output shape is the same as the shape of `indices` and consists of one "
-        "value (gathered from the `data`) for each element in `indices`."
-    ),
-    ("ScatterND", "bounds"): (
-        "`indices` is treated as a (q-1)-dimensional tensor of k-tuples, where each k-tuple is a partial-index "
-        "into `data`."
-    ),
-    ("ScatterND", "output"): (
-        "The output of the operation is produced by creating a copy of the input `data`, and then updating its "
-        "value to values specified by `updates` at specific index positions specified by `indices`. Its output "
-        "shape is the same as the shape of `data`."
-    ),
-    ("ScatterND", "reduction-add"): _REDUCTION
-    + (
-        '\n\nWhen `reduction` is set to "add", `output` is calculated as follows:\n\n'
-        "    output = np.copy(data)\n    update_indices = indices.shape[:-1]\n"
-        "    for idx in np.ndindex(update_indices):\n        output[indices[idx]] += updates[idx]"
-    ),
-    ("ScatterND", "reduction-mul"): _REDUCTION
-    + (
-        '\n\nWhen `reduction` is set to "mul", `output` is calculated as follows:\n\n'
-        "    output = np.copy(data)\n    update_indices = indices.shape[:-1]\n"
-        "    for idx in np.ndindex(update_indices):\n        output[indices[idx]] *= updates[idx]"
-    ),
-    ("ScatterND", "reduction"): _REDUCTION,
-    ("ScatterElements", "bounds"): _BOUNDS,
-    ("ScatterElements", "output"): _ELEMENTS_OUTPUT,
-    ("ScatterElements", "reduction"): _REDUCTION,
-    ("Scatter", "bounds"): _BOUNDS,
-    ("Scatter", "output"): _ELEMENTS_OUTPUT,
-    ("TensorScatter", "bounds"): "`linear` mode requires write_indices+sequence_length<=max_sequence_length.",
-    ("TensorScatter", "output"): (
-        "The optional `write_indices` input indicates the write index for each sample in the batch, assumed to "
-        'be zero if not provided. When the `mode` attribute is set to "circular", the write index is modulo '
-        "max_sequence_length."
-    ),
-    ("com.microsoft.GatherND", "output"): (
-        "Given data tensor of rank r >= 1, and indices tensor of rank q >= 1, gather slices of data into an "
-        "output tensor of rank q - 1 + r - indices[-1]."
-    ),
-}
-"""The sentences of the ONNX operator specification that decide a finding, by operator and topic:
-``bounds`` (which index values are valid), ``output`` (what the output is), ``reduction`` (every
-update applied; ``reduction-add`` with the spec's loop); each paragraph is checked against the
-schema text in a test."""
 
 
 @dataclass
