@@ -196,19 +196,8 @@ def _lead_for(rng, lead: tuple[int, ...], block: tuple[int, ...]) -> tuple[int, 
 def gather_case(rng, type_name: str, index_dtype: str, *, zero: float = 0.08) -> Case:
     """Return a valid Gather case: data of rank 1 to 3, any axis, indices of rank 0 to 3.
 
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    type_name : str
-        The data's ONNX type, one of :data:`DTYPES`.
-    index_dtype : str
-        ``int32`` or ``int64``.
-    zero : float
-        The chance of each dim being 0.
-
-    Returns
-    -------
-    Case
+    ``type_name`` is the data's ONNX type (one of :data:`DTYPES`), ``index_dtype`` ``int32`` or
+    ``int64``, and ``zero`` the chance of each dim being 0.
     """
     r = int(rng.integers(1, 4))
     data_shape = _shape(rng, r, zero=zero)
@@ -225,22 +214,8 @@ def gather_case(rng, type_name: str, index_dtype: str, *, zero: float = 0.08) ->
 def gather_nd_case(rng, type_name: str, index_dtype: str, *, batch_dims: bool = True, zero: float = 0.08) -> Case:
     """Return a valid GatherND case: data of rank 1 to 4, index tuples of length 1 to rank - batch_dims.
 
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    type_name : str
-        The data's ONNX type, one of :data:`DTYPES`.
-    index_dtype : str
-        ``int32`` or ``int64``.
-    batch_dims : bool
-        Whether the version has the ``batch_dims`` attribute: it is set (to 0 or, half the
-        time, a random valid value) only then.
-    zero : float
-        The chance of each dim being 0.
-
-    Returns
-    -------
-    Case
+    ``type_name``, ``index_dtype`` and ``zero`` as for :func:`gather_case`. ``batch_dims``: whether
+    the version has that attribute; it is set (to 0 or, half the time, a random valid value) only then.
     """
     r = int(rng.integers(1, 5))
     data_shape = _shape(rng, r, zero=zero)
@@ -268,27 +243,10 @@ def scatter_nd_case(
 ) -> Case:
     """Return a valid ScatterND case: data of rank 1 to ``max_rank``, index tuples of length 0 to rank.
 
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    type_name : str
-        The data's and updates' ONNX type, one of :data:`DTYPES`.
-    index_dtype : str
-        ``int32`` or ``int64``.
-    reduction : str or None
-        The ``reduction`` attribute; None leaves it out.
-    duplicates : bool, optional
-        Whether index tuples repeat (drawn from a pool of at most 3); default: 40% of the time.
-    unique : bool
-        No two index tuples address the same element (overrides ``duplicates``).
-    zero : float
-        The chance of each dim being 0.
-    max_rank : int
-        The data's largest rank.
-
-    Returns
-    -------
-    Case
+    ``type_name`` (of data and updates), ``index_dtype`` and ``zero`` as for :func:`gather_case`;
+    ``reduction`` is the attribute (None leaves it out). ``duplicates``: index tuples repeat (drawn
+    from a pool of at most 3), by default 40% of the time; ``unique``: no two index tuples address
+    the same element (overrides ``duplicates``).
     """
     r = int(rng.integers(1, max_rank + 1))
     data_shape = _shape(rng, r, zero=zero)
@@ -382,19 +340,9 @@ def onnx_name(dtype) -> str:
 
 
 def valid_cases(spec, rng, per_combination: int = 4):
-    """Yield valid cases of ``spec``: ``per_combination`` for each data type, index type and reduction.
+    """Yield valid cases of ``spec`` (an OpVersion), ``per_combination`` for each data type, index type and reduction.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The operator version.
-    rng : numpy.random.Generator
-    per_combination : int
-        Cases per (data type, index type, reduction) the version accepts.
-
-    Yields
-    ------
-    Case
+    The reductions are those of the version defined for the type (:func:`reductions_for`).
     """
     index_types = sorted(spec.index_types)
     for type_name in sorted(spec.data_types):
