@@ -359,8 +359,8 @@ def gather(data: Any, indices: Any, axis: int = 0, *, out: Any = None) -> Any:
 
     Returns
     -------
-    ndarray, shape ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``, dtype of data
-        (strings: an object array of str). ``out`` when given.
+    ndarray, shape data.shape[:axis] + indices.shape + data.shape[axis+1:], dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------
@@ -418,7 +418,8 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, out: Any = None) 
 
     Returns
     -------
-    ndarray, shape ``indices.shape[:-1] + data.shape[b + k:]``, dtype of data (``out`` when given).
+    ndarray, shape indices.shape[:-1] + data.shape[b + k:], dtype of data
+        ``out`` itself when given.
 
     Raises
     ------
@@ -481,7 +482,7 @@ def scatter_nd(
         Any of the 16 ONNX tensor types. Never modified, unless ``out`` is data's memory (data or an identical view).
     indices : ndarray of int64, shape (I..., k), rank q >= 1, 0 <= k <= r
         Component ``j`` lies in ``[-D_j, D_j - 1]`` (negatives as in GatherND).
-    updates : ndarray, shape ``indices.shape[:-1] + data.shape[k:]``, dtype of data
+    updates : ndarray, shape indices.shape[:-1] + data.shape[k:], dtype of data
     reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
         Bool: add = or, mul = and, max = or, min = and. Strings: add concatenates,
         max/min compare by code point, mul is a DTypeError. Complex max/min is a DTypeError.
@@ -496,7 +497,8 @@ def scatter_nd(
 
     Returns
     -------
-    ndarray, shape and dtype of data (strings: an object array of str); ``out`` when given.
+    ndarray, shape and dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------
@@ -561,7 +563,8 @@ def gather_elements(data: Any, indices: Any, axis: int = 0, *, out: Any = None) 
 
     Returns
     -------
-    ndarray, shape ``indices.shape``, dtype of data (strings: object arrays of str); ``out`` when given.
+    ndarray, shape indices.shape, dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------
@@ -639,7 +642,7 @@ def scatter_elements(
         Any of the 16 ONNX tensor types. Never modified, unless ``out`` is data's memory (data or an identical view).
     indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
         The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
-    updates : ndarray, shape ``indices.shape``, dtype of data
+    updates : ndarray, shape indices.shape, dtype of data
     axis : int, default 0
         In ``[-r, r-1]``.
     reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
@@ -655,7 +658,8 @@ def scatter_elements(
 
     Returns
     -------
-    ndarray, shape and dtype of data (strings: object arrays of str); ``out`` when given.
+    ndarray, shape and dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------
@@ -746,7 +750,8 @@ def tensor_scatter(
 
     Returns
     -------
-    ndarray, shape and dtype of past_cache (strings: object arrays of str); ``out`` when given.
+    ndarray, shape and dtype of past_cache
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------

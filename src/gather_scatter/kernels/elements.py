@@ -87,7 +87,8 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
 
     Returns
     -------
-    ndarray, shape ``indices.shape``, dtype of data (strings: object arrays of str); ``out`` when given.
+    ndarray, shape indices.shape, dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------
@@ -175,7 +176,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
         A type ``spec`` allows. Never modified, unless ``out`` is data's memory.
     indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
         The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
-    updates : ndarray, shape ``indices.shape``, dtype of data
+    updates : ndarray, shape indices.shape, dtype of data
     axis : int, default 0
         In ``[-r, r-1]``.
     reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
@@ -188,7 +189,8 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
 
     Returns
     -------
-    ndarray, shape and dtype of data (strings: object arrays of str); ``out`` when given.
+    ndarray, shape and dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------

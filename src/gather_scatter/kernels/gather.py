@@ -33,8 +33,8 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
 
     Returns
     -------
-    ndarray, shape ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``, dtype of data
-        (strings: an object array of str). ``out`` when given.
+    ndarray, shape data.shape[:axis] + indices.shape + data.shape[axis+1:], dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------

@@ -40,7 +40,8 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
 
     Returns
     -------
-    ndarray, shape ``indices.shape[:-1] + data.shape[b + k:]``, dtype of data (``out`` when given).
+    ndarray, shape indices.shape[:-1] + data.shape[b + k:], dtype of data
+        ``out`` itself when given.
 
     Raises
     ------

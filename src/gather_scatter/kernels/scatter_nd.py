@@ -47,7 +47,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
         A type ``spec`` allows. Never modified, unless ``out`` is data's memory.
     indices : ndarray of int64, shape (I..., k), rank q >= 1, 0 <= k <= r
         Component ``j`` lies in ``[-D_j, D_j - 1]``.
-    updates : ndarray, shape ``indices.shape[:-1] + data.shape[k:]``, dtype of data
+    updates : ndarray, shape indices.shape[:-1] + data.shape[k:], dtype of data
     reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
         One of ``spec``'s reductions; duplicates apply in row-major order of ``indices``.
     out : ndarray, optional
@@ -57,7 +57,8 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
 
     Returns
     -------
-    ndarray, shape and dtype of data (strings: an object array of str); ``out`` when given.
+    ndarray, shape and dtype of data
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------

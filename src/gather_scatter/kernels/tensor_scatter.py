@@ -94,7 +94,8 @@ def run_tensor_scatter(
 
     Returns
     -------
-    ndarray, shape and dtype of past_cache (strings: object arrays of str); ``out`` when given.
+    ndarray, shape and dtype of past_cache
+        For strings, an object array of str. ``out`` itself when given.
 
     Raises
     ------
