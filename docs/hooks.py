@@ -15,6 +15,7 @@ Two directives, each an HTML comment alone on a line of a page's Markdown:
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 import posixpath
 import re
@@ -36,6 +37,7 @@ LINK = re.compile(r"(\]\()docs/([^)\s]+)")
 
 
 # --- the versions table ------------------------------------------------------------------------
+
 
 def _types_cell(types: frozenset[str]) -> str:
     if types == _versions.ALL_TYPES:
@@ -67,10 +69,13 @@ def _selected(ops: list[str]) -> list[_versions.OpVersion]:
 
 
 def _opsets(v: _versions.OpVersion) -> str:
-    later = [w.since_version for w in _versions.REGISTRY.values()
-             if (w.domain, w.op_type) == (v.domain, v.op_type) and w.since_version > v.since_version]
+    later = [
+        w.since_version
+        for w in _versions.REGISTRY.values()
+        if (w.domain, w.op_type) == (v.domain, v.op_type) and w.since_version > v.since_version
+    ]
     last = (min(later) - 1) if later else (v.removed_in - 1 if v.removed_in else _versions.LATEST_OPSET[v.domain])
-    return f"{v.since_version}–{last}" if last != v.since_version else str(last)
+    return f"{v.since_version}–{last}" if last != v.since_version else str(last)  # noqa: RUF001 (an en dash: a range)
 
 
 def versions_table(ops: list[str]) -> str:
@@ -139,18 +144,21 @@ def changes(ops: list[str]) -> str:
     lines = []
     for versions in by_op.values():
         versions.sort(key=lambda v: v.since_version)
-        for old, new in zip(versions, versions[1:]):
+        for old, new in itertools.pairwise(versions):
             lines.append(f"- **{new.name}** (from {old.name}): " + "; ".join(_diff(old, new)) + ".")
         last = versions[-1]
         if last.removed_in:
-            lines.append(f"- **{last.op_type}** is removed at opset {last.removed_in}"
-                         + (f"; models use {last.replaced_by} instead." if last.replaced_by else "."))
+            lines.append(
+                f"- **{last.op_type}** is removed at opset {last.removed_in}"
+                + (f"; models use {last.replaced_by} instead." if last.replaced_by else ".")
+            )
     if not lines:
         return ""
     return "What changed from version to version (computed from the same registry):\n\n" + "\n".join(lines) + "\n"
 
 
 # --- README sections ---------------------------------------------------------------------------
+
 
 def _lines_outside_fences(text: str):
     """(line, is_inside_a_fenced_block) for each line of text."""
@@ -208,6 +216,7 @@ def readme_section(heading: str, page_path: str) -> str:
 
 
 # --- the hook ----------------------------------------------------------------------------------
+
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
     """Expand the page's directives (MkDocs ``on_page_markdown`` event).

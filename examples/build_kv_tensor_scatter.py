@@ -132,7 +132,7 @@ def main() -> None:
     options = ort.SessionOptions()
     options.log_severity_level = 3  # TensorScatter warns that it copies the cache (not in place)
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    for name, value in zip([o.name for o in session.get_outputs()], session.run(None, feeds)):
+    for name, value in zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True):
         print(f"  {name} {value.dtype} {value.shape}")
 
 

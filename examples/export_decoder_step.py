@@ -96,7 +96,7 @@ def check_against_torch(model: nn.Module, inputs: dict, proto: onnx.ModelProto) 
     with torch.no_grad():
         expected = model(*(torch.from_numpy(a) for a in inputs.values()))
     expected = expected if isinstance(expected, tuple) else (expected,)
-    for want, got in zip(expected, ReferenceEvaluator(proto).run(None, inputs)):
+    for want, got in zip(expected, ReferenceEvaluator(proto).run(None, inputs), strict=True):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
 
 

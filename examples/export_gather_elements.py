@@ -113,7 +113,7 @@ def check_with_onnxruntime(model: nn.Module, feeds: dict, path: pathlib.Path) ->
     with torch.no_grad():
         expected = model(*(torch.from_numpy(a) for a in feeds.values()))
     got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for want, have in zip(expected, got):
+    for want, have in zip(expected, got, strict=True):
         if want.dtype.is_floating_point:
             np.testing.assert_allclose(have, want.numpy(), rtol=1e-5, atol=1e-6)
         else:

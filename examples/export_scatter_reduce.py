@@ -33,8 +33,6 @@ permutation are exact; the sums and products are of ``h = tanh(x @ W + b)``.
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import torch
 from export_gather_elements import OUT, check_with_onnxruntime, describe, export

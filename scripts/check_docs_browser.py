@@ -73,8 +73,13 @@ def find_chromium(install: bool) -> str | None:
 
 def build(site: pathlib.Path) -> None:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONDONTWRITEBYTECODE="1")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
-                            cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode:
         sys.exit(f"mkdocs build --strict failed:\n{result.stdout}{result.stderr}")
 
@@ -110,10 +115,23 @@ def chromium(browser: str, profile: str, *args: str) -> subprocess.CompletedProc
     Every host but the local server resolves to nothing, so a request elsewhere fails at once
     instead of waiting on the network (the virtual-time budget otherwise waits for it).
     """
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               "--hide-scrollbars", "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}",
-               "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--enable-logging=stderr",
-               "--v=0", "--virtual-time-budget=5000", "--window-size=1280,1600", *args]
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-extensions",
+        f"--user-data-dir={profile}",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=5000",
+        "--window-size=1280,1600",
+        *args,
+    ]
     for _ in range(2):
         try:
             return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -152,15 +170,16 @@ def check_page(
     for src in re.findall(r'<img[^>]+src="([^"]+)"', html):
         if src.startswith(("http:", "https:", "data:")) and not src.startswith(base):
             continue
-        target = (site / src[len(base):]) if src.startswith(base) else (page_dir / src.split("#")[0].split("?")[0])
+        target = (site / src[len(base) :]) if src.startswith(base) else (page_dir / src.split("#")[0].split("?")[0])
         if not target.resolve().is_file():
             problems.append(f"broken image: {src}")
     if name == "api":
         import gather_scatter
 
         ids = set(re.findall(r'id="(gather_scatter\.[\w.]+)"[^>]*class="doc doc-heading"', html))
-        missing = [n for n in gather_scatter.__all__
-                   if not any(i == f"gather_scatter.{n}" or i.endswith(f".{n}") for i in ids)]
+        missing = [
+            n for n in gather_scatter.__all__ if not any(i == f"gather_scatter.{n}" or i.endswith(f".{n}") for i in ids)
+        ]
         if missing:
             problems.append(f"no rendered API entry for {missing}")
     if (path.startswith("operators/") or name == "versions") and "<th>since_version</th>" not in html:

@@ -34,8 +34,22 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "gather_scatter"
 
 # Path components that never belong in the wheel, and file suffixes that never do.
-FORBIDDEN_PARTS = frozenset({"__pycache__", "tests", "test", "benchmarks", "docs", "examples", ".hypothesis",
-                             ".pytest_cache", ".mypy_cache", "check-findings", "build", "dist"})
+FORBIDDEN_PARTS = frozenset(
+    {
+        "__pycache__",
+        "tests",
+        "test",
+        "benchmarks",
+        "docs",
+        "examples",
+        ".hypothesis",
+        ".pytest_cache",
+        ".mypy_cache",
+        "check-findings",
+        "build",
+        "dist",
+    }
+)
 FORBIDDEN_SUFFIXES = frozenset({".pyc", ".pyo", ".png", ".svg", ".jpg", ".jpeg", ".gif"})
 FORBIDDEN_NAMES = re.compile(r"(bench_results.*|results)\.json$|^conftest\.py$|^test_.*\.py$")
 # What the installed package cannot run without.
@@ -85,16 +99,21 @@ def wheel_problems(names: list[str], version: str) -> list[str]:
 
 def sdist_problems(names: list[str]) -> list[str]:
     """Caches or build debris in an sdist's member names."""
-    return [f"{n}: cache or build debris" for n in names
-            if {"__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache"}.intersection(PurePosixPath(n).parts)
-            or n.endswith((".pyc", ".pyo"))]
+    return [
+        f"{n}: cache or build debris"
+        for n in names
+        if {"__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache"}.intersection(PurePosixPath(n).parts)
+        or n.endswith((".pyc", ".pyo"))
+    ]
 
 
 def _run(cmd: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess:
     result = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
     if result.returncode:
-        raise SystemExit(f"FAILED: {what} (exit {result.returncode})\n$ {' '.join(map(str, cmd))}\n"
-                         f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        raise SystemExit(
+            f"FAILED: {what} (exit {result.returncode})\n$ {' '.join(map(str, cmd))}\n"
+            f"{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        )
     return result
 
 
@@ -137,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="gs-release-"))
     try:
         start = _step(f"python -m build ({PACKAGE} {version}) into {work / 'dist'}")
-        _run([sys.executable, "-m", "build", "--outdir", work / "dist", ROOT], work,
-             "python -m build (pip install build?)")
+        _run(
+            [sys.executable, "-m", "build", "--outdir", work / "dist", ROOT],
+            work,
+            "python -m build (pip install build?)",
+        )
         wheels = sorted((work / "dist").glob("*.whl"))
         sdists = sorted((work / "dist").glob("*.tar.gz"))
         if len(wheels) != 1 or len(sdists) != 1:
@@ -156,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         problems = wheel_problems(names, version)
         with tarfile.open(sdist) as archive:
             sdist_names = archive.getnames()
-        print(f"    sdist: {len(sdist_names)} members; top level: "
-              + ", ".join(sorted({PurePosixPath(n).parts[1] for n in sdist_names if len(PurePosixPath(n).parts) > 1})))
+        print(
+            f"    sdist: {len(sdist_names)} members; top level: "
+            + ", ".join(sorted({PurePosixPath(n).parts[1] for n in sdist_names if len(PurePosixPath(n).parts) > 1}))
+        )
         problems += sdist_problems(sdist_names)
         if problems:
             raise SystemExit("FAILED: release contents\n" + "\n".join(f"  {p}" for p in problems))
@@ -171,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"OK: {PACKAGE} {version} builds, installs from wheel and sdist, and runs "
-          f"({time.perf_counter() - began:.0f} s)")
+    print(
+        f"OK: {PACKAGE} {version} builds, installs from wheel and sdist, and runs ({time.perf_counter() - began:.0f} s)"
+    )
     return 0
 
 
