@@ -70,38 +70,9 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     The kernel behind :func:`gather_scatter.gather_elements` for NumPy input, every check
     included: ``output[i...] = data[i... with the axis coordinate = indices[i...]]``.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The GatherElements version (11 or 13) whose types it accepts and whose name errors carry.
-    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        A type ``spec`` allows (strings: the result is an object array of str).
-    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
-        The rank of data; ``I_d <= D_d`` for every ``d != axis``. Values in ``[-s, s-1]``
-        where ``s = D_axis``; negatives count from the end.
-    axis : int, default 0
-        In ``[-r, r-1]``.
-    out : ndarray, optional
-        Writeable, any layout, of exactly ``indices.shape`` and data's dtype, sharing no memory
-        with the inputs; nothing is written to it unless every index is valid.
-
-    Returns
-    -------
-    ndarray, shape indices.shape, dtype of data
-        For strings, an object array of str. ``out`` itself when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        An index outside ``[-s, s-1]``: the first bad position, its value and the valid range.
-    ShapeError
-        Ranks that differ, rank 0, or ``I_d > D_d`` off the axis; ``out`` of the wrong shape.
-    InvalidAttributeError
-        ``axis`` out of range; ``out`` read-only, broadcast or overlapping an input.
-    DTypeError
-        A data or index type ``spec`` does not allow; ``out`` not an ndarray of data's dtype.
-    OutputTooLargeError
-        A fresh output larger than the memory limit allows.
+    ``spec`` is the version (a registry ``OpVersion``) whose types, attributes and name the
+    checks use. The other parameters, the result and the errors, with shapes and dtypes, are
+    those of :func:`gather_scatter.gather_elements`.
 
     See Also
     --------
@@ -109,12 +80,9 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
 
     Notes
     -----
-    Implements ONNX GatherElements (https://onnx.ai/onnx/operators/onnx__GatherElements.html),
-    whose loop is::
-
-        for idx in np.ndindex(indices.shape):
-            position = list(idx); position[axis] = indices[idx]
-            output[idx] = data[tuple(position)]
+    Implements ONNX GatherElements (https://onnx.ai/onnx/operators/onnx__GatherElements.html):
+    the result of the spec's loop, given in :func:`gather_scatter.gather_elements`, bit for bit. Every check runs before
+    the first write.
 
     Examples
     --------
@@ -167,46 +135,9 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     The kernel behind :func:`gather_scatter.scatter_elements` for NumPy input, every check
     included: each update is written (or reduced) at its index along ``axis``.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The ScatterElements (11, 13, 16, 18) or Scatter (9) version whose types and
-        reductions it accepts and whose name errors carry.
-    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        A type ``spec`` allows. Never modified, unless ``out`` is data's memory.
-    indices : ndarray of int32 or int64, shape (I_0, ..., I_{r-1})
-        The rank of data; ``I_d <= D_d`` for ``d != axis``. Values in ``[-s, s-1]``, ``s = D_axis``.
-    updates : ndarray, shape indices.shape, dtype of data
-    axis : int, default 0
-        In ``[-r, r-1]``.
-    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
-        One of ``spec``'s reductions; duplicates apply in row-major order of ``indices``
-        (for 'none' the last wins).
-    out : ndarray, optional
-        ``out=data`` (or an identical view) writes in place; any other ``out`` (data's shape,
-        the result's dtype, writeable) must not overlap an input, and ``data`` is copied into
-        it first.
-
-    Returns
-    -------
-    ndarray, shape and dtype of data
-        For strings, an object array of str. ``out`` itself when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        An index outside ``[-s, s-1]``: the first bad position, its value and the valid range.
-    ShapeError
-        Ranks that differ, rank 0, ``I_d > D_d`` off the axis, updates whose shape differs
-        from indices'; ``out`` of the wrong shape.
-    InvalidAttributeError
-        ``axis`` out of range, a reduction ``spec`` does not have; ``out`` read-only,
-        broadcast or overlapping an input other than ``data``.
-    DTypeError
-        A type ``spec`` does not allow, updates of another dtype, a reduction the type lacks;
-        ``out`` not an ndarray of the result's dtype.
-    OutputTooLargeError
-        A fresh output larger than the memory limit allows.
+    ``spec`` is the version (a registry ``OpVersion``) whose types, attributes and name the
+    checks use. The other parameters, the result and the errors, with shapes and dtypes, are
+    those of :func:`gather_scatter.scatter_elements`.
 
     See Also
     --------
@@ -214,15 +145,9 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
 
     Notes
     -----
-    Implements ONNX ScatterElements (https://onnx.ai/onnx/operators/onnx__ScatterElements.html)
-    and the deprecated Scatter-9, whose loop is::
-
-        output = np.copy(data)
-        for idx in np.ndindex(indices.shape):
-            position = list(idx); position[axis] = indices[idx]
-            output[tuple(position)] = f(output[tuple(position)], updates[idx])
-
-    Every check runs before the first write: on an error ``out`` is unchanged.
+    Implements ONNX ScatterElements (https://onnx.ai/onnx/operators/onnx__ScatterElements.html):
+    the result of the spec's loop, given in :func:`gather_scatter.scatter_elements`, bit for bit.
+    Every check runs before the first write.
 
     Examples
     --------

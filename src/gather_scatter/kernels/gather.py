@@ -16,38 +16,9 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
 
     The kernel behind :func:`gather_scatter.gather` for NumPy input, every check included.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The Gather version (1, 11 or 13) whose types it accepts and whose name errors carry.
-    data : ndarray, shape (D_0, ..., D_{r-1}), r >= 1
-        A type ``spec`` allows (strings as object, ``U`` or ``S`` arrays); lists and scalars
-        are read as arrays by ``as_array``'s rule.
-    indices : ndarray of int32 or int64, any shape (Q...), rank 0 allowed
-        Values in ``[-s, s-1]`` where ``s = data.shape[axis]``; negatives count from the end.
-    axis : int, default 0
-        In ``[-r, r-1]``.
-    out : ndarray, optional
-        Writeable, any layout, of the output's shape and dtype, sharing no memory with the
-        inputs; nothing is written to it unless every index is valid.
-
-    Returns
-    -------
-    ndarray, shape data.shape[:axis] + indices.shape + data.shape[axis+1:], dtype of data
-        For strings, an object array of str. ``out`` itself when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        An index outside ``[-s, s-1]``; the message names the first bad position.
-    ShapeError
-        ``data`` is a scalar; ``out`` of the wrong shape.
-    InvalidAttributeError
-        ``axis`` outside ``[-r, r-1]``; ``out`` read-only, broadcast or overlapping an input.
-    DTypeError
-        A data or index type ``spec`` does not allow; ``out`` not an ndarray of data's dtype.
-    OutputTooLargeError
-        An output larger than the memory limit allows.
+    ``spec`` is the version (a registry ``OpVersion``) whose types, attributes and name the
+    checks use. The other parameters, the result and the errors, with shapes and dtypes, are
+    those of :func:`gather_scatter.gather`.
 
     See Also
     --------
@@ -55,8 +26,9 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
 
     Notes
     -----
-    Implements ONNX Gather (https://onnx.ai/onnx/operators/onnx__Gather.html; bounds as in
-    Gather-11 for every version): ``numpy.take(data, indices, axis)`` after the bounds check.
+    Implements ONNX Gather (https://onnx.ai/onnx/operators/onnx__Gather.html):
+    the result of the spec's loop, given in :func:`gather_scatter.gather`, bit for bit. Every check runs before
+    the first write.
 
     Examples
     --------

@@ -23,39 +23,9 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     With ``b = batch_dims`` and ``k = indices.shape[-1]``:
     ``output[B..., I...] = data[B..., *indices[B..., I..., :], ...]``.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The GatherND version (11, 12, 13 or com.microsoft 1) whose types it accepts and whose
-        name errors carry.
-    data : ndarray, shape (B..., D_0..D_{k-1}, R...), rank r >= 1
-        A type ``spec`` allows (strings: the result is an object array of str).
-    indices : ndarray of int64 (com.microsoft: int32 too), shape (B..., I..., k), rank q >= 1
-        ``1 <= k <= r - b``; component ``j`` lies in ``[-D_j, D_j - 1]``.
-    batch_dims : int, default 0
-        ``0 <= b < min(q, r)``; the first ``b`` dims of data and indices must be equal.
-    out : ndarray, optional
-        Writeable, any layout, of the output's shape and dtype, sharing no memory with the
-        inputs; nothing is written to it unless every index is valid.
-
-    Returns
-    -------
-    ndarray, shape indices.shape[:-1] + data.shape[b + k:], dtype of data
-        ``out`` itself when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        A component out of bounds (first bad position, data axis, size, valid range).
-    InvalidAttributeError
-        ``batch_dims`` out of range; ``out`` read-only, broadcast or overlapping an input.
-    ShapeError
-        Rank < 1, batch dims that differ, or ``k`` outside ``[1, r - b]``; ``out`` of the
-        wrong shape.
-    DTypeError
-        A data or index type ``spec`` does not allow; ``out`` not an ndarray of data's dtype.
-    OutputTooLargeError
-        An output larger than the memory limit allows.
+    ``spec`` is the version (a registry ``OpVersion``) whose types, attributes and name the
+    checks use. The other parameters, the result and the errors, with shapes and dtypes, are
+    those of :func:`gather_scatter.gather_nd`.
 
     See Also
     --------
@@ -63,11 +33,9 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
 
     Notes
     -----
-    Implements ONNX GatherND (https://onnx.ai/onnx/operators/onnx__GatherND.html), whose
-    reference loop is::
-
-        for (bi..., ii...) in ndindex(indices.shape[:-1]):
-            output[bi..., ii...] = data[bi..., *indices[bi..., ii...]]
+    Implements ONNX GatherND (https://onnx.ai/onnx/operators/onnx__GatherND.html):
+    the result of the spec's loop, given in :func:`gather_scatter.gather_nd`, bit for bit. Every check runs before
+    the first write.
 
     Examples
     --------

@@ -38,42 +38,9 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
 
     The kernel behind :func:`gather_scatter.scatter_nd` for NumPy input, every check included.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The ScatterND version (11, 13, 16 or 18) whose types and reductions it accepts and
-        whose name errors carry.
-    data : ndarray, shape (D_0..D_{k-1}, R...), rank r >= 1
-        A type ``spec`` allows. Never modified, unless ``out`` is data's memory.
-    indices : ndarray of int64, shape (I..., k), rank q >= 1, 0 <= k <= r
-        Component ``j`` lies in ``[-D_j, D_j - 1]``.
-    updates : ndarray, shape indices.shape[:-1] + data.shape[k:], dtype of data
-    reduction : {'none', 'add', 'mul', 'max', 'min'}, default 'none'
-        One of ``spec``'s reductions; duplicates apply in row-major order of ``indices``.
-    out : ndarray, optional
-        ``out=data`` (or an identical view) writes in place; any other ``out`` (data's shape,
-        the result's dtype, writeable) must not overlap an input, and ``data`` is copied into
-        it first.
-
-    Returns
-    -------
-    ndarray, shape and dtype of data
-        For strings, an object array of str. ``out`` itself when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        A component out of bounds (first bad position, data axis, size, valid range).
-    ShapeError
-        Rank < 1, ``k > r``, updates of the wrong shape; ``out`` of the wrong shape.
-    InvalidAttributeError
-        A reduction ``spec`` does not have; ``out`` read-only, broadcast or overlapping an
-        input other than ``data``.
-    DTypeError
-        A type ``spec`` does not allow, updates of another dtype, a reduction the type lacks;
-        ``out`` not an ndarray of the result's dtype.
-    OutputTooLargeError
-        A fresh output larger than the memory limit allows.
+    ``spec`` is the version (a registry ``OpVersion``) whose types, attributes and name the
+    checks use. The other parameters, the result and the errors, with shapes and dtypes, are
+    those of :func:`gather_scatter.scatter_nd`.
 
     See Also
     --------
@@ -81,14 +48,9 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
 
     Notes
     -----
-    Implements ONNX ScatterND (https://onnx.ai/onnx/operators/onnx__ScatterND.html), the
-    result of the spec's loop, bit for bit::
-
-        output = np.copy(data)
-        for idx in np.ndindex(indices.shape[:-1]):
-            output[tuple(indices[idx])] = f(output[tuple(indices[idx])], updates[idx])
-
-    Every check runs before the first write: on an error ``out`` is unchanged.
+    Implements ONNX ScatterND (https://onnx.ai/onnx/operators/onnx__ScatterND.html):
+    the result of the spec's loop, given in :func:`gather_scatter.scatter_nd`, bit for bit. Every check runs before
+    the first write.
 
     Examples
     --------

@@ -69,50 +69,9 @@ def run_tensor_scatter(
     The kernel behind :func:`gather_scatter.tensor_scatter` for NumPy input, every check
     included: each batch's update starts at its write index.
 
-    Parameters
-    ----------
-    spec : OpVersion
-        The TensorScatter version (24) whose types and modes it accepts and whose name errors
-        carry.
-    past_cache : ndarray, shape (batch, D_1, ..., max_sequence_length, ..., D_n), rank >= 2
-        A type ``spec`` allows (float8 and 4-bit types as ml_dtypes arrays). Never modified,
-        unless ``out`` is past_cache's memory.
-    update : ndarray, shape (batch, D_1, ..., sequence_length, ..., D_n), dtype of past_cache
-        ``sequence_length <= max_sequence_length``; every other dim equals past_cache's.
-    write_indices : ndarray of int64, shape (batch,), optional
-        Where each batch's update starts on the sequence axis; all zeros when absent (None).
-        Every value ``>= 0``; in 'linear' mode also ``write_indices[b] + sequence_length <=
-        max_sequence_length``.
-    axis : int, default -2
-        The sequence axis, in ``[-r, r-1]`` and never the batch axis 0.
-    mode : {'linear', 'circular'}, default 'linear'
-        'circular' wraps positions modulo ``max_sequence_length``.
-    out : ndarray, optional
-        ``out=past_cache`` (or an identical view) writes in place; any other ``out``
-        (past_cache's shape, the result's dtype, writeable) must not overlap an input, and
-        ``past_cache`` is copied into it first.
-
-    Returns
-    -------
-    ndarray, shape and dtype of past_cache
-        For strings, an object array of str. ``out`` itself when given.
-
-    Raises
-    ------
-    IndexOutOfBoundsError
-        A negative write index, or in linear mode one that leaves no room for the update
-        (first bad batch, its value and the valid range).
-    ShapeError
-        Ranks that differ or below 2, dims that differ off the axis, ``sequence_length >
-        max_sequence_length``, ``write_indices`` not of shape (batch,); ``out`` of the wrong shape.
-    InvalidAttributeError
-        ``axis`` out of range or 0, an unknown ``mode``; ``out`` read-only, broadcast or
-        overlapping an input other than ``past_cache``.
-    DTypeError
-        A type ``spec`` does not allow, update's type differing from the cache's,
-        ``write_indices`` not int64; ``out`` not an ndarray of the result's dtype.
-    OutputTooLargeError
-        A fresh output larger than the memory limit allows.
+    ``spec`` is the version (a registry ``OpVersion``) whose types, attributes and name the
+    checks use. The other parameters, the result and the errors, with shapes and dtypes, are
+    those of :func:`gather_scatter.tensor_scatter`.
 
     See Also
     --------
@@ -120,18 +79,9 @@ def run_tensor_scatter(
 
     Notes
     -----
-    Implements ONNX TensorScatter-24 (https://onnx.ai/onnx/operators/onnx__TensorScatter.html),
-    whose loop is::
-
-        for prefix_idx in np.ndindex(past_cache.shape[:axis]):
-            batch_idx = prefix_idx[0]
-            for sequence_idx in range(sequence_length):
-                cache_sequence_idx = write_indices[batch_idx] + sequence_idx
-                if mode == "circular":
-                    cache_sequence_idx = cache_sequence_idx % max_sequence_length
-                present_cache[(*prefix_idx, cache_sequence_idx)] = update[(*prefix_idx, sequence_idx)]
-
-    Every check runs before the first write: on an error ``out`` is unchanged.
+    Implements ONNX TensorScatter-24 (https://onnx.ai/onnx/operators/onnx__TensorScatter.html):
+    the result of the spec's loop, given in :func:`gather_scatter.tensor_scatter`, bit for bit. Every check runs before
+    the first write.
 
     Examples
     --------
