@@ -1,4 +1,4 @@
-"""The fast path for small calls (ops.py): once a signature's first call has passed every
+"""The fast path for small calls (_runners.py): once a signature's first call has passed every
 check, later calls skip the static checks and use NumPy's checked indexing. It must give what
 the kernels give — values, dtype, type (a 0-d result is an ndarray, not a NumPy scalar),
 errors with their facts, the memory limit — on every call, not only the first."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import ops
+from gather_scatter import _runners
 from gather_scatter._versions import GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER
 from gather_scatter.kernels.elements import run_gather_elements, run_scatter_elements
 from gather_scatter.kernels.gather import run_gather
@@ -165,13 +165,13 @@ def test_the_memory_limit_applies_to_every_call(monkeypatch):
 
 
 def test_a_signature_the_checks_refuse_is_never_remembered():
-    before = dict(ops._ACCEPTED)
+    before = dict(_runners._ACCEPTED)
     for _ in range(2):
         with pytest.raises(gs.InvalidAttributeError):
             gs.gather(np.zeros(3), np.array(0), axis=1)
         with pytest.raises(gs.DTypeError):
             gs.gather(np.zeros(3), np.array(0.0))
-    assert {k: v for k, v in ops._ACCEPTED.items() if k not in before} == {}
+    assert {k: v for k, v in _runners._ACCEPTED.items() if k not in before} == {}
 
 
 def test_strings_and_bool_axis_keep_the_kernels_path():

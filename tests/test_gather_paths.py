@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _parallel, _versions, ops
+from gather_scatter import _parallel, _runners, _versions
 from gather_scatter.kernels import _compiled
 from gather_scatter.kernels import gather as gather_kernel
 
@@ -48,14 +48,14 @@ def test_gather_nd_batch_dims_compiled_and_numpy_agree(split_everything, monkeyp
         pytest.skip("com.microsoft GatherND (int32 indices) has no bfloat16")
     data, indices = _batched(np.random.default_rng(3), dtype, index_dtype)
     want = _expected(data, indices)
-    spec = ops.GATHER_ND if index_dtype == np.int64 else _versions.resolve("GatherND", 1, "com.microsoft")
+    spec = _versions.GATHER_ND if index_dtype == np.int64 else _versions.resolve("GatherND", 1, "com.microsoft")
     for threads in (1, 2, 3):
         gs.set_num_threads(threads)
-        got = ops.run_gather_nd(spec, data, indices, 2)
+        got = _runners.run_gather_nd(spec, data, indices, 2)
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
         with monkeypatch.context() as m:
             m.setattr(_compiled, "_module", False)
-            assert ops.run_gather_nd(spec, data, indices, 2).tobytes() == want.tobytes()
+            assert _runners.run_gather_nd(spec, data, indices, 2).tobytes() == want.tobytes()
 
 
 @compiled
@@ -84,7 +84,7 @@ def test_gather_rows_split_or_not_give_the_same_bits(split_everything, threads):
     gs.set_num_threads(threads)
     for axis, n in ((0, 40), (1, 3), (2, 11)):
         idx = rng.integers(-table.shape[axis], table.shape[axis], n)
-        assert gather_kernel.run_gather(ops.GATHER, table, idx, axis).tobytes() == np.take(table, idx, axis).tobytes()
+        assert gather_kernel.run_gather(_versions.GATHER, table, idx, axis).tobytes() == np.take(table, idx, axis).tobytes()
 
 
 def test_gather_fast_call_up_to_one_mib_matches_the_kernel():

@@ -18,9 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _memory, _shapes
-from ._versions import REGISTRY, Mode, OpVersion, Reduction, _choice_value, first_accepting, fix_hint, resolve
-from .errors import ArityError, InvalidAttributeError, node_label
-from .ops import (
+from ._runners import (
     run_gather,
     run_gather_elements,
     run_gather_nd,
@@ -28,6 +26,8 @@ from .ops import (
     run_scatter_nd,
     run_tensor_scatter,
 )
+from ._versions import REGISTRY, Mode, OpVersion, Reduction, _choice_value, first_accepting, fix_hint, resolve
+from .errors import ArityError, InvalidAttributeError, node_label
 
 
 class OffSpecWarning(UserWarning):

@@ -9,7 +9,8 @@ Each ``run_<op>(spec, ...)`` computes the same thing for every version of its op
 ``spec`` (an OpVersion) only says what that version accepts and names it in errors.
 
 NumPy only: the kernels import nothing above ``_validate`` (``_versions``, ``_shapes``,
-``_validate``, ``_buffers``, ``_parallel``, ``_memory``). The public functions, and the choice of
-a backend for another library's arrays, are :mod:`gather_scatter.ops`'s; ``backends/`` and
-``ops`` import the kernels, never the reverse (tests/test_layout.py).
+``_validate``, ``_buffers``, ``_parallel``, ``_memory``). The public functions are
+:mod:`gather_scatter.ops`'s, and the choice of a backend for another library's arrays is
+:mod:`gather_scatter._runners`'s; ``backends/`` and ``_runners`` import the kernels, never the
+reverse (tests/test_layout.py).
 """

@@ -1,0 +1,328 @@
+"""``run_<op>(spec, ...)``: one operator version on any input, the per-call policy of the front door.
+
+Each call resolves nothing but the backend: ``spec`` (an OpVersion; the public functions in
+:mod:`gather_scatter.ops` pass the newest one, :mod:`gather_scatter._dispatch` the version in
+effect at an opset) says what the version accepts. The first array input decides the library
+(:func:`backends.backend_for`): an array of torch, JAX, dask or any array-API library goes to
+its backend, NumPy input to the NumPy kernels in :mod:`gather_scatter.kernels`. Per-call
+policy lives here, nowhere below.
+
+Small calls take a fast path. What a call's checks depend on splits in two: its signature
+(the version, the dtypes, the ranks or shapes, the attributes) and its values (the indices'
+bounds). The first call of a signature runs the kernel with every check; once it succeeds
+the signature is remembered (:data:`_ACCEPTED`, as onnxruntime checks a node once at session
+build), and later calls of it on plain ndarrays, with an output small enough for one thread
+and no arena, go straight to NumPy's own checked indexing: its bounds check is the one pass
+over the values, and when it fails the kernel runs again to raise the error with its facts.
+Larger calls of an accepted signature run the kernel without its static checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _memory
+from ._versions import Mode, OpVersion, Reduction
+from .backends import backend_for
+from .kernels import elements as _elements
+from .kernels import gather as _gather
+from .kernels import gather_nd as _gather_nd
+from .kernels import scatter_nd as _scatter_nd
+from .kernels import tensor_scatter as _tensor_scatter
+from .kernels._writes import UFUNCS, assign_last_wins
+
+__all__ = [
+    "run_gather",
+    "run_gather_elements",
+    "run_gather_nd",
+    "run_scatter_elements",
+    "run_scatter_nd",
+    "run_tensor_scatter",
+]
+
+_ndarray = np.ndarray
+# The largest output a fast call makes: one thread's work (_parallel.MIN_CHUNK_BYTES is 1 MiB),
+# and below _memory's floor, under which only a configured limit can refuse an output.
+SMALL_BYTES = 64 << 10
+# Gather's fast call is NumPy's own checked take, the kernel's copy without its steps: it serves
+# every output the kernel would make in one call from malloc (the memory query starts above
+# 1 MiB), so a batch of 1,000 embedding rows (256 KiB) costs take's time plus a lookup.
+GATHER_BYTES = (1 << 20) - 1
+# A scatter's table of slice numbers (ScatterND's first k axes) is kept up to this many slices.
+SLICE_TABLE = 1 << 16
+# Signatures whose static checks passed -> what the fast path needs (the normalized axis). A
+# version is its id: the OpVersions are the registry's, alive as long as the process.
+# Bounded: a process that makes endless new signatures starts it afresh.
+_ACCEPTED: dict[tuple, Any] = {}
+_MAX_SIGNATURES = 4096
+
+
+def _accept(key: tuple, value: Any) -> None:
+    if len(_ACCEPTED) >= _MAX_SIGNATURES:
+        _ACCEPTED.clear()
+    _ACCEPTED[key] = value
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _small(nbytes: int, most: int = SMALL_BYTES) -> bool:
+    """Whether an output of ``nbytes`` (at most ``most``) may take the fast path.
+
+    A configured memory limit still refuses it on the kernel's path, with its error.
+    """
+    if nbytes > most:
+        return False
+    limit = _memory._configured()
+    return limit is None or nbytes <= limit
+
+
+def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
+    if out is None and type(data) is _ndarray and type(indices) is _ndarray and type(axis) is int:
+        key = (id(spec), data.dtype, indices.dtype, data.ndim, indices.ndim, axis)
+        ax = _ACCEPTED.get(key)
+        if ax is not None:
+            # data of no elements: NumPy would skip the bounds check that an empty output still needs
+            if data.size and _small(data.nbytes // data.shape[ax] * indices.size, GATHER_BYTES):
+                try:
+                    result = data.take(indices, ax)  # mode 'raise': Gather's bounds, negatives included
+                except IndexError:
+                    pass  # the kernel raises the error with its facts
+                else:  # a rank-0 output comes back as a NumPy scalar: the kernel's is a 0-d array
+                    return result if type(result) is _ndarray else np.array(result, data.dtype)
+            elif data.size and data.flags.c_contiguous and indices.dtype.isnative:
+                return _gather.run_accepted(spec, data, indices, ax)  # the kernel less its static checks
+        else:
+            result = _gather.run_gather(spec, data, indices, axis)
+            if data.dtype.kind in "biufc":  # not strings (object results), not ml_dtypes' types
+                _accept(key, axis % data.ndim)
+            return result
+    backend = backend_for(spec, {"data": data, "indices": indices})
+    if backend is not None:
+        return backend.gather(data, indices, axis, out)
+    return _gather.run_gather(spec, data, indices, axis, out)
+
+
+def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any:
+    if out is None and type(data) is _ndarray and type(indices) is _ndarray and type(batch_dims) is int:
+        key = (id(spec), data.dtype, indices.dtype, data.ndim, indices.ndim, indices.shape[-1:], batch_dims)
+        k = _ACCEPTED.get(key)
+        if k is not None:
+            if data.size and _small(data.nbytes // _size(data.shape[:k]) * (indices.size // k)):
+                try:  # NumPy's own checked indexing (negatives from the end), its index tuples spelled out
+                    result = data.take(indices[..., 0], 0) if k == 1 else data[tuple(indices[..., j] for j in range(k))]
+                except IndexError:
+                    pass
+                else:
+                    return result if type(result) is _ndarray else np.array(result, data.dtype)
+        else:
+            result = _gather_nd.run_gather_nd(spec, data, indices, batch_dims)
+            if data.dtype.kind in "biufc" and batch_dims == 0 and indices.shape[-1]:
+                _accept(key, indices.shape[-1])
+            return result
+    backend = backend_for(spec, {"data": data, "indices": indices})
+    if backend is not None:
+        return backend.gather_nd(data, indices, batch_dims, out)
+    return _gather_nd.run_gather_nd(spec, data, indices, batch_dims, out)
+
+
+def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> None:
+    """Write as the kernels do, in row-major order of the updates: last wins, or ufunc.at."""
+    if reduction is Reduction.NONE and offsets.size <= 64:  # a few updates: the last of each, in Python
+        last = {offset: i for i, offset in enumerate(offsets.tolist())}
+        if len(last) < offsets.size:
+            keep = sorted(last.values())
+            offsets, values = offsets[keep], values[keep]
+        target[offsets] = values
+    elif reduction is Reduction.NONE:
+        assign_last_wins(target, offsets, values)
+    else:
+        with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
+            UFUNCS[reduction].at(target, offsets, values)
+
+
+def _elements_plan(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], ax: int) -> tuple:
+    """Plan GatherElements/ScatterElements of these shapes: ``(ax, ramp, base, stride)``.
+
+    With them the flat offset of element ``p`` of ``indices`` is
+    ``base[p] + ramp.take(indices[p]) * stride`` (``ramp.take`` checks the bounds and counts
+    negatives from the end, as the ops do).
+    """
+    grid = list(np.indices(indices_shape, sparse=True))
+    grid[ax] = np.zeros_like(grid[ax])
+    base = np.ravel_multi_index(tuple(grid), data_shape) if indices_shape else np.zeros((), np.intp)
+    return (
+        ax,
+        np.arange(data_shape[ax]),
+        np.ascontiguousarray(np.broadcast_to(base, indices_shape)),
+        _size(data_shape[ax + 1 :]),
+    )
+
+
+def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> Any:
+    if (
+        out is None
+        and type(data) is _ndarray
+        and type(indices) is _ndarray
+        and type(updates) is _ndarray
+        and type(reduction) is str
+    ):
+        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape, reduction)
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            table, parsed = accepted
+            if table is None or not _small(data.nbytes):  # the kernel less its static checks
+                return _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
+            k = table.ndim
+            try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
+                offsets = table[tuple(indices[..., j] for j in range(k))].reshape(-1)
+            except IndexError:
+                pass
+            else:
+                output = data.copy()
+                target = output.reshape(table.size, -1)
+                _scatter(target, offsets, updates.reshape(offsets.size, target.shape[1]), parsed)
+                return output
+        else:
+            result = _scatter_nd.run_scatter_nd(spec, data, indices, updates, reduction)
+            k = indices.shape[-1]  # k = 0, every tuple the whole of data: the kernel's path
+            if data.dtype.kind in "biufc" and result.dtype == data.dtype and k and data.size:
+                n = _size(data.shape[:k])  # the slice numbers, for NumPy's checked indexing (8 bytes each)
+                slices = np.arange(n).reshape(data.shape[:k]) if n <= SLICE_TABLE else None
+                _accept(key, (slices, Reduction(reduction)))
+            return result
+    backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
+    if backend is not None:
+        return backend.scatter_nd(data, indices, updates, reduction, out)
+    return _scatter_nd.run_scatter_nd(spec, data, indices, updates, reduction, out)
+
+
+def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
+    if out is None and type(data) is _ndarray and type(indices) is _ndarray and type(axis) is int:
+        key = (id(spec), data.dtype, indices.dtype, data.shape, indices.shape, axis)
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            _ax, ramp, base, stride = accepted
+            if _small(indices.size * data.itemsize):
+                try:  # flat offsets into data, NumPy's own checked indexing on the axis
+                    return data.reshape(-1).take(base + ramp.take(indices) * stride)
+                except IndexError:
+                    pass
+        else:
+            result = _elements.run_gather_elements(spec, data, indices, axis)
+            if data.dtype.kind in "biufc" and data.shape[axis] and data.nbytes <= SMALL_BYTES:
+                _accept(key, _elements_plan(data.shape, indices.shape, axis % data.ndim))
+            return result
+    backend = backend_for(spec, {"data": data, "indices": indices})
+    if backend is not None:
+        return backend.gather_elements(data, indices, axis, out)
+    return _elements.run_gather_elements(spec, data, indices, axis, out)
+
+
+def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduction="none", out=None) -> Any:
+    if (
+        out is None
+        and type(data) is _ndarray
+        and type(indices) is _ndarray
+        and type(updates) is _ndarray
+        and type(axis) is int
+        and type(reduction) is str
+    ):
+        key = (
+            id(spec),
+            data.dtype,
+            indices.dtype,
+            updates.dtype,
+            data.shape,
+            indices.shape,
+            updates.shape,
+            axis,
+            reduction,
+        )
+        accepted = _ACCEPTED.get(key)
+        if accepted is not None:
+            ax, plan, parsed = accepted
+            if plan is None or not _small(data.nbytes):
+                if indices.dtype.isnative:  # the kernel less its static checks
+                    return _elements.run_scatter_accepted(spec, data, indices, updates, ax, parsed)
+            else:
+                _, ramp, base, stride = plan
+                try:
+                    offsets = (base + ramp.take(indices) * stride).reshape(-1)
+                except IndexError:
+                    pass
+                else:
+                    output = data.copy()
+                    _scatter(output.reshape(-1), offsets, updates.reshape(-1), parsed)
+                    return output
+        else:
+            result = _elements.run_scatter_elements(spec, data, indices, updates, axis, reduction)
+            if data.dtype.kind in "biufc" and result.dtype == data.dtype and data.shape[axis]:
+                ax = axis % data.ndim  # the offsets' plan for small calls (a base offset per index)
+                plan = _elements_plan(data.shape, indices.shape, ax) if data.nbytes <= SMALL_BYTES else None
+                _accept(key, (ax, plan, Reduction(reduction)))
+            return result
+    backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
+    if backend is not None:
+        return backend.scatter_elements(data, indices, updates, axis, reduction, out)
+    return _elements.run_scatter_elements(spec, data, indices, updates, axis, reduction, out)
+
+
+def run_tensor_scatter(
+    spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None
+) -> Any:
+    if (
+        out is None
+        and type(past_cache) is _ndarray
+        and type(update) is _ndarray
+        and type(axis) is int
+        and type(mode) is str
+        and (write_indices is None or type(write_indices) is _ndarray)
+    ):
+        key = (
+            id(spec),
+            past_cache.dtype,
+            update.dtype,
+            past_cache.shape,
+            update.shape,
+            axis,
+            mode,
+            None if write_indices is None else (write_indices.dtype, write_indices.shape),
+        )
+        plan = _ACCEPTED.get(key)
+        if plan is not None:
+            where, order, ramp, zeros, capacity, high = plan
+            if _small(past_cache.nbytes):
+                starts = zeros if write_indices is None else write_indices
+                listed = starts.tolist()
+                if min(listed) >= 0 and (high is None or max(listed) <= high):  # else the kernel's error
+                    output = past_cache.copy()
+                    # the kernel's NumPy write: positions (batch, length), the sequence axis beside batch
+                    output[where + ((ramp + starts[:, None]) % capacity,)] = update.transpose(order)  # noqa: RUF005 - x[(a, *b)] reads as 3.11-only syntax to mypy
+                    return output
+        else:
+            result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode)
+            ax = axis % past_cache.ndim
+            if (
+                past_cache.dtype.kind in "biufc"
+                and result.dtype == past_cache.dtype
+                and past_cache.shape[0]
+                and ax
+                and past_cache.nbytes <= SMALL_BYTES
+            ):
+                batch, capacity, length = past_cache.shape[0], past_cache.shape[ax], update.shape[ax]
+                where = (np.arange(batch)[:, None],) + (slice(None),) * (ax - 1)
+                order = (0, ax, *(d for d in range(1, update.ndim) if d != ax))
+                high = capacity - length if Mode.parse(spec, mode) is Mode.LINEAR else None
+                _accept(key, (where, order, np.arange(length), np.zeros(batch, np.int64), capacity, high))
+            return result
+    backend = backend_for(spec, {"past_cache": past_cache, "update": update, "write_indices": write_indices})
+    if backend is not None:
+        return backend.tensor_scatter(past_cache, update, write_indices, axis, mode, out)
+    return _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode, out)
