@@ -20,6 +20,7 @@ from . import _compiled
 from ._writes import (
     UFUNCS,
     bits,
+    cached_output,
     checked_target,
     copy_into,
     fresh_output,
@@ -28,7 +29,6 @@ from ._writes import (
     scatter_output,
     strings_as_objects,
 )
-from .gather import cached_output
 
 _OPS = {
     Reduction.NONE: _compiled.NONE,

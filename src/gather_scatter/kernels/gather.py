@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _memory, _parallel, _shapes
+from .. import _buffers, _parallel, _shapes
 from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import OpVersion
 from . import _compiled
-from ._writes import bits, fresh_output, strings_as_objects
+from ._writes import bits, cached_output, fresh_output, strings_as_objects
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
@@ -118,24 +118,6 @@ def _take_rows_compiled(
         check_bounds(spec, indices, size, ax)
         raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
     return result
-
-
-def cached_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-    """Return a gather's fresh output on a block the buffer cache holds, or None.
-
-    None: no cached block fits, and ``_buffers.empty`` makes the output. Its size is checked
-    against the memory limit either way (OutputTooLargeError). A cached block takes no new
-    memory, so only a configured limit can refuse it, and the query of the memory available
-    (~20 us of /proc/meminfo per call, a tenth of copying 2.5 MB) is made only for new memory,
-    as the scatters' ``checked_target`` does.
-    """
-    output = _buffers.reused(shape, dtype)
-    if output is None:
-        _shapes.check_output_bytes(spec, shape, dtype)
-        return None
-    configured = _memory._configured()
-    _shapes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX if configured is None else configured)
-    return output
 
 
 def _take_rows(src: np.ndarray, idx: np.ndarray, dst: np.ndarray) -> None:

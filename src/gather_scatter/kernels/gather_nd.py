@@ -12,8 +12,8 @@ from .._validate import as_array, check_bounds, check_out, native_indices
 from .._versions import OpVersion
 from . import _compiled
 from ._offsets import STEP, TakeInto, nd_offsets, slices_shape
-from ._writes import strings_as_objects
-from .gather import cached_output, copy_parts
+from ._writes import cached_output, strings_as_objects
+from .gather import copy_parts
 
 
 def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.ndarray:
