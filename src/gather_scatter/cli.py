@@ -67,7 +67,7 @@ _FAMILY = "Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter
 def _load_array(name: str, path: str) -> np.ndarray:
     try:
         loaded = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - np.load raises OSError, ValueError, BadZipFile, EOFError...: any means an unreadable file
         raise _UserError(f"cannot read input {name!r} from {path!r}: {exc}") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # np.load opens archives too: not one array
         keys = ", ".join(loaded.files) or "none"

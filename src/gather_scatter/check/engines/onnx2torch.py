@@ -49,7 +49,7 @@ def guard_torchvision() -> str | None:
     ):
         return sys.modules["torchvision"].__doc__
     try:
-        import torchvision  # noqa: F401
+        import torchvision  # noqa: F401 - imported to see whether it loads with this torch
 
         return None
     except Exception as exc:  # noqa: BLE001 - a CUDA build against a CPU torch, a missing library, ...
