@@ -52,6 +52,10 @@ def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compi
         _writes.UFUNCS[reduction].at(expected, offsets, values)
     if not compiled:
         monkeypatch.setattr(_compiled, "loops", lambda: None)
+        if threads == 2:  # NumPy's path one row per step too (by default 8 MiB of rows per step)
+            monkeypatch.setattr(_writes, "_ROUND_BYTES", 1)
+    elif LOOPS is None:
+        pytest.skip("numba's loops are not available here (GATHER_SCATTER_COMPILED=0 or no numba)")
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
     before = gs.get_num_threads()
     gs.set_num_threads(threads)
@@ -87,6 +91,8 @@ def _spec_loop(data, offsets, values, reduction):
                                    np.dtype(">f4"), np.float16, ml_dtypes.bfloat16, np.complex64],
                          ids=lambda d: np.dtype(d).str)
 def test_copy_and_scatter_rows_matches_the_spec_loop(dtype, reduction, n_updates, width, threads, monkeypatch):
+    if LOOPS is None:
+        pytest.skip("numba's loops are not available here (GATHER_SCATTER_COMPILED=0 or no numba)")
     rng = np.random.default_rng(11)
     data, _, values = _inputs(dtype, 40, n_updates, width, False, rng)
     offsets = rng.integers(0, 40, n_updates).astype(np.int64)

@@ -70,6 +70,9 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     _parallel.run(lambda lo, hi: np.copyto(flat_dst[lo:hi], flat_src[lo:hi]), chunks)
 
 
+_ROUND_BYTES = 8 << 20  # the rows one step of reduce_into's NumPy path gathers, reduces and writes
+
+
 def reduce_into(
     target: np.ndarray,
     offsets: np.ndarray,
@@ -98,9 +101,15 @@ def reduce_into(
             return
         if dims is None and _reduce_rows_compiled(target, offsets, values, reduction):
             return
+        # In chunks of rows: the gathered rows and the ufunc's result are temporaries of the
+        # chunk's size, not of the whole update (two copies of 256 MiB of updates, 1M rows).
+        step = max(1, _ROUND_BYTES // max(1, values[:1].nbytes))
         for where in _rounds(offsets):
-            rows = at(offsets if where is None else offsets[where])
-            target[rows] = ufunc(target[rows], values if where is None else values[where])
+            picked = offsets if where is None else offsets[where]
+            for lo in range(0, picked.size, step):
+                rows = at(picked[lo : lo + step])
+                part = values[lo : lo + step] if where is None else values[where[lo : lo + step]]
+                target[rows] = ufunc(target[rows], part)
 
 
 _CODES = {
