@@ -102,10 +102,25 @@ def serve(site: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 # A resource the site's HTML loads from another host: <link rel=stylesheet|preconnect|preload|icon ...>,
 # <script src>, <img src>. (Links a reader follows, <a href>, may point anywhere.)
-EXTERNAL = re.compile(
-    r'<(?:link\b[^>]*\brel="?(?:stylesheet|preconnect|preload|icon|dns-prefetch)[^>]*\bhref'
-    r'|script\b[^>]*\bsrc|img\b[^>]*\bsrc)="(https?://[^"]+)"'
-)
+TAG = re.compile(r"<(link|script|img)\b[^>]*>")
+LOADED_LINKS = {"stylesheet", "preconnect", "preload", "icon", "dns-prefetch"}
+
+
+def external_resources(html: str) -> list[str]:
+    """Return the URLs of other hosts that ``html``'s tags load, attributes in any order."""
+    found = []
+    for tag in TAG.finditer(html):
+        text, kind = tag.group(0), tag.group(1)
+        if kind == "link":
+            rel = re.search(r'\brel="?([\w -]+)', text)
+            if not rel or not LOADED_LINKS & set(rel.group(1).split()):
+                continue
+        url = re.search(r'\b(?:href|src)="(https?://[^"]+)"', text)
+        if url:
+            found.append(url.group(1))
+    return found
+
+
 TIMEOUT_S = 60
 
 
@@ -163,7 +178,7 @@ def check_page(
     if "<body" not in html:
         problems.append(f"no rendered DOM ({dom.returncode}): {dom.stderr.strip()[-300:]}")
         return sorted(set(problems))
-    for url in EXTERNAL.findall(html):
+    for url in external_resources(html):
         if not url.startswith(base):
             problems.append(f"loads a resource from another host: {url}")
     page_dir = (site / path).resolve()
