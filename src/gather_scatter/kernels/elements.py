@@ -180,7 +180,7 @@ def run_scatter_accepted(
 ) -> np.ndarray:
     """Run :func:`run_scatter_elements` for a call whose signature passed every static check before.
 
-    The signature (version, dtypes, shapes, axis, reduction) was accepted on ``ops``' fast
+    The signature (version, dtypes, shapes, axis, reduction) was accepted on ``_runners``' fast
     path: numeric ``data``, native ``indices``, a fresh output. Only what depends on the values
     remains: the bounds, then the copy and the writes.
     """

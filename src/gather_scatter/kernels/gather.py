@@ -74,7 +74,7 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
 def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int) -> np.ndarray:
     """Run :func:`run_gather` for a call whose signature passed every static check before.
 
-    The signature (version, dtypes, ranks, axis) was accepted on ``ops``' fast path:
+    The signature (version, dtypes, ranks, axis) was accepted on ``_runners``' fast path:
     C-contiguous numeric ``data`` with elements, native ``indices``, a fresh output. Only what
     depends on the values remains: the output's size and the bounds, then the copy.
     """

@@ -94,7 +94,7 @@ def run_accepted(
 ) -> np.ndarray:
     """Run :func:`run_scatter_nd` for a call whose signature passed every static check before.
 
-    The signature (version, dtypes, shapes, reduction) was accepted on ``ops``' fast path:
+    The signature (version, dtypes, shapes, reduction) was accepted on ``_runners``' fast path:
     numeric ``data``, int64 ``indices`` with ``k >= 1``, updates of data's dtype, a fresh
     output. Only what depends on the values remains: the bounds (``slices``, the slice numbers
     of data's first k axes, indexed with NumPy's checked indexing; None: :func:`nd_offsets`),
