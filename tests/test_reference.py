@@ -604,10 +604,10 @@ def test_a_node_with_an_input_missing_is_an_arity_error_naming_it():
             info.value.input) == ("write", "ScatterElements", 13, 2, (3, 3), "updates")
 
 
-def _cumsum_model(wrap: str) -> onnx.ModelProto:
+def _cumsum_model(wrap: str, axis: int = 1) -> onnx.ModelProto:
     """CumSum with a 1-element axis tensor (PyTorch's dynamo export of repeat_interleave writes
-    one), which onnx.reference's CumSum refuses: directly, in a function, an If branch, a Loop."""
-    axis = onnx.numpy_helper.from_array(np.array([0]), "axis")
+    one): directly, in a function, an If branch, a Loop. Axis 1 is out of range for x."""
+    axis = onnx.numpy_helper.from_array(np.array([axis]), "axis")
     cumsum = oh.make_node("CumSum", ["x", "axis"], ["y"], name="cumsum")
     inputs, output = [_VI("x", onnx.TensorProto.FLOAT, [3])], _VI("y", onnx.TensorProto.FLOAT, None)
     axis_node = oh.make_node("Constant", [], ["axis"], value=axis)
@@ -637,16 +637,25 @@ def _cumsum_model(wrap: str) -> onnx.ModelProto:
 def test_an_error_from_another_operator_names_its_node(wrap):
     from gather_scatter import GatherScatterError, NodeError
 
-    with pytest.raises(NodeError) as info:  # was a bare "ValueError: Axis must be a rank-0 tensor"
+    with pytest.raises(NodeError) as info:  # was a bare ValueError
         run_model(_cumsum_model(wrap), {"x": np.ones(3, np.float32)})
     err = info.value
     assert isinstance(err, GatherScatterError) and isinstance(err, RuntimeError)
-    assert str(err) == ("node 'cumsum' (CumSum, domain ai.onnx, opset 14): ValueError: Axis must be a rank-0 tensor, "
-                        "got `1`.")
+    assert str(err) == ("node 'cumsum' (CumSum, domain ai.onnx, opset 14): ValueError: CumSum's axis 1 is out of "
+                        "range for input of rank 1 ([-1, 0])")
     assert (err.node, err.op, err.domain) == ("cumsum", "CumSum", "ai.onnx")
-    assert type(err.__cause__) is ValueError and str(err.__cause__).startswith("Axis must be a rank-0 tensor")
+    assert type(err.__cause__) is ValueError and str(err.__cause__).startswith("CumSum's axis 1 is out of range")
     copy = pickle.loads(pickle.dumps(err))
     assert (type(copy), str(copy), copy.node, copy.domain) == (NodeError, str(err), "cumsum", "ai.onnx")
+
+
+@pytest.mark.parametrize("wrap", ["plain", "function", "if", "loop"])
+def test_cumsum_with_a_one_element_axis_runs_everywhere(wrap):
+    # onnx.reference refused it ("Axis must be a rank-0 tensor"); onnxruntime runs it, and so do we
+    (y,) = run_model(_cumsum_model(wrap, axis=0), {"x": np.array([1, 2, 3], np.float32)}).values()
+    expected = np.array([1, 3, 6], np.float32)
+    # the Loop's y is a scan output of its one iteration: shape (1, 3)
+    np.testing.assert_array_equal(y, expected[None] if wrap == "loop" else expected, strict=True)
 
 
 def test_a_type_error_from_another_operator_is_named_by_its_own_message():
@@ -682,4 +691,4 @@ def test_cli_names_the_node_of_another_operator_error(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.ones(3, np.float32))
     assert main(["run", str(tmp_path / "model.onnx"), "--input", f"x={tmp_path / 'x.npy'}"]) == 2
     assert capsys.readouterr().err == ("gather-scatter run: error: node 'cumsum' (CumSum, domain ai.onnx, opset 14): "
-                                       "ValueError: Axis must be a rank-0 tensor, got `1`.\n")
+                                       "ValueError: CumSum's axis 1 is out of range for input of rank 1 ([-1, 0])\n")

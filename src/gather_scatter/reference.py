@@ -49,6 +49,7 @@ from onnx.reference.op_run import OpFunction, OpRun
 
 from . import _memory, _model_check, _model_memory
 from ._dispatch import node_attributes, resolve_node, run_version
+from ._reference_fixes import FIXED_OPS
 from .errors import GatherScatterError, NodeError, node_label
 
 __all__ = [
@@ -405,8 +406,9 @@ class Evaluator(ReferenceEvaluator):
             new_ops = _ENCLOSING_OPS.get()
         # A function's or subgraph's evaluator (built with no strict) is as strict as its parent.
         self.strict = _STRICT.get() if strict is None else bool(strict)
-        # The evaluator keeps the first class given for each key: the caller's win.
-        ops = (*new_ops, *NEW_OPS)
+        # The evaluator keeps the first class given for each key: the caller's win, then our
+        # kernels, then our replacements of onnx.reference's operators that the spec contradicts.
+        ops = (*new_ops, *NEW_OPS, *FIXED_OPS)
         tokens = _ENCLOSING_OPS.set(ops), _STRICT.set(self.strict)
         try:
             # *args: ReferenceEvaluator's positional parameters before new_ops, never as many as it
