@@ -99,8 +99,8 @@ def test_copy_and_scatter_rows_matches_the_spec_loop(dtype, reduction, n_updates
     before_data = data.copy()
     expected = _spec_loop(data, offsets, values, reduction)
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)  # a range of rows per thread
-    narrow = width * np.dtype(dtype).itemsize < _writes._ROW_BYTES
-    if narrow:  # by default such rows take NumPy's path, nothing written; the loop's own branch too
+    narrow = reduction is Reduction.NONE and width * np.dtype(dtype).itemsize < _writes._ROW_BYTES
+    if narrow:  # by default such assignments take NumPy's put, nothing written; the loop's own branch too
         assert not _writes.copy_and_scatter_rows(np.empty_like(data), data, offsets, values, reduction)
         monkeypatch.setattr(_writes, "_ROW_BYTES", 1)
     before = gs.get_num_threads()
@@ -111,10 +111,12 @@ def test_copy_and_scatter_rows_matches_the_spec_loop(dtype, reduction, n_updates
     finally:
         gs.set_num_threads(before)
     dtype = np.dtype(dtype)
-    # Where the loop does not apply (float16 and ml_dtypes' reductions, byte-swapped reductions,
-    # complex) it writes nothing and says so: the caller then takes NumPy's path.
-    applies = reduction is Reduction.NONE or dtype.isnative and (dtype.kind in "iub" or dtype.kind == "f"
-                                                                 and dtype.itemsize >= 4)
+    # Where the loop does not apply (byte-swapped reductions, complex, ml_dtypes' types but
+    # bfloat16) it writes nothing and says so: the caller then takes NumPy's path. float16 and
+    # bfloat16 reductions run compiled, rounded after every update.
+    applies = reduction is Reduction.NONE or dtype.isnative and (
+        dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize >= 4) or dtype in (np.float16, ml_dtypes.bfloat16)
+    )
     assert done is applies
     if done:
         assert output.tobytes() == expected.tobytes()

@@ -31,7 +31,7 @@ from .kernels import gather as _gather
 from .kernels import gather_nd as _gather_nd
 from .kernels import scatter_nd as _scatter_nd
 from .kernels import tensor_scatter as _tensor_scatter
-from .kernels._writes import UFUNCS, assign_last_wins
+from .kernels._writes import UFUNCS, assign_last_wins, reduce_rows
 
 __all__ = [
     "run_gather",
@@ -133,7 +133,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> Any
 
 
 def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> None:
-    """Write as the kernels do, in row-major order of the updates: last wins, or ufunc.at."""
+    """Write as the kernels do, in row-major order of the updates: last wins, or reduced (compiled or ufunc.at)."""
     if reduction is Reduction.NONE and offsets.size <= 64:  # a few updates: the last of each, in Python
         last = {offset: i for i, offset in enumerate(offsets.tolist())}
         if len(last) < offsets.size:
@@ -142,7 +142,7 @@ def _scatter(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduct
         target[offsets] = values
     elif reduction is Reduction.NONE:
         assign_last_wins(target, offsets, values)
-    else:
+    elif not reduce_rows(target, offsets, values, reduction):  # compiled, split by target rows
         with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
             UFUNCS[reduction].at(target, offsets, values)
 

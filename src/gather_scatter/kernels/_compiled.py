@@ -60,6 +60,20 @@ WARM_CALLS = 100
 _large_calls = 0
 
 
+# A call whose work (elements reduced or written) reaches this loads numba at once, whatever
+# the count: its NumPy path (ufunc.at, ~10-60 ns an element) would cost about the import.
+EAGER_ELEMENTS = 1 << 20
+
+
+def loops_for(elements: int) -> Any:
+    """:func:`warm_loops` for a call of ``elements`` elements of work, or :func:`loops` at once
+    where that work is large (``EAGER_ELEMENTS``): a script that scatters once into a big
+    table must not pay NumPy's path, many times numba's import, for it."""
+    if _module is None and elements >= EAGER_ELEMENTS:
+        return loops()
+    return warm_loops()
+
+
 def warm_loops() -> Any:
     """:func:`loops` for a call of Gather's large path or ScatterND's writes of rows: the loops
     once numba is loaded, or from this process's ``WARM_CALLS``-th such call on (the import

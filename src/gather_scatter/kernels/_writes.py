@@ -3,6 +3,7 @@ every kernel shares (strings as objects, raw bits for copies)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .. import _buffers, _memory, _parallel, _shapes
@@ -20,6 +21,7 @@ __all__ = [
     "fresh_output",
     "last_of_duplicates",
     "reduce_into",
+    "reduce_rows",
     "result_dtype",
     "scatter_output",
     "strings_as_objects",
@@ -84,9 +86,10 @@ def reduce_into(
     loop), ``f`` the reduction's ufunc; ``target`` holds one slice per row (1-D: one element),
     or, given ``dims``, one per flat offset into its first ``len(dims)`` axes (any layout).
 
-    Elements (and complex numbers) go through ``ufunc.at``. Whole slices of a C-contiguous
-    target go through a compiled row loop where numba is here, else through the ufunc itself,
-    vectorized, in rounds: round ``r`` takes the ``r``-th update of every destination, so each
+    A C-contiguous target of any slice width (elements too) goes through the compiled row
+    kernel (:func:`reduce_rows`) where numba is here or the work pays for its import; complex
+    numbers and elements on NumPy's path through ``ufunc.at``; whole slices on NumPy's path
+    through the ufunc itself, vectorized, in rounds: round ``r`` takes the ``r``-th update of every destination, so each
     round writes distinct rows and every element sees its updates in row-major order, bit for
     bit what ``ufunc.at`` computes (``ufunc.at`` on rows costs ~12 us per 1000-float row).
     Distinct destinations are a single round.
@@ -96,10 +99,12 @@ def reduce_into(
     at = (lambda rows: rows) if dims is None else (lambda rows: np.unravel_index(rows, dims))
     with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
         # Complex products differ in the last bit between NumPy's vector loop and its scalar one.
+        if dims is None and target.dtype.kind != "c":
+            table = target.reshape(target.shape[0], _shapes.size(target.shape[1:]))
+            if reduce_rows(table, offsets, values.reshape(offsets.size, table.shape[1]), reduction):
+                return
         if target.ndim == lead or target.dtype.kind == "c":
             ufunc.at(target, at(offsets), values)
-            return
-        if dims is None and _reduce_rows_compiled(target, offsets, values, reduction):
             return
         # In chunks of rows: the gathered rows and the ufunc's result are temporaries of the
         # chunk's size, not of the whole update (two copies of 256 MiB of updates, 1M rows).
@@ -126,35 +131,110 @@ _BOOL_CODES = {
 }  # bool as uint8 0/1: or is max, and is min
 
 
-def _reduce_rows_compiled(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> bool:
-    """The compiled row loop (one pass, duplicates in order, columns split across the pool)
-    where numba is here and the dtype allows; False leaves the work to NumPy. float16 (and
-    ml_dtypes' types) round after every update as NumPy does: NumPy's path."""
-    loops = _compiled.warm_loops()
+_HALF = {np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
+_TABLES: dict[int, np.ndarray] = {}
+
+
+def _half_table(dtype: np.dtype) -> tuple[np.ndarray | None, int]:
+    """``(table, half)`` for the compiled reductions: for float16 (``half`` 1) and bfloat16 (2)
+    the float32 value of each of the 65,536 bit patterns, else ``(None, 0)``."""
+    half = _HALF.get(dtype, 0)
+    if not half:
+        return None, 0
+    table = _TABLES.get(half)
+    if table is None:
+        patterns = np.arange(1 << 16, dtype=np.uint16)
+        table = patterns.view(dtype).astype(np.float32)
+        _TABLES[half] = table
+    return table, half
+
+
+def _compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reduction):
+    """``(dst, src, op, table, half)``: the flat buffers and codes the compiled reductions take
+    for a C-contiguous, native-order ``target`` of ints, bool, float32/64, float16 or bfloat16;
+    None for any other (complex, other ml_dtypes types, objects): NumPy's path."""
     dtype = target.dtype
-    if (
-        loops is None
-        or not dtype.isnative
-        or not target.flags.c_contiguous
-        or not (dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize >= 4))
-    ):
-        return False
-    width = _shapes.size(target.shape[1:])
+    if not dtype.isnative or not target.flags.c_contiguous:
+        return None
+    table, half = _half_table(dtype)
+    if half:
+        dst = target.reshape(-1).view(np.uint16)
+        src = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint16)
+        return dst, src, _CODES[reduction], table, half
     if dtype == np.bool_:
-        dst, src, op = target.reshape(-1).view(np.uint8), values.reshape(-1).view(np.uint8), _BOOL_CODES[reduction]
-    else:
-        dst, src, op = target.reshape(-1), values.reshape(-1), _CODES[reduction]
-    src = np.ascontiguousarray(src, dtype=dst.dtype)
+        src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+        return target.reshape(-1).view(np.uint8), src, _BOOL_CODES[reduction], None, 0
+    if dtype.kind in "iu" or (dtype.kind == "f" and dtype.itemsize >= 4):
+        src = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
+        return target.reshape(-1), src, _CODES[reduction], None, 0
+    return None
+
+
+# The compiled reductions' cost, measured on this project's 2-core machine (float32, random
+# targets; benchmarks/bench_reductions.py sweeps them): per update walked, per byte of updates
+# reduced, per update sorted into the threads' parts (a counting pass), and one hand-off to
+# the pool. A part reads its updates' rows at scattered positions, which the prefetcher
+# follows badly for narrow rows: 200,000 rows of 256 bytes cost 3x per byte split in two
+# than read in order, 16 KiB rows about the same (_split_penalty).
+_NS_UPDATE, _NS_BYTE, _NS_BUCKET, _NS_HANDOFF = 1.7, 0.045, 4.5, 40_000.0
+
+
+def _split_penalty(row_bytes: int) -> float:
+    return 1.0 + 2.0 * min(1.0, 1024 / max(row_bytes, 1))
+
+
+def _parts(n_updates: int, nbytes: int, n_rows: int) -> int:
+    """How many threads split the target rows, by the cost model above: 1 where sorting the
+    updates into parts, reading them scattered and the hand-off cost more than the threads save."""
+    threads = min(_parallel.get_num_threads(), n_rows)
+    if threads < 2 or not n_updates:
+        return 1
+    alone = n_updates * _NS_UPDATE + nbytes * _NS_BYTE
+    shared = n_updates * _NS_UPDATE + nbytes * _NS_BYTE * _split_penalty(nbytes // n_updates)
+    split = n_updates * _NS_BUCKET + shared / threads + _NS_HANDOFF
+    return threads if split < alone else 1
+
+
+def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, reduction: Reduction) -> bool:
+    """``target[offsets[i]] = f(target[offsets[i]], values[i])`` in order of ``i``, compiled:
+    ``target`` 2-D (rows, width), any width from 1, ``values`` (n, width), or both 1-D (one
+    element each); False (nothing written) where the compiled loops are not here yet or the
+    dtype needs NumPy.
+
+    The threads split the **targets**: the update positions are sorted (stably, one counting
+    pass) into one part per thread by their target row, and each thread applies its part in
+    order, so every row sees its updates in the spec's order and the bits are the same at any
+    thread count (onnxruntime splits the updates and races). Whether the split pays is a cost
+    model (:func:`_parts`); a table of fewer rows than threads splits the columns of its rows.
+    float16 and bfloat16 are rounded after every update, as the spec's loop in NumPy computes.
+    """
+    if target.ndim == 1:  # one element per update
+        target, values = target.reshape(-1, 1), values.reshape(-1, 1)
+    n_rows, width = target.shape
+    loops = _compiled.loops_for(offsets.size * width)
+    operands = None if loops is None else _compiled_operands(target, values, reduction)
+    if operands is None:
+        return False
+    dst, src, op, table, half = operands
     rows = np.ascontiguousarray(offsets, dtype=np.int64)
-    run = loops.reduce_rows
-    chunks = _parallel.ranges(width, 3 * values.nbytes)  # read both, write one
-    _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, lo, hi), chunks)
+    n = rows.size
+    parts = _parts(n, values.nbytes, n_rows)
+    if parts > 1:
+        positions, starts = np.empty(n, np.int64), np.empty(parts + 1, np.int64)
+        loops.bucket_rows(rows, n_rows, parts, positions, starts)
+        run = loops.reduce_rows_at
+        chunks = [(int(starts[b]), int(starts[b + 1])) for b in range(parts)]
+        _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, positions, lo, hi, table, half), chunks)
+    elif n_rows < _parallel.get_num_threads() and len(columns := _parallel.ranges(width, 3 * values.nbytes)) > 1:
+        run = loops.reduce_rows  # a few wide rows: split their columns
+        _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, lo, hi, table, half), columns)
+    else:
+        loops.reduce_rows_at(dst, rows, src, width, op, rows[:0], 0, n, table, half)
     return True
 
 
-# Rows narrower than this (a cache line) leave the fused loop: with one element per update its
-# per-update steps cost more than NumPy's put and ufunc.at (1M float32 element adds into
-# 1000 x 1000: 18 ms fused against 14 ms).
+# An assignment's rows narrower than this (a cache line) leave the fused loop: with one element
+# per update its per-update steps cost more than NumPy's put (reductions take it at any width).
 _ROW_BYTES = 64
 
 
@@ -165,15 +245,15 @@ def copy_and_scatter_rows(
     reduced with ``values[i]`` in order of ``i`` (the spec's loop: the last write wins), in one
     compiled pass per range of rows on the pool: each row is copied and updated while it is in
     cache, and duplicates need no sorting. ``target``: 2-D (rows, width), C-contiguous; ``source``
-    alike; ``offsets`` checked, non-negative. False (nothing written) where rows are narrower
-    than a cache line, numba is missing or the dtype needs NumPy: objects, and for reductions
-    float16 and ml_dtypes' types (rounded after every update as NumPy does) and non-native
-    byte order; and before numba is loaded, until a process's large calls pay for its import
-    (:func:`_compiled.warm_loops`)."""
+    alike; ``offsets`` checked, non-negative. False (nothing written) where an assignment's rows
+    are narrower than a cache line, numba is missing or the dtype needs NumPy: objects, and for
+    reductions complex, ml_dtypes' types but bfloat16 and non-native byte order; and before
+    numba is loaded, until a process's calls pay for its import (:func:`_compiled.loops_for`)."""
     dtype = target.dtype
-    if target.shape[1] * dtype.itemsize < _ROW_BYTES:  # element-wise: ufunc.at and put are faster
+    width = target.shape[1]
+    if reduction is Reduction.NONE and width * dtype.itemsize < _ROW_BYTES:  # put is faster
         return False
-    loops = _compiled.warm_loops()
+    loops = _compiled.loops_for(offsets.size * width)
     if (
         loops is None
         or dtype.hasobject
@@ -181,25 +261,24 @@ def copy_and_scatter_rows(
         or (source is not None and not source.flags.c_contiguous)
     ):
         return False
+    table, half = None, 0
     if reduction is Reduction.NONE:
         if dtype.itemsize not in (1, 2, 4, 8):
             return False
         dst, src, op = bits(target), bits(np.ascontiguousarray(values, dtype=dtype)), _compiled.NONE
         past = bits(source) if source is not None else dst
-    elif not dtype.isnative or not (dtype.kind in "iub" or (dtype.kind == "f" and dtype.itemsize >= 4)):
-        return False
-    elif dtype == np.bool_:
-        dst, op = target.reshape(-1).view(np.uint8), _BOOL_CODES[reduction]
-        src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        past = source.reshape(-1).view(np.uint8) if source is not None else dst
-    else:
-        dst, src, op = target.reshape(-1), np.ascontiguousarray(values, dtype=dtype).reshape(-1), _CODES[reduction]
-        past = source.reshape(-1) if source is not None else dst
+    else:  # a reduction: the copy on the pool, then the updates split by target (reduce_rows)
+        if _compiled_operands(target, values, reduction) is None:
+            return False
+        if source is not None:
+            copy_into(target, source)
+        return reduce_rows(target, offsets, values, reduction)
     rows = np.ascontiguousarray(offsets, dtype=np.int64)
-    run, width, copy = loops.scatter_rows, target.shape[1], source is not None
+    run, copy = loops.scatter_rows, source is not None
     work = (2 * target.nbytes if copy else 0) + 3 * values.nbytes
     _parallel.run(
-        lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi), _parallel.ranges(target.shape[0], work)
+        lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi, table, half),
+        _parallel.ranges(target.shape[0], work),
     )
     return True
 

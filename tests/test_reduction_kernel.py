@@ -1,0 +1,171 @@
+"""The compiled row-reduction kernel (kernels._writes.reduce_rows, issue 24) against the spec's loop.
+
+Every reduction x dtype x row width (1, 7, 8, 9, 64, 1000) x duplicate depth (none, a few, all
+updates on one target) x thread count 1-3, through the public ``scatter_nd``, bit for bit with
+``oracle.scatter_nd`` (the spec's loop, written from its text). The threads' split of the
+targets is forced (the cost model would keep these small calls on one thread), so each part's
+order is what is tested. Then NaN, signed zeros and ties; negative indices; empty updates; the
+first bad index raised before anything is written; ``out=data``; and the first call of a
+process, before numba is loaded (NumPy's path), against the compiled one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gather_scatter as gs
+import oracle
+from gather_scatter import _parallel
+from gather_scatter.kernels import _compiled, _writes
+
+LOOPS = _compiled.loops()
+pytestmark = pytest.mark.skipif(LOOPS is None, reason="numba's loops are off here (GATHER_SCATTER_COMPILED=0)")
+
+DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int32, np.int64, np.uint16, np.bool_]
+WIDTHS = [1, 7, 8, 9, 64, 1000]
+DEPTHS = ["none", "few", "one_target"]
+
+
+def _values(rng, dtype, shape, reduction):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)  # near the ends too: adds and products wrap as NumPy's
+        return rng.integers(max(info.min, -(2**40)), min(info.max, 2**40), shape, endpoint=True).astype(dtype)
+    values = (1 + rng.standard_normal(shape) / 64) if reduction == "mul" else rng.standard_normal(shape) * 8
+    values[rng.random(shape) < 0.03] = np.nan
+    values[rng.random(shape) < 0.03] = -0.0
+    values[rng.random(shape) < 0.03] = 0.0
+    return values.astype(dtype)
+
+
+def _case(rng, dtype, width, depth, reduction, n_rows=24, n_updates=60):
+    if depth == "none":
+        n_updates = min(n_updates, n_rows)
+        rows = rng.permutation(n_rows)[:n_updates]
+    elif depth == "few":
+        rows = rng.integers(0, n_rows, n_updates)
+    else:
+        rows = np.full(n_updates, rng.integers(0, n_rows))
+    rows = np.where(rng.random(n_updates) < 0.5, rows - n_rows, rows)  # negative indices too
+    data = _values(rng, dtype, (n_rows, width), reduction)
+    updates = _values(rng, dtype, (n_updates, width), reduction)
+    return data, rows.reshape(-1, 1).astype(np.int64), updates
+
+
+@pytest.fixture
+def threads(request, monkeypatch):
+    """Run with ``request.param`` threads, each taking a part of the targets (forced)."""
+    n = request.param
+    monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
+    monkeypatch.setattr(_writes, "_parts", lambda n_updates, nbytes, n_rows: max(1, min(n, n_rows)))
+    before = gs.get_num_threads()
+    gs.set_num_threads(n)
+    yield n
+    gs.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, width, depth, threads):
+    rng = np.random.default_rng([WIDTHS.index(width), DEPTHS.index(depth), threads])
+    data, indices, updates = _case(rng, dtype, width, depth, reduction)
+    before = data.copy()
+    with np.errstate(all="ignore"):
+        expected = oracle.scatter_nd(data, indices, updates, reduction)
+        actual = gs.scatter_nd(data, indices, updates, reduction=reduction)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert actual.tobytes() == expected.tobytes()
+    assert data.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_nan_signed_zeros_and_ties(dtype, reduction):
+    nan, values = np.nan, [0.0, -0.0, 1.0, np.nan, 1.0, -0.0, 0.0]
+    # one row, every pair in sequence: a NaN sticks, -0 and 0 tie (the update's bits win), 1 ties 1
+    data = np.array([[0.0, -0.0, nan, 2.0]], dtype)
+    updates = np.array([[v, v, v, v] for v in values], dtype)
+    indices = np.zeros((len(values), 1), np.int64)
+    expected = oracle.scatter_nd(data, indices, updates, reduction)
+    with np.errstate(all="ignore"):
+        actual = gs.scatter_nd(data, indices, updates, reduction=reduction)
+    assert actual.tobytes() == expected.tobytes()
+    assert np.isnan(actual[0, 2].astype(np.float32))  # data's NaN stays
+
+
+@pytest.mark.parametrize("reduction", ["add", "max"])
+def test_empty_updates_leave_data(reduction):
+    data = np.arange(12, dtype=np.float32).reshape(4, 3)
+    out = gs.scatter_nd(data, np.zeros((0, 1), np.int64), np.zeros((0, 3), np.float32), reduction=reduction)
+    assert out.tobytes() == data.tobytes() and out is not data
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["copy", "out=data"])
+@pytest.mark.parametrize("n_rows", [16, 5000])  # a small table, and one past the fused copy's 1 MiB
+def test_first_bad_index_raised_before_anything_is_written(n_rows, in_place):
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((n_rows, 64)).astype(np.float32)
+    indices = rng.integers(0, n_rows, (3000, 1))
+    indices[1700, 0], indices[2500, 0] = n_rows, -n_rows - 1  # the first bad one is at 1700
+    updates = rng.standard_normal((3000, 64)).astype(np.float32)
+    before = data.copy()
+    with pytest.raises(gs.IndexOutOfBoundsError, match=rf"indices\[1700, 0\] = {n_rows} is out of bounds"):
+        gs.scatter_nd(data, indices, updates, reduction="add", out=data if in_place else None)
+    assert data.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64], ids=lambda d: np.dtype(d).name)
+def test_out_data_in_place_equals_the_copy(dtype):
+    rng = np.random.default_rng(4)
+    data, indices, updates = _case(rng, dtype, 9, "few", "add", n_rows=3000, n_updates=20000)
+    expected = gs.scatter_nd(data, indices, updates, reduction="add")
+    result = gs.scatter_nd(data, indices, updates, reduction="add", out=data)
+    assert result is data and data.tobytes() == expected.tobytes()
+
+
+def test_large_work_loads_the_compiled_loops_on_the_first_call():
+    # A fresh process: numba not imported. A call of >= EAGER_ELEMENTS elements of work loads
+    # it at once (no 100-call wait); a small one stays on NumPy's path, numba unloaded; both
+    # give the compiled path's bits (checked here in this process, where it is loaded).
+    script = textwrap.dedent(
+        """
+        import sys, numpy as np, gather_scatter as gs
+        rng = np.random.default_rng(9)
+        small = (rng.standard_normal((64, 8)).astype(np.float16), rng.integers(-64, 64, (500, 1)),
+                 rng.standard_normal((500, 8)).astype(np.float16))
+        out = [gs.scatter_nd(*small, reduction="add")]
+        loaded_after_small = "numba" in sys.modules
+        big = (rng.standard_normal((64, 8)).astype(np.float32), rng.integers(0, 64, (200_000, 1)),
+               rng.standard_normal((200_000, 8)).astype(np.float32))
+        out.append(gs.scatter_nd(*big, reduction="max"))
+        np.savez(sys.argv[1], *out, loaded=[loaded_after_small, "numba" in sys.modules])
+        """
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/out.npz"
+        subprocess.run([sys.executable, "-c", script, path], check=True, timeout=300)
+        saved = np.load(path)
+        first_small, first_big, loaded = saved["arr_0"], saved["arr_1"], saved["loaded"].tolist()
+    assert loaded == [False, True]
+    rng = np.random.default_rng(9)
+    small = (rng.standard_normal((64, 8)).astype(np.float16), rng.integers(-64, 64, (500, 1)),
+             rng.standard_normal((500, 8)).astype(np.float16))
+    big = (rng.standard_normal((64, 8)).astype(np.float32), rng.integers(0, 64, (200_000, 1)),
+           rng.standard_normal((200_000, 8)).astype(np.float32))
+    assert first_small.tobytes() == gs.scatter_nd(*small, reduction="add").tobytes()
+    assert first_big.tobytes() == gs.scatter_nd(*big, reduction="max").tobytes()
+    # and here, with the loops loaded, the small call took the compiled path: same bits as the spec
+    assert first_small.tobytes() == oracle.scatter_nd(*small, "add").tobytes()
