@@ -103,7 +103,7 @@ def _params():
         yield pytest.param(case, id=case.name, marks=marks)
 
 
-@pytest.mark.parametrize("case", _params())
+@pytest.mark.parametrize("case", list(_params()))
 def test_node_case(case):
     ops = {n.op_type for n in case.model.graph.node}
     for op, module in NEEDS.items():

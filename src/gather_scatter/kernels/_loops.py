@@ -274,9 +274,9 @@ def scatter(dst, indices, src, shape, strides, axis, size, op, lo, hi, jlo, jhi)
             elif op == MUL:
                 dst[t] = a * b
             elif op == MAX:  # np.maximum of float32/64 and ints: a NaN in a wins, a tie gives b
-                dst[t] = a if (a > b or a != a) else b
+                dst[t] = a if (a > b) | (a != a) else b  # no branch: a select
             else:
-                dst[t] = a if (a < b or a != a) else b
+                dst[t] = a if (a < b) | (a != a) else b
         coords[r - 1] = 0
         row += last
         _next_row(coords, shape)
