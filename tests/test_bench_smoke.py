@@ -63,3 +63,30 @@ def test_quick_size_sweep_prints_its_table_and_writes_the_plot(tmp_path):
     for sweep in ("gather", "scatter_nd_none", "scatter_nd_add", "scatter_elements", "tensor_scatter"):
         assert f"| {sweep} (" in proc.stdout, sweep
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_reduction_sweep_writes_every_cell_and_the_heatmap(tmp_path):
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[bench]')")
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install 'gather_scatter[bench]')")
+    path, plot = tmp_path / "reductions.json", tmp_path / "reductions.png"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_reductions.py"), "--quick", "--json", str(path),
+         "--plot", str(plot)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cells = json.loads(path.read_text())["cells"]
+    # --quick: 3 ops x 4 reductions x {float32, int64, float16} x R {16, 1000} x U {10000} x W {1, 8, 64}
+    assert len(cells) == 3 * 4 * 3 * 2 * 3
+    assert {(c["op"], c["reduction"], c["dtype"]) for c in cells} == {
+        (op, r, d) for op in ("scatter_nd_rows", "scatter_nd_elements", "scatter_elements")
+        for r in ("add", "mul", "max", "min") for d in ("float32", "int64", "float16")}
+    for c in cells:
+        assert c["ours_s"] > 0, c
+        if c["dtype"] == "float16":  # onnxruntime has none: ours against our float32
+            assert "ort1_s" not in c and c["ratio_f32"] > 0, c
+        else:  # onnxruntime at 1 thread is exact: it must agree with ours, bit for bit
+            assert c["ort1_s"] > 0 and c["ort2_s"] > 0 and c["ort1_equal"] is True, c
+            assert isinstance(c["ort2_equal"], bool), c
+    assert "| op | reduction | dtype | W | R | U |" in proc.stdout and "Worst cells" in proc.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,302 @@
+"""Scatter reductions with duplicate indices, swept over the shapes real models send, against onnxruntime.
+
+op {ScatterND rows: indices (U, 1) into a (R, W) table, updates (U, W); ScatterND elements:
+indices (U, 2) into (R, W), updates (U,); ScatterElements: axis 0 of (R, W), indices and updates
+(ceil(U / W), W), so ~U elements are updated} x reduction {add, mul, max, min} x dtype {float32,
+float64, float16, int32, int64} x row width W {1, 2, 4, 8, 16, 64, 256} x table rows R {16,
+1,000, 100,000} x updates U {10,000, 300,000}, uniform random targets (duplicates follow from
+the sizes). 'mul' multiplies by values near 1 (floats 1 +- 1/64, ints +-1), so products stay
+finite and non-zero. Cells whose updates exceed 256 MiB are skipped.
+
+The compiled loops are loaded before the first cell (steady state: a process's first ~100 calls
+of small work take NumPy's path, ``tests/test_reduction_kernel.py`` checks the first calls' bits).
+Each cell times ours (``gather_scatter.scatter_nd`` / ``scatter_elements``) and onnxruntime's
+one-node model (opset 18) at 1 and at 2 intra-op threads (spinning off), interleaved in rounds
+after a warm-up of each; a figure is the median over rounds of a batch of calls of >= 20 ms.
+onnxruntime's answers are compared bitwise with ours (which equal the spec's loop: the tests
+show it): a 1-thread difference is flagged loudly, a 2-thread one is marked "differs" (its
+threads race on duplicates). onnxruntime has no float16 reductions, and asking it a few times
+kills the process (onnxruntime 1.32: SIGSEGV or SIGFPE), so those cells give ours /
+ours(float32) instead.
+
+    python benchmarks/bench_reductions.py            # the full sweep (about 40 minutes here)
+    python benchmarks/bench_reductions.py --quick    # a small subset in seconds (CI's smoke test)
+
+Prints a Markdown table and the worst cells, writes every figure to ``--json``
+(benchmarks/results_reductions.json) and a heatmap of ours / onnxruntime(1 thread) to
+``--plot`` (docs/perf/reductions.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import gather_scatter as gs
+
+ROOT = Path(__file__).resolve().parents[1]
+OPS = ("scatter_nd_rows", "scatter_nd_elements", "scatter_elements")
+REDUCTIONS = ("add", "mul", "max", "min")
+DTYPES = ("float32", "float64", "float16", "int32", "int64")
+WIDTHS = (1, 2, 4, 8, 16, 64, 256)
+ROWS = (16, 1000, 100_000)
+UPDATES = (10_000, 300_000)
+MAX_BYTES = 256 << 20
+
+
+def _values(rng, dtype, shape, reduction):
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return (rng.choice([-1, 1], shape) if reduction == "mul" else rng.integers(-100, 100, shape)).astype(dtype)
+    if reduction == "mul":
+        return (1 + rng.uniform(-1, 1, shape) / 64).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def make_case(op, reduction, dtype, width, rows, updates, seed=0):
+    """The inputs of one cell: (data, indices, updates, onnx op type, attributes)."""
+    rng = np.random.default_rng(seed)
+    data = _values(rng, dtype, (rows, width), reduction)
+    if op == "scatter_nd_rows":
+        return (
+            data,
+            rng.integers(0, rows, (updates, 1)),
+            _values(rng, dtype, (updates, width), reduction),
+            "ScatterND",
+            {},
+        )
+    if op == "scatter_nd_elements":
+        indices = np.stack([rng.integers(0, rows, updates), rng.integers(0, width, updates)], axis=1)
+        return data, indices, _values(rng, dtype, (updates,), reduction), "ScatterND", {}
+    n = math.ceil(updates / width)
+    return (
+        data,
+        rng.integers(0, rows, (n, width)),
+        _values(rng, dtype, (n, width), reduction),
+        "ScatterElements",
+        {"axis": 0},
+    )
+
+
+def _ours(op, data, indices, updates, reduction):
+    if op == "scatter_elements":
+        return lambda: gs.scatter_elements(data, indices, updates, axis=0, reduction=reduction)
+    return lambda: gs.scatter_nd(data, indices, updates, reduction=reduction)
+
+
+def _session(op_type, attrs, dtype, reduction, threads):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node(op_type, ["data", "indices", "updates"], ["y"], reduction=reduction, **attrs)
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [vi("data", elem, None), vi("indices", TensorProto.INT64, None), vi("updates", elem, None)],
+        [vi("y", elem, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 4  # its NOT_IMPLEMENTED for float16 is expected, not news
+    try:
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - onnxruntime lacks the type (float16 reductions)
+        return None
+
+
+def _batch(fn, target_s):
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    return max(1, int(target_s / max(once, 1e-7)))
+
+
+def _timed(fn, calls):
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter_ns() - start) / calls / 1e9
+
+
+def run_cell(op, reduction, dtype, width, rows, updates, rounds, target_s):
+    data, indices, values, op_type, attrs = make_case(op, reduction, dtype, width, rows, updates)
+    ours = _ours(op, data, indices, values, reduction)
+    expected = ours()
+    row = {"op": op, "reduction": reduction, "dtype": dtype, "width": width, "rows": rows, "updates": updates}
+    runners = {"ours": ours}
+    feeds = {"data": data, "indices": indices, "updates": values}
+    # onnxruntime 1.32 has no float16 reductions, and a few of its NOT_IMPLEMENTED runs in one
+    # process end it (SIGSEGV or SIGFPE, seen here without our library loaded): not asked.
+    for threads in () if dtype in ("float16", "bfloat16") else (1, 2):
+        session = _session(op_type, attrs, dtype, reduction, threads)
+        if session is not None:
+            try:
+                answer = session.run(None, feeds)[0]
+            except Exception:  # noqa: BLE001 - refused at run time
+                continue
+            key = f"ort{threads}"
+            runners[key] = lambda s=session: s.run(None, feeds)
+            same = [answer.tobytes() == expected.tobytes()]
+            if threads == 2:
+                same += [s.run(None, feeds)[0].tobytes() == expected.tobytes() for s in [session] * 4]
+            row[f"{key}_equal"] = all(same)
+    calls = {name: _batch(fn, target_s) for name, fn in runners.items()}
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(rounds):  # interleaved: each round times every runner once
+        for name, fn in runners.items():
+            times[name].append(_timed(fn, calls[name]))
+    for name, samples in times.items():
+        row[f"{name}_s"] = statistics.median(samples)
+    if "ort1_s" in row:
+        row["ratio_ort1"] = row["ours_s"] / row["ort1_s"]
+    if "ort2_s" in row:
+        row["ratio_ort2"] = row["ours_s"] / row["ort2_s"]
+    return row
+
+
+def _ms(seconds):
+    return "—" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def table(rows):
+    lines = [
+        "| op | reduction | dtype | W | R | U | ours ms | ORT-1 ms | ORT-2 ms | ours/ORT-1 | ours/ORT-2 |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        ort2 = _ms(r.get("ort2_s")) + ("" if r.get("ort2_equal", True) else " (differs)")
+        ratio1 = (
+            f"{r['ratio_ort1']:.2f}"
+            if "ratio_ort1" in r
+            else (f"{r['ratio_f32']:.2f} of f32" if "ratio_f32" in r else "—")
+        )
+        ratio2 = f"{r['ratio_ort2']:.2f}" if "ratio_ort2" in r else "—"
+        lines.append(
+            f"| {r['op']} | {r['reduction']} | {r['dtype']} | {r['width']} | {r['rows']:,} | {r['updates']:,} "
+            f"| {_ms(r['ours_s'])} | {_ms(r.get('ort1_s'))} | {ort2} | {ratio1} | {ratio2} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    panels = [(op, red) for op in OPS for red in REDUCTIONS]
+    fig, axes = plt.subplots(len(OPS), len(REDUCTIONS), figsize=(4.2 * len(REDUCTIONS), 3.6 * len(OPS)), squeeze=False)
+    norm = LogNorm(vmin=0.25, vmax=4)
+    image = None
+    for ax, (op, red) in zip(axes.ravel(), panels, strict=True):
+        cells = [r for r in rows if r["op"] == op and r["reduction"] == red and "ratio_ort1" in r]
+        labels = sorted({(r["dtype"], r["rows"], r["updates"]) for r in cells})
+        widths = sorted({r["width"] for r in cells})
+        grid = np.full((len(labels), len(widths)), np.nan)
+        for r in cells:
+            grid[labels.index((r["dtype"], r["rows"], r["updates"])), widths.index(r["width"])] = r["ratio_ort1"]
+        image = ax.imshow(grid, cmap="RdYlGn_r", norm=norm, aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            if not np.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
+        ax.set_xticks(range(len(widths)), [str(w) for w in widths], fontsize=7)
+        ax.set_yticks(range(len(labels)), [f"{d} R={r:,} U={u:,}" for d, r, u in labels], fontsize=6)
+        ax.set_title(f"{op} {red}", fontsize=9)
+        ax.set_xlabel("row width W", fontsize=7)
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="ours / onnxruntime (1 thread)")
+    fig.suptitle("Scatter reductions with duplicates: ours / onnxruntime at 1 thread (green < 1: ours faster)")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small subset, 2 rounds (seconds)")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--op", nargs="*", choices=OPS, default=None)
+    parser.add_argument("--reduction", nargs="*", choices=REDUCTIONS, default=None)
+    parser.add_argument("--dtype", nargs="*", choices=DTYPES, default=None)
+    parser.add_argument("--width", nargs="*", type=int, default=None)
+    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results_reductions.json"))
+    parser.add_argument("--plot", default=str(ROOT / "docs" / "perf" / "reductions.png"))
+    args = parser.parse_args(argv)
+    quick = args.quick
+    ops, reductions = args.op or OPS, args.reduction or REDUCTIONS
+    dtypes = args.dtype or (("float32", "int64", "float16") if quick else DTYPES)
+    widths = args.width or ((1, 8, 64) if quick else WIDTHS)
+    rows_set, updates_set = ((16, 1000), (10_000,)) if quick else (ROWS, UPDATES)
+    rounds = args.rounds or (2 if quick else 7)
+    target_s = 0.005 if quick else 0.02
+    # Steady state, as a model's loop of calls sees it: the compiled loops loaded first (a
+    # process's first calls of small work take NumPy's path until they pay for numba's import).
+    from gather_scatter.kernels import _compiled
+
+    _compiled.loops()
+    rows = []
+    started = time.perf_counter()
+    for op in ops:
+        for reduction in reductions:
+            for dtype in dtypes:
+                for rows_n in rows_set:
+                    for updates in updates_set:
+                        for width in widths:
+                            nbytes = updates * width * np.dtype(dtype).itemsize
+                            if nbytes > MAX_BYTES:
+                                continue
+                            row = run_cell(op, reduction, dtype, width, rows_n, updates, rounds, target_s)
+                            rows.append(row)
+                            if row.get("ort1_equal") is False:
+                                print(f"!!! onnxruntime at 1 thread differs from ours: {row}", file=sys.stderr)
+    by_key = {(r["op"], r["reduction"], r["dtype"], r["width"], r["rows"], r["updates"]): r for r in rows}
+    for r in rows:  # onnxruntime has no float16 reductions: ours against our float32
+        f32 = by_key.get((r["op"], r["reduction"], "float32", r["width"], r["rows"], r["updates"]))
+        if r["dtype"] == "float16" and f32 is not None:
+            r["ratio_f32"] = r["ours_s"] / f32["ours_s"]
+    print(table(rows))
+    compared = [r for r in rows if "ratio_ort1" in r]
+    worst = sorted(compared, key=lambda r: -r["ratio_ort1"])[:15]
+    print("\nWorst cells, ours / onnxruntime (1 thread):")
+    print(table(worst))
+    halves = [r["ratio_f32"] for r in rows if "ratio_f32" in r]
+    if halves:
+        print(f"\nfloat16 / float32 (ours): median {statistics.median(halves):.2f}, worst {max(halves):.2f}")
+    differs = sum(1 for r in rows if r.get("ort2_equal") is False)
+    print(f"onnxruntime at 2 threads differs from the spec's loop on {differs} of {len(rows)} cells")
+    result = {
+        "machine": {
+            "cores": os.cpu_count(),
+            "threads": gs.get_num_threads(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "onnxruntime": __import__("onnxruntime").__version__,
+            "date": datetime.date.today().isoformat(),
+            "quick": quick,
+        },
+        "seconds": time.perf_counter() - started,
+        "cells": rows,
+    }
+    Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
