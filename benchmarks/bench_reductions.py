@@ -19,7 +19,7 @@ threads race on duplicates). onnxruntime has no float16 reductions, and asking i
 kills the process (onnxruntime 1.32: SIGSEGV or SIGFPE), so those cells give ours /
 ours(float32) instead.
 
-    python benchmarks/bench_reductions.py            # the full sweep (about 40 minutes here)
+    python benchmarks/bench_reductions.py            # the full sweep (about 20 minutes here)
     python benchmarks/bench_reductions.py --quick    # a small subset in seconds (CI's smoke test)
 
 Prints a Markdown table and the worst cells, writes every figure to ``--json``
@@ -215,7 +215,10 @@ def plot(rows, path):
             if not np.isnan(v):
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
         ax.set_xticks(range(len(widths)), [str(w) for w in widths], fontsize=7)
-        ax.set_yticks(range(len(labels)), [f"{d} R={r:,} U={u:,}" for d, r, u in labels], fontsize=6)
+        first_column = ax in axes[:, 0]  # the rows' labels once per row of panels
+        ax.set_yticks(
+            range(len(labels)), [f"{d} R={r:,} U={u:,}" if first_column else "" for d, r, u in labels], fontsize=6
+        )
         ax.set_title(f"{op} {red}", fontsize=9)
         ax.set_xlabel("row width W", fontsize=7)
     if image is not None:
