@@ -4,7 +4,8 @@ as int32), next to x64 on. The flag is process-global: every test here holds
 order. Issue 15: host indices checked as passed before any narrowing, trace-time errors for
 indices known at trace time, no int32 overflow in index arithmetic, int32 JAX indices taken
 as JAX's int64, no warnings from our own casts, the eager text under checkify, and XLA's
-flushed subnormals stated and shown."""
+flushed subnormals stated and shown. Issue 26.2: int64 indices JAX itself narrows without x64
+(jit arguments, jnp.asarray), before we see them, asserted as they hold."""
 
 from __future__ import annotations
 
@@ -118,6 +119,132 @@ def test_traced_indices_still_follow_checkify(x64):
     assert np.isnan(np.asarray(f(data, jnp.asarray([5])))[0])
     err, _ = checkify.checkify(f)(data, jnp.asarray([5]))
     assert err.get() == _numpy_error(gs.gather, np.arange(3.0), np.array([5])) + " (`check` failed)"
+
+
+# ---- #26.2: what JAX narrows before we see it (x64 off) ---------------------------------------
+# Indices that reach gs as NumPy or Python values (eagerly, or closed over by a jitted function)
+# are checked as int64 above. Where JAX itself makes the array (an argument of a jitted function,
+# jnp.asarray) it keeps the low 32 bits without x64, silently, before our code runs: nothing can
+# tell, and a value that narrows to a valid index reads or writes that element (README, "x64 off").
+
+
+def _narrowed(indices) -> np.ndarray:
+    """``indices`` as JAX holds an int64 NumPy array without x64: its low 32 bits."""
+    return np.asarray(indices, dtype=np.int64).astype(np.int32).astype(np.int64)
+
+
+def _numpy_result_or_error(fn, data, indices):
+    try:
+        return fn(data, indices), None
+    except IndexOutOfBoundsError as exc:
+        return None, str(exc)
+
+
+def test_issue_26_jit_arguments_narrow_silently():
+    """The issue's case, as it holds: x64 off, NumPy int64 indices passed as arguments of jax.jit
+    arrive as int32, so 2**32 + 1 reads row 1 and 2**32 + 2 overwrites row 2; checkify reports
+    nothing and nothing warns. Closed over by the function, the same indices raise."""
+    table = jnp.asarray(TABLE)
+    gather = jax.jit(lambda d, i: gs.gather(d, i))
+    scatter = jax.jit(lambda d, i: gs.scatter_nd(d, i, jnp.full((1, 4), -1.0, jnp.float32)))
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")  # JAX narrows without a warning
+        assert np.asarray(gather(table, np.array([2**32 + 1]))).tolist() == [TABLE[1].tolist()]
+        err, out = checkify.checkify(gather)(table, np.array([2**32 + 1]))
+        assert err.get() is None and np.asarray(out).tolist() == [TABLE[1].tolist()]
+        written = np.asarray(scatter(table, np.array([[2**32 + 2]])))
+        assert written[2].tolist() == [-1.0] * 4 and same_bits(written[:2], TABLE[:2])
+        assert checkify.checkify(scatter)(table, np.array([[2**32 + 2]]))[0].get() is None
+        # what reaches gs as NumPy values is checked as passed, eagerly and closed over
+        for call in (
+            lambda: gs.gather(table, np.array([2**32 + 1])),
+            lambda: jax.jit(lambda d: gs.gather(d, np.array([2**32 + 1])))(table),
+        ):
+            with pytest.raises(IndexOutOfBoundsError, match=r"indices\[0\] = 4294967297 is out of bounds"):
+                call()
+    with jax.enable_x64(True):  # with x64 nothing narrows: checkify reports the value as passed
+        err, out = checkify.checkify(gather)(table, np.array([2**32 + 1]))
+        assert err.get().startswith("Gather-13: indices[0] = 4294967297 is out of bounds")
+        assert np.isnan(np.asarray(out)).all()
+
+
+@pytest.mark.parametrize("name, fn, data, indices", BEYOND_CASES, ids=[c[0] for c in BEYOND_CASES])
+@pytest.mark.parametrize("made_by", ["jit_argument", "jnp_asarray"])
+def test_indices_jax_makes_are_narrowed_without_x64(x64, name, fn, data, indices, made_by):
+    """Indices beyond int32 that JAX turns into an array itself: with x64 on they keep their
+    value (the eager error, or checkify's, names it); with x64 off JAX keeps their low 32 bits
+    before we see them, and the call is that of the narrowed value: a valid one reads or writes
+    its element (no error, no warning), a bad one is reported with the narrowed value."""
+    given = np.asarray(indices, dtype=np.int64)
+    seen = given if x64 else _narrowed(given)
+    assert x64 or not np.array_equal(seen, given)
+    expected, message = _numpy_result_or_error(fn, data, seen)
+    if made_by == "jit_argument":
+        jitted = jax.jit(fn)
+        err, out = checkify.checkify(jitted)(jnp.asarray(data), given)
+        if message is None:
+            assert err.get() is None
+            assert same_bits(expected, np.asarray(out))
+            assert same_bits(expected, np.asarray(jitted(jnp.asarray(data), given)))
+        else:
+            assert err.get() == message + " (`check` failed)"
+        return
+    array = jnp.asarray(given)
+    assert np.asarray(array).tolist() == seen.tolist()
+    if message is None:
+        assert same_bits(expected, np.asarray(fn(jnp.asarray(data), array)))
+    else:
+        assert _numpy_error(fn, jnp.asarray(data), array) == message
+
+
+def test_narrowing_keeps_the_low_32_bits():
+    """Values JAX narrows: 2**32 + 1 -> 1, -(2**32) - 2 -> -2 (valid: rows 1 and 1 of 3), 2**31
+    -> -2**31 and -(2**31) - 1 -> 2**31 - 1 (bad: reported with the narrowed value)."""
+    table = jnp.asarray(TABLE)
+    gather = jax.jit(lambda d, i: gs.gather(d, i))
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        given = np.array([2**32 + 1, -(2**32) - 2, 2**31, -(2**31) - 1])
+        assert np.asarray(jnp.asarray(given)).tolist() == [1, -2, -(2**31), 2**31 - 1]
+        out = np.asarray(gather(table, given))
+        assert same_bits(out[:2], TABLE[[1, 1]]) and np.isnan(out[2:]).all()
+        for value, narrowed in ((2**31, -(2**31)), (-(2**31) - 1, 2**31 - 1)):
+            err, _ = checkify.checkify(gather)(table, np.array([value]))
+            assert err.get() == _numpy_error(gs.gather, TABLE, np.array([narrowed])) + " (`check` failed)"
+            with pytest.raises(IndexOutOfBoundsError, match=rf"indices\[0\] = {narrowed} is out of bounds"):
+                gs.gather(table, jnp.asarray(np.array([value])))
+            with pytest.raises(IndexOutOfBoundsError, match=rf"indices\[0\] = {value} is out of bounds"):
+                gs.gather(table, np.array([value]))  # given to gs as NumPy: the value as passed
+
+
+def test_python_ints_as_jit_arguments_overflow_in_jax():
+    """Python ints and lists passed as jit arguments are not narrowed: JAX refuses them."""
+    gather = jax.jit(lambda d, i: gs.gather(d, i))
+    with jax.enable_x64(False):
+        for given in (2**32 + 1, [2**32 + 1]):
+            with pytest.raises(OverflowError):
+                gather(jnp.asarray(TABLE), given)
+
+
+BAD_IN_INT32 = [3, -4, 2**31 - 1, -(2**31)]  # out of range for 3 rows, no narrowing involved
+
+
+@pytest.mark.parametrize("value", BAD_IN_INT32)
+def test_bad_indices_within_int32_are_reported_every_way(x64, value):
+    """Out-of-range values that int32 holds are reported with their value whichever way they
+    come: eagerly and closed over as NumPy (raise), as jit arguments (checkify) and as JAX
+    arrays (raise)."""
+    table = jnp.asarray(TABLE)
+    given = np.array([value])
+    expected = _numpy_error(gs.gather, TABLE, given)
+    assert f"indices[0] = {value} is out of bounds" in expected
+    assert _numpy_error(gs.gather, table, given) == expected
+    assert _numpy_error(gs.gather, table, np.int64(value)) == _numpy_error(gs.gather, TABLE, np.int64(value))
+    assert _numpy_error(jax.jit(lambda d: gs.gather(d, given)), table) == expected
+    assert _numpy_error(gs.gather, table, jnp.asarray(given)) == expected
+    gather = jax.jit(lambda d, i: gs.gather(d, i))
+    err, out = checkify.checkify(gather)(table, given)
+    assert err.get() == expected + " (`check` failed)" and np.isnan(np.asarray(out)).all()
 
 
 # ---- #15.3: index arithmetic never wraps past 2**31 positions ----------------------------------

@@ -357,8 +357,9 @@ def test_known_divergence_still_diverges(row):
     """Asserts ORT agrees with us on the row's example: expected to fail while the divergence lasts."""
     spec, case, threads = row.example()
     assert divergence_for(spec, case, threads) is row  # the example meets its own condition
-    if row.name == "scatternd-reduction-race":  # a race: give it several chances to show
-        for _ in range(20):
+    if row.name == "scatternd-reduction-race":  # a race: give it many chances to show (it stops at
+        # the first difference; 20 missed it once on a loaded 2-core machine, 2026-11-24)
+        for _ in range(200):
             assert_ort_agrees(spec, case, threads)
     else:
         assert_ort_agrees(spec, case, threads)

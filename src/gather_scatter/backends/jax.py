@@ -25,16 +25,22 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   ``checkify.check`` — run the function through ``jax.experimental.checkify.checkify`` to get
   the error (the eager message: operator, first bad position, value, axis, size and valid
   range); without checkify, a bad index under jit reads as the fill value (NaN, or the type's
-  minimum) and its update is dropped, never wrapped onto another element.
+  minimum) and its update is dropped: an index this backend sees is never wrapped onto another
+  element (without x64, JAX may have wrapped it before: see Types).
 - Autodiff: ``jax.grad`` flows through every op.
 - Types: JAX's own. Without x64 JAX has no int64 (it holds int64 as int32), so:
   NumPy/list indices keep ONNX's int64 and are checked as passed, then moved to the device as
-  int32 (exact: every valid index fits); a JAX int32 index array counts as JAX's int64, so
+  int32 (exact: every valid index fits). Where JAX itself makes an array of a NumPy int64 (an
+  argument of a ``jit``/``vmap`` function, ``jnp.asarray``, ``jax.device_put``) it keeps the
+  low 32 bits silently, before this backend runs: 2**32 + 1 arrives as a valid 1 and nothing
+  here can tell (a value that narrows to a bad index is reported with its narrowed value).
+  Only indices that reach this backend as NumPy or Python values, eagerly or closed over by a
+  jitted function, are checked as int64. A JAX int32 index array counts as JAX's int64, so
   GatherND, ScatterND and TensorScatter (int64 indices only, as in ONNX) accept it — the
   values are the same, only JAX's width differs. Index arithmetic is then int32: an operator
   whose indices or offsets would range over 2**31 positions or more (a GatherND/ScatterND
   block, ScatterElements' data, a cache, one axis) raises OutputTooLargeError naming
-  ``jax_enable_x64`` rather than wrap. No call warns about int64 being truncated.
+  ``jax_enable_x64`` rather than wrap. The backend's own casts never narrow a value or warn.
 """
 
 from __future__ import annotations
