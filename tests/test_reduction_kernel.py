@@ -1,4 +1,5 @@
-"""The compiled row-reduction kernel (kernels._writes.reduce_rows, issue 24) against the spec's loop.
+"""The compiled reduction kernels (issue 24) against the spec's loop: ScatterND's rows
+(kernels._writes.reduce_rows) and ScatterElements' elements along an axis (scatter_axis).
 
 Every reduction x dtype x row width (1, 7, 8, 9, 64, 1000) x duplicate depth (none, a few, all
 updates on one target) x thread count 1-3, through the public ``scatter_nd``, bit for bit with
@@ -7,6 +8,10 @@ targets is forced (the cost model would keep these small calls on one thread), s
 order is what is tested. Then NaN, signed zeros and ties; negative indices; empty updates; the
 first bad index raised before anything is written; ``out=data``; and the first call of a
 process, before numba is loaded (NumPy's path), against the compiled one.
+
+ScatterElements likewise: every reduction (and none) x dtype x layout (the axis first, in the
+middle, last; rows of 1, 7 and 64 elements; indices smaller than data off the axis, the
+general loop's case) x duplicate depth x thread count 1-3, its column and outer splits forced.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ import pytest
 
 import gather_scatter as gs
 import oracle
-from gather_scatter import _parallel
-from gather_scatter.kernels import _compiled, _writes
+from gather_scatter import _parallel, _runners
+from gather_scatter.kernels import _compiled, _writes, elements
 
 LOOPS = _compiled.loops()
 pytestmark = pytest.mark.skipif(LOOPS is None, reason="numba's loops are off here (GATHER_SCATTER_COMPILED=0)")
@@ -169,3 +174,101 @@ def test_large_work_loads_the_compiled_loops_on_the_first_call():
     assert first_big.tobytes() == gs.scatter_nd(*big, reduction="max").tobytes()
     # and here, with the loops loaded, the small call took the compiled path: same bits as the spec
     assert first_small.tobytes() == oracle.scatter_nd(*small, "add").tobytes()
+
+
+# ScatterElements: (data shape, indices shape, axis). Indices equal data off the axis collapse
+# to (outer, axis, inner), scatter_axis' case; a smaller shape off the axis takes the general loop.
+ELEMENT_LAYOUTS = {
+    "axis0_inner1": ((24,), (60,), 0),
+    "axis0_inner7": ((24, 7), (60, 7), 0),
+    "axis0_inner64": ((24, 64), (60, 64), 0),
+    "axis1_outer3_inner9": ((3, 24, 9), (3, 60, 9), 1),
+    "axis_last_outer5": ((5, 24), (5, 60), -1),
+    "smaller_off_axis": ((24, 9, 4), (60, 7, 4), 0),
+}
+
+
+def _elements_case(rng, dtype, layout, depth, reduction):
+    data_shape, indices_shape, axis = ELEMENT_LAYOUTS[layout]
+    size = data_shape[axis]
+    if depth == "none":  # distinct targets along the axis: as many updates as rows
+        indices_shape = tuple(size if d == axis % len(data_shape) else n for d, n in enumerate(indices_shape))
+        indices = np.argsort(rng.random(indices_shape), axis=axis)
+    elif depth == "few":
+        indices = rng.integers(0, size, indices_shape)
+    else:
+        indices = np.full(indices_shape, rng.integers(0, size))
+    indices = np.where(rng.random(indices_shape) < 0.5, indices - size, indices)  # negative indices too
+    data = _values(rng, dtype, data_shape, reduction)
+    updates = _values(rng, dtype, indices_shape, reduction)
+    return data, indices.astype(np.int64), updates, axis
+
+
+@pytest.fixture
+def element_threads(request, monkeypatch):
+    """Run with ``request.param`` threads, every split ScatterElements allows taken (forced).
+
+    No signature is accepted yet, and none is small: a first call runs the kernel with every
+    check, a second the accepted path (``run_scatter_accepted``), both on the compiled loops.
+    """
+    n = request.param
+    monkeypatch.setattr(_runners, "_ACCEPTED", {})
+    monkeypatch.setattr(_runners, "_small", lambda nbytes, most=0: False)
+    monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
+    monkeypatch.setattr(elements, "_SPLIT_ROW_BYTES", 1)
+    elements._axis_layout.cache_clear()
+    elements._scatter_layout.cache_clear()
+    before = gs.get_num_threads()
+    gs.set_num_threads(n)
+    yield n
+    gs.set_num_threads(before)
+    elements._axis_layout.cache_clear()
+    elements._scatter_layout.cache_clear()
+
+
+@pytest.mark.parametrize("element_threads", [1, 2, 3], indirect=True)
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("layout", list(ELEMENT_LAYOUTS))
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_scatter_elements_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, layout, depth, element_threads):
+    rng = np.random.default_rng([list(ELEMENT_LAYOUTS).index(layout), DEPTHS.index(depth), element_threads])
+    data, indices, updates, axis = _elements_case(rng, dtype, layout, depth, reduction)
+    before = data.copy()
+    expected = oracle.scatter_elements(data, indices, updates, axis, reduction)
+    with np.errstate(all="ignore"):
+        first = gs.scatter_elements(data, indices, updates, axis=axis, reduction=reduction)
+        again = gs.scatter_elements(data, indices, updates, axis=axis, reduction=reduction)  # the accepted path
+    for actual in (first, again):
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        assert actual.tobytes() == expected.tobytes()
+    assert data.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_scatter_elements_nan_signed_zeros_and_ties(dtype, reduction):
+    values = [0.0, -0.0, 1.0, np.nan, 1.0, -0.0, 0.0]
+    data = np.array([[0.0, -0.0, np.nan, 2.0]], dtype)
+    updates = np.array([[v, v, v, v] for v in values], dtype)
+    indices = np.zeros(updates.shape, np.int64)
+    expected = oracle.scatter_elements(data, indices, updates, 0, reduction)
+    with np.errstate(all="ignore"):
+        actual = gs.scatter_elements(data, indices, updates, axis=0, reduction=reduction)
+    assert actual.tobytes() == expected.tobytes()
+    assert np.isnan(actual[0, 2].astype(np.float32))
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["copy", "out=data"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
+def test_scatter_elements_first_bad_index_raised_before_anything_is_written(dtype, in_place):
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((1000, 4)).astype(dtype)
+    indices = rng.integers(0, 1000, (300_000, 4))
+    indices[170_000, 2], indices[250_000, 0] = 1000, -1001  # the first bad one is at (170000, 2)
+    updates = rng.standard_normal((300_000, 4)).astype(dtype)
+    before = data.copy()
+    for _ in range(2):  # the first call's checks, then the accepted path's
+        with pytest.raises(gs.IndexOutOfBoundsError, match=r"indices\[170000, 2\] = 1000 is out of bounds"):
+            gs.scatter_elements(data, indices, updates, axis=0, reduction="max", out=data if in_place else None)
+    assert data.tobytes() == before.tobytes()

@@ -154,11 +154,12 @@ def test_copy_into_splits_only_big_copies(monkeypatch):
     calls = []
     real = _parallel.run
     monkeypatch.setattr(_parallel, "run", lambda fn, chunks: calls.append(len(chunks)) or real(fn, chunks))
-    src = np.arange(1 << 18, dtype=np.float32)  # 1 MiB: one chunk's worth, one copy on this thread
+    src = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: under COPY_SPLIT_BYTES, one copy on this thread
     dst = np.empty_like(src)
     _writes.copy_into(dst, src)
     assert not calls and (dst == src).all()
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)  # the tests' way to force a split
+    monkeypatch.setattr(_writes, "COPY_SPLIT_BYTES", 1)
     before = gs.get_num_threads()
     gs.set_num_threads(2)
     try:

@@ -26,6 +26,7 @@ import numpy as np
 from . import _memory
 from ._versions import Mode, OpVersion, Reduction
 from .backends import backend_for
+from .kernels import _compiled
 from .kernels import elements as _elements
 from .kernels import gather as _gather
 from .kernels import gather_nd as _gather_nd
@@ -265,7 +266,13 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
             result = _elements.run_scatter_elements(spec, data, indices, updates, axis, reduction)
             if data.dtype.kind in "biufc" and result.dtype == data.dtype and data.shape[axis]:
                 ax = axis % data.ndim  # the offsets' plan for small calls (a base offset per index)
-                plan = _elements_plan(data.shape, indices.shape, ax) if data.nbytes <= SMALL_BYTES else None
+                # Small calls: offsets computed by NumPy where the compiled loops are not here
+                # (complex; numba missing) or for a few assignments (Python's dict: ~4 us); else
+                # the accepted kernel is faster (15 vs 34 us for 10,000 adds into 16 rows).
+                compiled = data.dtype.kind != "c" and _compiled.loops() is not None
+                few = reduction == "none" and indices.size <= 64
+                small = data.nbytes <= SMALL_BYTES and (few or not compiled)
+                plan = _elements_plan(data.shape, indices.shape, ax) if small else None
                 _accept(key, (ax, plan, Reduction(reduction)))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})

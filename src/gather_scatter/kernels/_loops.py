@@ -9,9 +9,25 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
 from ._compiled import ADD, MAX, MUL, NONE  # and MIN: the last branch
+from ._loops_reduce import _reduce_row, bucket_rows, reduce_rows, reduce_rows_at, scatter_axis
+
+__all__ = [
+    "bucket_rows",
+    "copy_slices",
+    "gather",
+    "gather_last",
+    "reduce_rows",
+    "reduce_rows_at",
+    "scatter",
+    "scatter_axis",
+    "scatter_rows",
+    "slice_numbers",
+    "take_rows",
+    "write_rows",
+]
 
 jit = numba.njit(nogil=True, cache=True)
 u64 = np.uint64
@@ -310,158 +326,6 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
         at += u64(first) * n
         for i in range(u64(length - first) * n):
             dst[row + i] = values[at + i]
-
-
-def _load(a, j, table):
-    """``a[j]`` as the value a reduction computes with: itself, or (``table`` given: ``a`` holds
-    float16 or bfloat16 bits) its float32 value, exact, read from the 65,536-entry ``table``."""
-
-
-@overload(_load)
-def _load_impl(a, j, table):
-    if isinstance(table, types.NoneType):
-        return lambda a, j, table: a[j]
-    return lambda a, j, table: table[a[j]]
-
-
-def _store(a, j, value, table, half):
-    """``a[j] = value``; with ``table`` given, ``value`` (float32) rounded to the nearest float16
-    (``half`` 1) or bfloat16 (``half`` 2), ties to even, as NumPy and ml_dtypes round."""
-
-
-@overload(_store)
-def _store_impl(a, j, value, table, half):
-    if isinstance(table, types.NoneType):
-
-        def plain(a, j, value, table, half):
-            a[j] = value
-
-        return plain
-
-    def rounded(a, j, value, table, half):
-        a[j] = _float16_bits(value) if half == 1 else _bfloat16_bits(value)
-
-    return rounded
-
-
-@jit
-def _float16_bits(value):
-    """The float16 nearest float32 ``value`` (ties to even) as its 16 bits: NumPy's
-    ``npy_floatbits_to_halfbits``, so NaN payloads come out as NumPy's float16 arithmetic gives them."""
-    f = np.uint32(np.float32(value).view(np.uint32))
-    sign = np.uint16((f & np.uint32(0x80000000)) >> np.uint32(16))
-    exp = f & np.uint32(0x7F800000)
-    if exp >= np.uint32(0x47800000):  # inf, NaN, or too large: inf
-        sig = f & np.uint32(0x007FFFFF)
-        if exp == np.uint32(0x7F800000) and sig != np.uint32(0):
-            bits = np.uint16(np.uint32(0x7C00) + (sig >> np.uint32(13)))
-            if bits == np.uint16(0x7C00):
-                bits = np.uint16(0x7C01)
-            return np.uint16(sign + bits)
-        return np.uint16(sign + np.uint16(0x7C00))
-    if exp <= np.uint32(0x38000000):  # a subnormal float16, or zero
-        if exp < np.uint32(0x33000000):
-            return sign
-        e = exp >> np.uint32(23)
-        sig = np.uint32(0x00800000) + (f & np.uint32(0x007FFFFF))
-        sig = sig >> (np.uint32(113) - e)
-        if (sig & np.uint32(0x3FFF)) != np.uint32(0x1000) or (f & np.uint32(0x7FF)) != np.uint32(0):
-            sig += np.uint32(0x1000)
-        return np.uint16(sign + np.uint16(sig >> np.uint32(13)))
-    hexp = np.uint32((exp - np.uint32(0x38000000)) >> np.uint32(13))
-    sig = f & np.uint32(0x007FFFFF)
-    if (sig & np.uint32(0x3FFF)) != np.uint32(0x1000):
-        sig += np.uint32(0x1000)
-    return np.uint16(np.uint32(sign) + ((hexp + (sig >> np.uint32(13))) & np.uint32(0xFFFF)))
-
-
-@jit
-def _bfloat16_bits(value):
-    """The bfloat16 nearest float32 ``value`` (ties to even) as its 16 bits, as ml_dtypes rounds;
-    a NaN keeps its sign and top payload bits, made quiet."""
-    f = np.uint32(np.float32(value).view(np.uint32))
-    if (f & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        return np.uint16((f >> np.uint32(16)) | np.uint32(0x0040))
-    f += np.uint32(0x7FFF) + ((f >> np.uint32(16)) & np.uint32(1))
-    return np.uint16(f >> np.uint32(16))
-
-
-@numba.njit(nogil=True, cache=True, inline="always")  # per update: a call would cost more than a narrow row
-def _reduce_row(dst, at, x, xat, src, sat, n, op, table, half):
-    """``dst[at + j] = f(x[xat + j], src[sat + j])`` for ``j < n``, ``f`` the reduction ``op``
-    (ADD, MUL, MAX, MIN) as NumPy's ufunc computes it: max/min keep a NaN in ``x`` and give
-    ``src``'s on a tie (``x``'s for float16, as NumPy's half loop does; the winner's bits,
-    unrounded: -0 and 0 tie). With ``table`` (float16/bfloat16 bits),
-    sums and products are computed in float32, exact for these types' operands, then rounded
-    once: NumPy's and ml_dtypes' own arithmetic, bit for bit. Indices are uint64 (no
-    wraparound checks), so the loop over ``j`` compiles to straight vector code."""
-    if op == ADD:
-        for j in range(n):
-            _store(dst, at + j, _load(x, xat + j, table) + _load(src, sat + j, table), table, half)
-    elif op == MUL:
-        for j in range(n):
-            _store(dst, at + j, _load(x, xat + j, table) * _load(src, sat + j, table), table, half)
-    elif op == MAX:
-        for j in range(n):
-            p = _load(x, xat + j, table)
-            q = _load(src, sat + j, table)
-            # no branch: a select; NumPy's float16 loop keeps x on a tie (p >= q), the others give src
-            dst[at + j] = x[xat + j] if (p > q) | (p != p) | ((half == 1) & (p == q)) else src[sat + j]
-    else:
-        for j in range(n):
-            p = _load(x, xat + j, table)
-            q = _load(src, sat + j, table)
-            dst[at + j] = x[xat + j] if (p < q) | (p != p) | ((half == 1) & (p == q)) else src[sat + j]
-
-
-@jit
-def reduce_rows(dst, offsets, src, width, op, jlo, jhi, table, half):
-    """ScatterND's reductions on whole slices: ``dst[offsets[i]] = f(dst[offsets[i]], src[i])``
-    for rows i in increasing order (row-major: duplicates in the spec's order), columns
-    ``[jlo, jhi)`` of each ``width``-element slice (a caller may split the columns); ``op``
-    is ADD, MUL, MAX or MIN; ``table``/``half`` as for ``_reduce_row``. Offsets are already
-    checked and non-negative."""
-    w = u64(width)
-    m = u64(jhi - jlo)
-    for i in range(offsets.size):
-        a = u64(offsets[i]) * w + u64(jlo)
-        _reduce_row(dst, a, dst, a, src, u64(i) * w + u64(jlo), m, op, table, half)
-
-
-@jit
-def bucket_rows(offsets, n_rows, parts, positions, starts):
-    """Stable counting sort of the update positions by part of the target rows: part ``b`` is
-    the rows ``r`` with ``r * parts // n_rows == b``. ``positions`` (size ``offsets.size``)
-    receives, part after part, the positions whose target lies in it, ascending within a part;
-    ``starts`` (size ``parts + 1``) where each part's run begins. Each part's updates then
-    keep the spec's order, and no two parts share a row."""
-    counts = np.zeros(parts + 1, np.int64)
-    for i in range(offsets.size):
-        counts[(offsets[i] * parts) // n_rows + 1] += 1
-    for b in range(parts):
-        counts[b + 1] += counts[b]
-    starts[:] = counts
-    for i in range(offsets.size):
-        b = (offsets[i] * parts) // n_rows
-        positions[counts[b]] = i
-        counts[b] += 1
-
-
-@jit
-def reduce_rows_at(dst, offsets, src, width, op, positions, plo, phi, table, half):
-    """``dst[offsets[p]] = f(dst[offsets[p]], src[p])`` (whole rows of ``width``) for ``p`` in
-    ``positions[plo:phi]`` in that order, or for ``p`` in ``range(plo, phi)`` where
-    ``positions`` is empty: one part of :func:`bucket_rows`, or all updates on one thread."""
-    w = u64(width)
-    if positions.size == 0:
-        for p in range(plo, phi):
-            a = u64(offsets[p]) * w
-            _reduce_row(dst, a, dst, a, src, u64(p) * w, w, op, table, half)
-    else:
-        for k in range(plo, phi):
-            p = positions[k]
-            a = u64(offsets[p]) * w
-            _reduce_row(dst, a, dst, a, src, u64(p) * w, w, op, table, half)
 
 
 @jit
