@@ -67,8 +67,15 @@ def _case(rng, dtype, width, depth, reduction, n_rows=24, n_updates=60):
 
 @pytest.fixture
 def threads(request, monkeypatch):
-    """Run with ``request.param`` threads, each taking a part of the targets (forced)."""
+    """Run with ``request.param`` threads, each taking a part of the targets (forced).
+
+    No signature is accepted yet, and none is small: a first call runs the kernel with every
+    check, a second the accepted path (``run_accepted``: on one thread, offsets computed in the
+    compiled loop, ``reduce_nd``; split, the offsets then the parts).
+    """
     n = request.param
+    monkeypatch.setattr(_runners, "_ACCEPTED", {})
+    monkeypatch.setattr(_runners, "_small", lambda nbytes, most=0: False)
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
     monkeypatch.setattr(_writes, "_parts", lambda n_updates, nbytes, n_rows: max(1, min(n, n_rows)))
     before = gs.get_num_threads()
@@ -88,9 +95,11 @@ def test_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, width, depth, thr
     before = data.copy()
     with np.errstate(all="ignore"):
         expected = oracle.scatter_nd(data, indices, updates, reduction)
-        actual = gs.scatter_nd(data, indices, updates, reduction=reduction)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    assert actual.tobytes() == expected.tobytes()
+        first = gs.scatter_nd(data, indices, updates, reduction=reduction)
+        again = gs.scatter_nd(data, indices, updates, reduction=reduction)  # the accepted path
+    for actual in (first, again):
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        assert actual.tobytes() == expected.tobytes()
     assert data.tobytes() == before.tobytes()
 
 
@@ -125,8 +134,9 @@ def test_first_bad_index_raised_before_anything_is_written(n_rows, in_place):
     indices[1700, 0], indices[2500, 0] = n_rows, -n_rows - 1  # the first bad one is at 1700
     updates = rng.standard_normal((3000, 64)).astype(np.float32)
     before = data.copy()
-    with pytest.raises(gs.IndexOutOfBoundsError, match=rf"indices\[1700, 0\] = {n_rows} is out of bounds"):
-        gs.scatter_nd(data, indices, updates, reduction="add", out=data if in_place else None)
+    for _ in range(2):  # the first call's checks, then (a copy) the accepted path's
+        with pytest.raises(gs.IndexOutOfBoundsError, match=rf"indices\[1700, 0\] = {n_rows} is out of bounds"):
+            gs.scatter_nd(data, indices, updates, reduction="add", out=data if in_place else None)
     assert data.tobytes() == before.tobytes()
 
 

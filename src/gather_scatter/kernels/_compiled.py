@@ -65,6 +65,11 @@ _large_calls = 0
 EAGER_ELEMENTS = 1 << 20
 
 
+def loaded() -> bool:
+    """Whether the compiled loops are imported in this process already (no import here)."""
+    return bool(_module)
+
+
 def loops_for(elements: int) -> Any:
     """:func:`warm_loops` for a call of ``elements`` elements of work, or :func:`loops` at once
     where that work is large (``EAGER_ELEMENTS``): a script that scatters once into a big

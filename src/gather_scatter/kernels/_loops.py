@@ -12,13 +12,14 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ._compiled import ADD, MAX, MUL, NONE  # and MIN: the last branch
-from ._loops_reduce import _reduce_row, bucket_rows, reduce_rows, reduce_rows_at, scatter_axis
+from ._loops_reduce import _reduce_row, bucket_rows, reduce_nd, reduce_rows, reduce_rows_at, scatter_axis
 
 __all__ = [
     "bucket_rows",
     "copy_slices",
     "gather",
     "gather_last",
+    "reduce_nd",
     "reduce_rows",
     "reduce_rows_at",
     "scatter",

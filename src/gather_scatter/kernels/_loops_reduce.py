@@ -245,3 +245,27 @@ def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ih
     if op == MAX:
         return _axis_walk(dst, indices, src, n, inner, size, MAX, olo, ohi, ilo, ihi, table, half)
     return _axis_walk(dst, indices, src, n, inner, size, MIN, olo, ohi, ilo, ihi, table, half)
+
+
+@jit
+def reduce_nd(dst, indices, dims, src, width, op, table, half):
+    """ScatterND's reductions with the offsets computed in the same pass: update ``i`` (row
+    ``i`` of ``indices``, shape ``(n, k)``, into data's first k axes ``dims``; negatives count
+    from the end) reduced into its ``width``-element slice, in increasing ``i`` (the spec's
+    order). One thread, no offsets array: for narrow slices NumPy's offsets cost more than the
+    reduction itself (300,000 elements: 0.95 of 1.5 ms). A bad index stops the loop and returns
+    its row (else -1): for a caller that writes a fresh output it then drops, or checked first."""
+    k = dims.size
+    w = u64(width)
+    for i in range(indices.shape[0]):
+        at = u64(0)
+        for j in range(k):
+            v = np.int64(indices[i, j])
+            size = dims[j]
+            v += (v >> 63) & size
+            if u64(v) >= u64(size):
+                return np.int64(i)
+            at = at * u64(size) + u64(v)
+        a = at * w
+        _reduce_row(dst, a, dst, a, src, u64(i) * w, w, op, table, half)
+    return np.int64(-1)

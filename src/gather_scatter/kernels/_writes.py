@@ -17,6 +17,7 @@ __all__ = [
     "bits",
     "checked_target",
     "compiled_operands",
+    "copy_and_reduce_nd",
     "copy_and_scatter_rows",
     "copy_into",
     "fresh_output",
@@ -238,6 +239,40 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     else:
         loops.reduce_rows_at(dst, rows, src, width, op, rows[:0], 0, n, table, half)
     return True
+
+
+def copy_and_reduce_nd(
+    target: np.ndarray,
+    source: np.ndarray,
+    indices: np.ndarray,
+    dims: tuple[int, ...],
+    values: np.ndarray,
+    reduction: Reduction,
+) -> int | None:
+    """``target[...] = source``, then ScatterND's reductions with each update's offset computed
+    in the compiled loop itself (``reduce_nd``: no offsets array, the bounds checked in the
+    same pass), on one thread. ``target``: a fresh C-contiguous output of ``source``'s shape;
+    ``indices`` ``(..., k)`` into ``dims``, data's first k axes, unchecked.
+
+    Returns the first bad index row met (-1: none; the caller drops ``target`` and raises with
+    the facts), or None with nothing written where it does not apply: the loops not loaded yet
+    (:func:`_compiled.loops_for`), a dtype NumPy must handle, or work the cost model splits
+    among threads (:func:`_parts`: then the offsets pay for the split, :func:`reduce_rows`).
+    """
+    k, n_rows = len(dims), _shapes.size(dims)
+    if not k or not n_rows or not target.size or not target.flags.c_contiguous:
+        return None
+    n, width = indices.size // k, target.size // n_rows
+    loops = _compiled.loops_for(n * width)
+    if loops is None or _parts(n, values.nbytes, n_rows) > 1:
+        return None
+    operands = compiled_operands(target.reshape(-1), values, reduction)
+    if operands is None:
+        return None
+    copy_into(target, source)
+    dst, src, op, table, half = operands
+    rows = np.ascontiguousarray(indices).reshape(n, k)
+    return int(loops.reduce_nd(dst, rows, np.array(dims, np.int64), src, width, op, table, half))
 
 
 # An assignment's rows narrower than this (a cache line) leave the fused loop: with one element

@@ -17,6 +17,7 @@ from ._offsets import nd_offsets
 from ._writes import (
     assign_last_wins,
     checked_target,
+    copy_and_reduce_nd,
     copy_and_scatter_rows,
     copy_into,
     fresh_output,
@@ -105,6 +106,14 @@ def run_accepted(
     """
     k = indices.shape[-1]
     dims = data.shape[:k]
+    output = fresh_output(spec, data.shape, data.dtype)
+    if reduction is not Reduction.NONE and indices.dtype.isnative:
+        bad = copy_and_reduce_nd(output, data, indices, dims, updates, reduction)  # the bounds in the same pass
+        if bad is not None:
+            if bad >= 0:  # a fresh output, dropped: the error with its facts
+                nd_offsets(spec, native_indices(indices), dims, 0, 1)
+                raise AssertionError("the compiled loop found a bad index that nd_offsets did not")  # pragma: no cover
+            return output
     offsets = None
     if slices is not None:
         # NumPy's checked indexing: negatives from the end, IndexError past either end
@@ -113,7 +122,6 @@ def run_accepted(
             offsets = slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
     if offsets is None:
         offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
-    output = fresh_output(spec, data.shape, data.dtype)
     if not _copy_and_write(output, data, dims, offsets, updates, reduction):
         copy_into(output, data)
         _write(output, dims, offsets, updates, reduction)
