@@ -87,7 +87,7 @@ def threads(request, monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2, 3], indirect=True)
 @pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])  # none: narrow rows in reduce_nd too
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, width, depth, threads):
     rng = np.random.default_rng([WIDTHS.index(width), DEPTHS.index(depth), threads])

@@ -249,12 +249,13 @@ def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ih
 
 @jit
 def reduce_nd(dst, indices, dims, src, width, op, table, half):
-    """ScatterND's reductions with the offsets computed in the same pass: update ``i`` (row
-    ``i`` of ``indices``, shape ``(n, k)``, into data's first k axes ``dims``; negatives count
-    from the end) reduced into its ``width``-element slice, in increasing ``i`` (the spec's
-    order). One thread, no offsets array: for narrow slices NumPy's offsets cost more than the
-    reduction itself (300,000 elements: 0.95 of 1.5 ms). A bad index stops the loop and returns
-    its row (else -1): for a caller that writes a fresh output it then drops, or checked first."""
+    """ScatterND with the offsets computed in the same pass: update ``i`` (row ``i`` of
+    ``indices``, shape ``(n, k)``, into data's first k axes ``dims``; negatives count from the
+    end) reduced into its ``width``-element slice (NONE: assigned, so the last write wins), in
+    increasing ``i`` (the spec's order). One thread, no offsets array: for narrow slices
+    NumPy's offsets cost more than the writes themselves (300,000 element reductions: 0.95 of
+    1.5 ms). A bad index stops the loop and returns its row (else -1): for a caller that
+    writes a fresh output it then drops, or checked first."""
     k = dims.size
     w = u64(width)
     for i in range(indices.shape[0]):
@@ -267,5 +268,9 @@ def reduce_nd(dst, indices, dims, src, width, op, table, half):
                 return np.int64(i)
             at = at * u64(size) + u64(v)
         a = at * w
-        _reduce_row(dst, a, dst, a, src, u64(i) * w, w, op, table, half)
+        if op == NONE:
+            for j in range(w):
+                dst[a + j] = src[u64(i) * w + j]
+        else:
+            _reduce_row(dst, a, dst, a, src, u64(i) * w, w, op, table, half)
     return np.int64(-1)

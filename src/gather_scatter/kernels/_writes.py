@@ -17,8 +17,8 @@ __all__ = [
     "bits",
     "checked_target",
     "compiled_operands",
-    "copy_and_reduce_nd",
     "copy_and_scatter_rows",
+    "copy_and_write_nd",
     "copy_into",
     "fresh_output",
     "last_of_duplicates",
@@ -241,7 +241,7 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     return True
 
 
-def copy_and_reduce_nd(
+def copy_and_write_nd(
     target: np.ndarray,
     source: np.ndarray,
     indices: np.ndarray,
@@ -249,25 +249,33 @@ def copy_and_reduce_nd(
     values: np.ndarray,
     reduction: Reduction,
 ) -> int | None:
-    """``target[...] = source``, then ScatterND's reductions with each update's offset computed
-    in the compiled loop itself (``reduce_nd``: no offsets array, the bounds checked in the
-    same pass), on one thread. ``target``: a fresh C-contiguous output of ``source``'s shape;
-    ``indices`` ``(..., k)`` into ``dims``, data's first k axes, unchecked.
+    """``target[...] = source``, then ScatterND's writes with each update's offset computed in
+    the compiled loop itself (``reduce_nd``: no offsets array, the bounds checked in the same
+    pass), on one thread, in the spec's order: reductions, and assignments to slices narrower
+    than a cache line (in order, the last write wins: no search for duplicates). ``target``: a
+    fresh C-contiguous output of ``source``'s shape; ``indices`` ``(..., k)`` into ``dims``,
+    data's first k axes, unchecked.
 
     Returns the first bad index row met (-1: none; the caller drops ``target`` and raises with
     the facts), or None with nothing written where it does not apply: the loops not loaded yet
-    (:func:`_compiled.loops_for`), a dtype NumPy must handle, or work the cost model splits
-    among threads (:func:`_parts`: then the offsets pay for the split, :func:`reduce_rows`).
+    (:func:`_compiled.loops_for`), a dtype NumPy must handle, wider assignments (the fused
+    copy's), or reductions the cost model splits among threads (:func:`_parts`: then the
+    offsets pay for the split, :func:`reduce_rows`).
     """
     k, n_rows = len(dims), _shapes.size(dims)
-    if not k or not n_rows or not target.size or not target.flags.c_contiguous:
+    if not k or not n_rows or not target.size or not target.flags.c_contiguous or target.dtype.hasobject:
         return None
     n, width = indices.size // k, target.size // n_rows
-    loops = _compiled.loops_for(n * width)
-    if loops is None or _parts(n, values.nbytes, n_rows) > 1:
+    if reduction is Reduction.NONE:
+        if width * target.itemsize >= _ROW_BYTES or target.itemsize not in (1, 2, 4, 8):
+            return None
+        operands = bits(target), bits(np.ascontiguousarray(values, dtype=target.dtype)), _compiled.NONE, None, 0
+    elif _parts(n, values.nbytes, n_rows) > 1:
         return None
-    operands = compiled_operands(target.reshape(-1), values, reduction)
-    if operands is None:
+    else:
+        operands = compiled_operands(target.reshape(-1), values, reduction)
+    loops = _compiled.loops_for(n * width)
+    if loops is None or operands is None:
         return None
     copy_into(target, source)
     dst, src, op, table, half = operands

@@ -17,8 +17,8 @@ from ._offsets import nd_offsets
 from ._writes import (
     assign_last_wins,
     checked_target,
-    copy_and_reduce_nd,
     copy_and_scatter_rows,
+    copy_and_write_nd,
     copy_into,
     fresh_output,
     last_of_duplicates,
@@ -107,8 +107,8 @@ def run_accepted(
     k = indices.shape[-1]
     dims = data.shape[:k]
     output = fresh_output(spec, data.shape, data.dtype)
-    if reduction is not Reduction.NONE and indices.dtype.isnative:
-        bad = copy_and_reduce_nd(output, data, indices, dims, updates, reduction)  # the bounds in the same pass
+    if indices.dtype.isnative:
+        bad = copy_and_write_nd(output, data, indices, dims, updates, reduction)  # the bounds in the same pass
         if bad is not None:
             if bad >= 0:  # a fresh output, dropped: the error with its facts
                 nd_offsets(spec, native_indices(indices), dims, 0, 1)
