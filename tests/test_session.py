@@ -242,3 +242,20 @@ def test_evaluator_lean_run_equals_reference_evaluators_run(path):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(RuntimeError, match="Unable to find output name 'nope'"):
         evaluator.run(["nope"], inputs)
+
+
+def test_index_add_export_runs_exactly_as_onnxruntime_single_threaded():
+    # examples/index_add_pooling.py --rows 2000: torch's index_add, dynamo-exported (ScatterND-18
+    # add, 2,000 rows of 8 into 64 segments); onnxruntime at 1 thread sums in row order, as the spec.
+    ort = pytest.importorskip("onnxruntime")
+    path = ROOT / "tests" / "data" / "index_add_pooling.onnx"
+    feeds = inputs_of(path)
+    rows, segment = feeds.values()
+    expected = np.zeros((64, rows.shape[1]), np.float32)
+    np.add.at(expected, segment, rows)  # ufunc.at: the updates in order
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    theirs = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for _ in range(2):  # the first call's checks, then the accepted path
+        (ours,) = Session(path).run(None, feeds)
+        assert ours.tobytes() == expected.tobytes() == theirs.tobytes()
