@@ -22,6 +22,7 @@ DATA = Path(__file__).parent / "data"
 BUILTIN = Path(__file__).parents[1] / "src" / "gather_scatter" / "data" / "decoder_step.onnx"
 NODES = {  # the indexing nodes of each model, in the order they run
     "gather_elements.onnx": ["node_gather", "node_gather_1", "node_Gather_105", "node_gather_2"],
+    "index_add_pooling.onnx": ["node_ScatterND_13"],
     "kv_tensor_scatter.onnx": ["write_global_k", "write_global_v", "write_local_k", "write_local_v"],
     "scatter_reduce.onnx": ["node_scatter_add", "node_scatter_add_1", "node_scatter_reduce", "node_ScatterElements_30",
                             "node_scatter_reduce_1", "node_ScatterElements_33", "node_scatter_reduce_2",
