@@ -60,6 +60,9 @@ _ACCEPTED: dict[tuple, Any] = {}
 _MAX_SIGNATURES = 4096
 
 
+_NONE = Reduction.NONE  # a global read, not an attribute lookup, on the small calls' path
+
+
 def _accept(key: tuple, value: Any) -> None:
     if len(_ACCEPTED) >= _MAX_SIGNATURES:
         _ACCEPTED.clear()
@@ -180,8 +183,11 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
             table, parsed = accepted
             # the kernel less its static checks; small reductions too once numba is loaded
             # (offsets in its loop: 10,000 element adds into 16 x 1 in ~15 us, not ~45)
-            compiled = parsed is not Reduction.NONE and data.dtype.kind != "c" and _compiled.loaded()
-            if table is None or not _small(data.nbytes) or compiled:
+            if (
+                table is None
+                or not _small(data.nbytes)
+                or (parsed is not _NONE and data.dtype.kind != "c" and _compiled.loaded())
+            ):
                 return _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
             k = table.ndim
             try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
