@@ -241,6 +241,15 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     return True
 
 
+# copy_and_write_nd's loop computes each offset just before its random access into the table:
+# for a table past the caches that stalls the loop's memory-level parallelism (1M element muls
+# into 1000 x 1000 float32: 5.5 ms fused against 4.7 with the offsets computed first), so
+# many updates into a big table keep the separate offsets. Few updates (NumPy's offsets then
+# cost mostly their fixed ~20 us) or a cached table take it.
+_FUSED_UPDATES = 1 << 14
+_FUSED_TABLE_BYTES = 1 << 20
+
+
 def copy_and_write_nd(
     target: np.ndarray,
     source: np.ndarray,
@@ -266,6 +275,8 @@ def copy_and_write_nd(
     if not k or not n_rows or not target.size or not target.flags.c_contiguous or target.dtype.hasobject:
         return None
     n, width = indices.size // k, target.size // n_rows
+    if n > _FUSED_UPDATES and target.nbytes > _FUSED_TABLE_BYTES:
+        return None
     if reduction is Reduction.NONE:
         if width * target.itemsize >= _ROW_BYTES or target.itemsize not in (1, 2, 4, 8):
             return None
