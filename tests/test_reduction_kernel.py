@@ -282,3 +282,53 @@ def test_scatter_elements_first_bad_index_raised_before_anything_is_written(dtyp
         with pytest.raises(gs.IndexOutOfBoundsError, match=r"indices\[170000, 2\] = 1000 is out of bounds"):
             gs.scatter_elements(data, indices, updates, axis=0, reduction="max", out=data if in_place else None)
     assert data.tobytes() == before.tobytes()
+
+
+# float16 <-> float32 in the compiled loops: the CPU's conversions (F16C) in vector loops, bit
+# arithmetic elsewhere. Each against NumPy's own conversions: every float16, and float32 values
+# covering every sign/exponent/top-mantissa pattern with the low bits that decide the rounding
+# (the whole 2**32 range was checked once by hand; it takes minutes).
+def _rounding_inputs() -> np.ndarray:
+    top = np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x0800, 0x17FF], np.uint32)
+    rng = np.random.default_rng(7)
+    picked = (top[:, None] | low[None, :]).reshape(-1)
+    return np.concatenate([picked, rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)])
+
+
+def test_half_conversions_are_numpys():
+    import numba
+
+    from gather_scatter.kernels import _loops_reduce as lr
+
+    def converter(convert):
+        @numba.njit
+        def run(x, out):
+            for i in range(x.size):
+                out[i] = convert(x[i])
+
+        return run
+
+    halves = np.arange(1 << 16, dtype=np.uint16)
+    out = np.empty(halves.size, np.float32)
+    converter(lr._half_to_float)(halves, out)
+    assert (out.view(np.uint32) == halves.view(np.float16).astype(np.float32).view(np.uint32)).all()
+    floats = _rounding_inputs().view(np.float32)
+    with np.errstate(all="ignore"):
+        expected = floats.astype(np.float16).view(np.uint16)
+    bits = np.empty(floats.size, np.uint16)
+    converter(lr._float16_bits)(floats, bits)
+    assert (bits == expected).all()
+    if lr.F16C:
+        # the CPU's: quiets a signalling NaN (no sum or product is one; max/min store operands)
+        converter(lr._f16c_to_float)(halves, out)
+        exact = ~np.isnan(halves.view(np.float16))
+        assert (out.view(np.uint32) == halves.view(np.float16).astype(np.float32).view(np.uint32))[exact].all()
+        converter(lr._f16c_bits)(floats, bits)
+        raw = floats.view(np.uint32)
+        signalling = ((raw & 0x7FC00000) == 0x7F800000) & ((raw & 0x3FFFFF) != 0)
+        assert (bits == expected)[~signalling].all()
+    with np.errstate(all="ignore"):
+        expected = floats.astype(ml_dtypes.bfloat16).view(np.uint16)
+    converter(lr._bfloat16_bits)(floats, bits)
+    assert (bits == expected)[~np.isnan(floats)].all()

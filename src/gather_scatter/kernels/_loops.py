@@ -330,7 +330,7 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
 
 
 @jit
-def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, table, half):
+def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, half):
     """ScatterND on whole slices of ``width`` elements, the output's slices ``[lo, hi)``: every
     update ``i`` in increasing order whose destination lies there, assigned (NONE: the last
     write wins, the spec's order) or reduced (ADD, MUL, MAX, MIN); with ``copy``, the rest of
@@ -341,7 +341,7 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, table, half):
     updates backwards), and a reduction's first update to a slice reads ``past`` itself, so
     each slice is read and written once: an assignment to every slice costs one copy, not
     two, whatever its duplicates. Narrower slices take one memcpy of the whole range first
-    (runs would be elements), then every update in order. ``table``/``half``: as for
+    (runs would be elements), then every update in order. ``half``: as for
     ``_reduce_row`` (None, 0 but for float16/bfloat16 reductions)."""
     w = u64(width)
     runs = copy and width * dst.itemsize >= LINE
@@ -363,9 +363,9 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, table, half):
             if op == NONE:
                 _copy_run(dst, at, src, u64(i) * w, w)
             elif runs and hit[o - lo] == 0:  # a slice's first update reads past: not copied first
-                _reduce_row(dst, at, past, at, src, u64(i) * w, w, op, table, half)
+                _reduce_row(dst, at, past, at, src, u64(i) * w, w, op, half)
             else:
-                _reduce_row(dst, at, dst, at, src, u64(i) * w, w, op, table, half)
+                _reduce_row(dst, at, dst, at, src, u64(i) * w, w, op, half)
             if runs:
                 hit[o - lo] = 1
     if runs:  # past's slices that no update touched

@@ -1,13 +1,15 @@
 """The compiled reductions: ScatterND's rows (any width, split by target rows) and
 ScatterElements' elements along one axis, for ints, bool, float32/64 and float16/bfloat16
-(computed in float32 through a table of the 65,536 bit patterns, rounded after every update
-as NumPy and ml_dtypes round). Part of the module ``_compiled.loops()`` returns: ``_loops``
+(computed in float32, converted by branch-free bit arithmetic that vectorizes, rounded after
+every update as NumPy and ml_dtypes round). Part of the module ``_compiled.loops()`` returns: ``_loops``
 imports these names. Positions are uint64, as in ``_loops``."""
 
+import llvmlite.binding as llvm
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import overload
+from llvmlite import ir
+from numba.core import config, types
+from numba.extending import intrinsic, overload
 
 from ._compiled import ADD, MAX, MIN, MUL, NONE
 
@@ -15,142 +17,208 @@ jit = numba.njit(nogil=True, cache=True)
 u64 = np.uint64
 
 
-def _load(a, j, table):
-    """``a[j]`` as the value a reduction computes with: itself, or (``table`` given: ``a`` holds
-    float16 or bfloat16 bits) its float32 value, exact, read from the 65,536-entry ``table``."""
+U32 = np.uint32
+inline = numba.njit(nogil=True, cache=True, inline="always")
 
 
-@overload(_load)
-def _load_impl(a, j, table):
-    if isinstance(table, types.NoneType):
-        return lambda a, j, table: a[j]
-    return lambda a, j, table: table[a[j]]
+def _targets_f16c() -> bool:
+    """Whether numba compiles for a CPU with F16C (x86's float16 <-> float32 instructions): the
+    host's, or the one ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` name (portable caches)."""
+    if config.CPU_NAME is not None:
+        return "+f16c" in (config.CPU_FEATURES or "")
+    return bool(llvm.get_host_cpu_features().get("f16c", False))
 
 
-def _value(a, table):
-    """``a`` (an element) as the value a reduction computes with: itself, or (``table`` given:
-    ``a`` is float16 or bfloat16 bits) its float32 value, read from ``table``."""
+F16C = _targets_f16c()
 
 
-@overload(_value)
-def _value_impl(a, table):
-    if isinstance(table, types.NoneType):
-        return lambda a, table: a
-    return lambda a, table: table[a]
+@intrinsic
+def _f16c_to_float(typingctx, bits):
+    """float16 bits as float32 with the CPU's conversion (LLVM's fpext: vcvtph2ps, 16 lanes at a
+    time in a loop). Exact; a signalling NaN comes out quiet, which no reduction can tell: a sum
+    or product of a NaN is quiet anyway, and max/min store the operands' own bits."""
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.uint16), codegen
 
 
-def _tie(p, q, table, half):
-    """Whether max/min keep ``x`` on a tie: float16 only (``half`` 1), as NumPy's half loop
-    does. Without a table, the constant False: the select then stays branch-free (2x)."""
+@intrinsic
+def _f16c_bits(typingctx, value):
+    """The float16 nearest float32 ``value`` (ties to even) as its bits, with the CPU's
+    conversion (LLVM's fptrunc: vcvtps2ph). NumPy's bits for every input but a signalling NaN
+    (NumPy keeps it signalling), and the values rounded here are sums and products: never one."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
 
 
-@overload(_tie)
-def _tie_impl(p, q, table, half):
-    if isinstance(table, types.NoneType):
-        return lambda p, q, table, half: False
-    return lambda p, q, table, half: (half == 1) & (p == q)
+@inline
+def _half_to_float(h):
+    """float16 bits ``h`` as float32, exact, without a branch (so a loop of them vectorizes):
+    ryg's half_to_float. Normal values rebias the exponent; inf and NaN (payload kept) rebias
+    it to 255; subnormals and zeros subtract 2**-14 in the FPU."""
+    h = U32(h)  # every step wrapped in uint32: numba widens uint32 arithmetic to 64 bits
+    o = U32(U32(h & U32(0x7FFF)) << U32(13))
+    e = U32(o & U32(0x0F800000))
+    o = U32(o + U32(0x38000000))
+    o = U32(o + U32(0x38000000)) if e == U32(0x0F800000) else o
+    low = U32(o + U32(0x00800000)).view(np.float32) - U32(0x38800000).view(np.float32)
+    o = np.float32(low).view(np.uint32) if e == U32(0) else o
+    return U32(o | U32(U32(h & U32(0x8000)) << U32(16))).view(np.float32)
 
 
-def _store(a, j, value, table, half):
-    """``a[j] = value``; with ``table`` given, ``value`` (float32) rounded to the nearest float16
-    (``half`` 1) or bfloat16 (``half`` 2), ties to even, as NumPy and ml_dtypes round."""
+@inline
+def _bfloat16_to_float(h):
+    """bfloat16 bits ``h`` as float32: the top half of its bits."""
+    return U32(U32(h) << U32(16)).view(np.float32)
 
 
-@overload(_store)
-def _store_impl(a, j, value, table, half):
-    if isinstance(table, types.NoneType):
-
-        def plain(a, j, value, table, half):
-            a[j] = value
-
-        return plain
-
-    def rounded(a, j, value, table, half):
-        a[j] = _float16_bits(value) if half == 1 else _bfloat16_bits(value)
-
-    return rounded
-
-
-@jit
+@inline
 def _float16_bits(value):
     """The float16 nearest float32 ``value`` (ties to even) as its 16 bits: NumPy's
     ``npy_floatbits_to_halfbits``, so NaN payloads come out as NumPy's float16 arithmetic gives
     them. Normal results take three integer steps (a rebias, a round-to-nearest-even bias,
-    a shift; ryg's float_to_half_fast3_rtne), subnormals let the FPU round; equal to NumPy's
-    on all 2**32 inputs (checked exhaustively, 30% faster than NumPy's branches)."""
+    a shift; ryg's float_to_half_fast3_rtne), subnormals let the FPU round. Equal to NumPy's on
+    all 2**32 inputs (checked exhaustively). Its branches are predictable: one element at a
+    time it is 2x faster than the CPU's scalar vcvtps2ph here (10,000 element adds into 16
+    cells: 14 against 34 us), so narrow rows round with it."""
     f = np.float32(value).view(np.uint32)
-    sign = (f & np.uint32(0x80000000)) >> np.uint32(16)
-    f &= np.uint32(0x7FFFFFFF)
-    if f >= np.uint32(0x47800000):  # |value| >= 65536, inf or NaN
-        if f > np.uint32(0x7F800000):  # NaN: NumPy keeps the payload's top bits, never none
-            bits = np.uint32(0x7C00) + ((f & np.uint32(0x007FFFFF)) >> np.uint32(13))
-            if bits == np.uint32(0x7C00):
-                bits = np.uint32(0x7C01)
+    sign = (f & U32(0x80000000)) >> U32(16)
+    f &= U32(0x7FFFFFFF)
+    if f >= U32(0x47800000):  # |value| >= 65536, inf or NaN
+        if f > U32(0x7F800000):  # NaN: NumPy keeps the payload's top bits, never none
+            bits = U32(0x7C00) + ((f & U32(0x007FFFFF)) >> U32(13))
+            if bits == U32(0x7C00):
+                bits = U32(0x7C01)
             return np.uint16(sign | bits)
-        return np.uint16(sign | np.uint32(0x7C00))
-    if f < np.uint32(0x38800000):  # a float16 subnormal or zero: adding 0.5 makes the FPU round
-        g = np.float32(np.uint32(f).view(np.float32) + np.float32(0.5)).view(np.uint32)
-        return np.uint16(sign | (g - np.uint32(0x3F000000)))
-    odd = (f >> np.uint32(13)) & np.uint32(1)
-    f += np.uint32(0xC8000FFF) + odd  # exponent rebiased by (15 - 127) << 23, 0xFFF + odd: ties to even
-    return np.uint16(sign | (f >> np.uint32(13)))
+        return np.uint16(sign | U32(0x7C00))
+    if f < U32(0x38800000):  # a float16 subnormal or zero: adding 0.5 makes the FPU round
+        g = np.float32(U32(f).view(np.float32) + np.float32(0.5)).view(np.uint32)
+        return np.uint16(sign | (g - U32(0x3F000000)))
+    odd = (f >> U32(13)) & U32(1)
+    f += U32(0xC8000FFF) + odd  # exponent rebiased by (15 - 127) << 23, 0xFFF + odd: ties to even
+    return np.uint16(sign | (f >> U32(13)))
 
 
-@jit
+@inline
 def _bfloat16_bits(value):
     """The bfloat16 nearest float32 ``value`` (ties to even) as its 16 bits, as ml_dtypes rounds;
-    a NaN keeps its sign and top payload bits, made quiet."""
-    f = np.uint32(np.float32(value).view(np.uint32))
-    if (f & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        return np.uint16((f >> np.uint32(16)) | np.uint32(0x0040))
-    f += np.uint32(0x7FFF) + ((f >> np.uint32(16)) & np.uint32(1))
-    return np.uint16(f >> np.uint32(16))
+    a NaN keeps its sign and top payload bits, made quiet. Branch-free: a loop of them vectorizes."""
+    f = np.float32(value).view(np.uint32)
+    rounded = U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16))
+    quiet = U32(U32(f >> U32(16)) | U32(0x0040))
+    return np.uint16((quiet if U32(f & U32(0x7FFFFFFF)) > U32(0x7F800000) else rounded) & U32(0xFFFF))
 
 
-@numba.njit(nogil=True, cache=True, inline="always")  # per update: a call would cost more than a narrow row
-def _reduce_row(dst, at, x, xat, src, sat, n, op, table, half):
-    """``dst[at + j] = f(x[xat + j], src[sat + j])`` for ``j < n``, ``f`` the reduction ``op``
-    (ADD, MUL, MAX, MIN) as NumPy's ufunc computes it: max/min keep a NaN in ``x`` and give
-    ``src``'s on a tie (``x``'s for float16, as NumPy's half loop does; the winner's bits,
-    unrounded: -0 and 0 tie). With ``table`` (float16/bfloat16 bits),
-    sums and products are computed in float32, exact for these types' operands, then rounded
-    once: NumPy's and ml_dtypes' own arithmetic, bit for bit. Indices are uint64 (no
-    wraparound checks), so the loop over ``j`` compiles to straight vector code."""
+def _value(a, half):
+    """``a`` (an element) as the value a reduction computes with: itself (``half`` None), or
+    (``half`` 1: float16 bits, 2: bfloat16 bits) its float32 value, exact."""
+
+
+@overload(_value)
+def _value_impl(a, half):
+    if isinstance(half, types.NoneType):
+        return lambda a, half: a
+    to_float = _f16c_to_float if F16C else _half_to_float  # both exact
+    return lambda a, half: to_float(a) if half == 1 else _bfloat16_to_float(a)
+
+
+def _tie(p, q, half):
+    """Whether max/min keep ``x`` on a tie: float16 only (``half`` 1), as NumPy's half loop
+    does. Without ``half``, the constant False: the select then stays branch-free (2x)."""
+
+
+@overload(_tie)
+def _tie_impl(p, q, half):
+    if isinstance(half, types.NoneType):
+        return lambda p, q, half: False
+    return lambda p, q, half: (half == 1) & (p == q)
+
+
+def _rounded(value, half, vector):
+    """``value`` as stored: itself, or (``half`` given) the float32 ``value`` rounded to the
+    nearest float16 (``half`` 1) or bfloat16 (2) bits, ties to even, as NumPy and ml_dtypes
+    round: in a ``vector`` loop with the CPU's conversion where it has one (F16C), else
+    one element at a time with :func:`_float16_bits`."""
+
+
+@overload(_rounded)
+def _rounded_impl(value, half, vector):
+    if isinstance(half, types.NoneType):
+        return lambda value, half, vector: value
+    if not F16C:
+        return lambda value, half, vector: _float16_bits(value) if half == 1 else _bfloat16_bits(value)
+
+    def rounded(value, half, vector):
+        if half != 1:
+            return _bfloat16_bits(value)
+        return _f16c_bits(np.float32(value)) if vector else _float16_bits(value)
+
+    return rounded
+
+
+# Rows narrower than this reduce one element at a time (float16 rounds with branches);
+# wider ones in a loop the compiler vectorizes (float16 with the CPU's conversions).
+_VECTOR = 8
+
+
+@inline  # inlined with op and vector constants: the loop over j is straight vector code
+def _reduce_loop(dst, at, x, xat, src, sat, n, op, half, vector):
     if op == ADD:
         for j in range(n):
-            _store(dst, at + j, _load(x, xat + j, table) + _load(src, sat + j, table), table, half)
+            dst[at + j] = _rounded(_value(x[xat + j], half) + _value(src[sat + j], half), half, vector)
     elif op == MUL:
         for j in range(n):
-            _store(dst, at + j, _load(x, xat + j, table) * _load(src, sat + j, table), table, half)
+            dst[at + j] = _rounded(_value(x[xat + j], half) * _value(src[sat + j], half), half, vector)
     elif op == MAX:
         for j in range(n):
             a = x[xat + j]  # loaded once into locals: the select below stays a select, no branch
             b = src[sat + j]
-            p = _value(a, table)
-            q = _value(b, table)
+            p = _value(a, half)
+            q = _value(b, half)
             # NumPy's float16 loop keeps x on a tie (p >= q), the others give src
-            dst[at + j] = a if (p > q) | (p != p) | _tie(p, q, table, half) else b
+            dst[at + j] = a if (p > q) | (p != p) | _tie(p, q, half) else b
     else:
         for j in range(n):
             a = x[xat + j]
             b = src[sat + j]
-            p = _value(a, table)
-            q = _value(b, table)
-            dst[at + j] = a if (p < q) | (p != p) | _tie(p, q, table, half) else b
+            p = _value(a, half)
+            q = _value(b, half)
+            dst[at + j] = a if (p < q) | (p != p) | _tie(p, q, half) else b
+
+
+@inline  # per update: a call would cost more than a narrow row
+def _reduce_row(dst, at, x, xat, src, sat, n, op, half):
+    """``dst[at + j] = f(x[xat + j], src[sat + j])`` for ``j < n``, ``f`` the reduction ``op``
+    (ADD, MUL, MAX, MIN) as NumPy's ufunc computes it: max/min keep a NaN in ``x`` and give
+    ``src``'s on a tie (``x``'s for float16, as NumPy's half loop does; the winner's bits,
+    unrounded: -0 and 0 tie). ``half`` None: the arrays' own type; 1 or 2: they hold float16 or
+    bfloat16 bits, and sums and products are computed in float32, exact for these types'
+    operands, then rounded once: NumPy's and ml_dtypes' own arithmetic, bit for bit. The
+    conversions are the CPU's (F16C) or branch-free bit arithmetic, so float16 rows vectorize
+    as float32 rows do. Indices are uint64 (no wraparound checks)."""
+    if n < _VECTOR:
+        _reduce_loop(dst, at, x, xat, src, sat, n, op, half, False)
+    else:
+        _reduce_loop(dst, at, x, xat, src, sat, n, op, half, True)
 
 
 @jit
-def reduce_rows(dst, offsets, src, width, op, jlo, jhi, table, half):
+def reduce_rows(dst, offsets, src, width, op, jlo, jhi, half):
     """ScatterND's reductions on whole slices: ``dst[offsets[i]] = f(dst[offsets[i]], src[i])``
     for rows i in increasing order (row-major: duplicates in the spec's order), columns
     ``[jlo, jhi)`` of each ``width``-element slice (a caller may split the columns); ``op``
-    is ADD, MUL, MAX or MIN; ``table``/``half`` as for ``_reduce_row``. Offsets are already
+    is ADD, MUL, MAX or MIN; ``half`` as for ``_reduce_row``. Offsets are already
     checked and non-negative."""
     w = u64(width)
     m = u64(jhi - jlo)
     for i in range(offsets.size):
         a = u64(offsets[i]) * w + u64(jlo)
-        _reduce_row(dst, a, dst, a, src, u64(i) * w + u64(jlo), m, op, table, half)
+        _reduce_row(dst, a, dst, a, src, u64(i) * w + u64(jlo), m, op, half)
 
 
 @jit
@@ -173,42 +241,42 @@ def bucket_rows(offsets, n_rows, parts, positions, starts):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")  # inlined with op a constant: no dispatch per row
-def _rows_walk(dst, offsets, src, width, op, positions, plo, phi, table, half):
+def _rows_walk(dst, offsets, src, width, op, positions, plo, phi, half):
     w = u64(width)
     if positions.size == 0 and width == 1:  # one element per update: the plainest loop
         for p in range(u64(plo), u64(phi)):
             a = u64(offsets[p])
-            _reduce_row(dst, a, dst, a, src, p, u64(1), op, table, half)
+            _reduce_row(dst, a, dst, a, src, p, u64(1), op, half)
     elif positions.size == 0:
         for p in range(plo, phi):
             a = u64(offsets[p]) * w
-            _reduce_row(dst, a, dst, a, src, u64(p) * w, w, op, table, half)
+            _reduce_row(dst, a, dst, a, src, u64(p) * w, w, op, half)
     else:
         for k in range(plo, phi):
             p = positions[k]
             a = u64(offsets[p]) * w
-            _reduce_row(dst, a, dst, a, src, u64(p) * w, w, op, table, half)
+            _reduce_row(dst, a, dst, a, src, u64(p) * w, w, op, half)
 
 
 @jit
-def reduce_rows_at(dst, offsets, src, width, op, positions, plo, phi, table, half):
+def reduce_rows_at(dst, offsets, src, width, op, positions, plo, phi, half):
     """``dst[offsets[p]] = f(dst[offsets[p]], src[p])`` (whole rows of ``width``) for ``p`` in
     ``positions[plo:phi]`` in that order, or for ``p`` in ``range(plo, phi)`` where
     ``positions`` is empty: one part of :func:`bucket_rows`, or all updates on one thread.
     Each reduction gets its own copy of the loop (``op`` a constant there): 1M element adds
     into 1M cells 4.0 -> 1.6 ms (np.add.at: 2.2)."""
     if op == ADD:
-        _rows_walk(dst, offsets, src, width, ADD, positions, plo, phi, table, half)
+        _rows_walk(dst, offsets, src, width, ADD, positions, plo, phi, half)
     elif op == MUL:
-        _rows_walk(dst, offsets, src, width, MUL, positions, plo, phi, table, half)
+        _rows_walk(dst, offsets, src, width, MUL, positions, plo, phi, half)
     elif op == MAX:
-        _rows_walk(dst, offsets, src, width, MAX, positions, plo, phi, table, half)
+        _rows_walk(dst, offsets, src, width, MAX, positions, plo, phi, half)
     else:
-        _rows_walk(dst, offsets, src, width, MIN, positions, plo, phi, table, half)
+        _rows_walk(dst, offsets, src, width, MIN, positions, plo, phi, half)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")  # inlined with op a constant: no dispatch per element
-def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, table, half):
+def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     w = u64(inner)
     m = u64(n) * w
     for o in range(olo, ohi):
@@ -224,7 +292,7 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, table,
                 if op == NONE:
                     dst[t] = src[e]
                 else:
-                    _reduce_row(dst, t, dst, t, src, e, u64(1), op, table, half)
+                    _reduce_row(dst, t, dst, t, src, e, u64(1), op, half)
             continue
         for _ in range(n):
             for i in range(ilo, ihi):
@@ -237,13 +305,13 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, table,
                 if op == NONE:
                     dst[t] = src[e]
                 else:
-                    _reduce_row(dst, t, dst, t, src, e, u64(1), op, table, half)
+                    _reduce_row(dst, t, dst, t, src, e, u64(1), op, half)
             at += w
     return np.int64(-1)
 
 
 @jit
-def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ihi, table, half):
+def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ihi, half):
     """ScatterElements with data of shape ``(outer, size, inner)`` and indices and updates of
     ``(outer, n, inner)`` (the shapes collapsed around the axis), C-contiguous: for every
     position ``e = (o, k, i)`` in row-major order with ``o`` in ``[olo, ohi)`` and ``i`` in
@@ -252,21 +320,21 @@ def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ih
 
     Two positions share a target only if their ``o`` and ``i`` agree, so a caller may split
     the work by ``o`` or by ``i``; each target still sees its updates in the spec's order, the
-    same bits at any thread count. ``table``/``half``: as for ``_reduce_row``. A bad index
+    same bits at any thread count. ``half``: as for ``_reduce_row``. A bad index
     stops the loop and returns its position (else -1)."""
     if op == NONE:
-        return _axis_walk(dst, indices, src, n, inner, size, NONE, olo, ohi, ilo, ihi, table, half)
+        return _axis_walk(dst, indices, src, n, inner, size, NONE, olo, ohi, ilo, ihi, half)
     if op == ADD:
-        return _axis_walk(dst, indices, src, n, inner, size, ADD, olo, ohi, ilo, ihi, table, half)
+        return _axis_walk(dst, indices, src, n, inner, size, ADD, olo, ohi, ilo, ihi, half)
     if op == MUL:
-        return _axis_walk(dst, indices, src, n, inner, size, MUL, olo, ohi, ilo, ihi, table, half)
+        return _axis_walk(dst, indices, src, n, inner, size, MUL, olo, ohi, ilo, ihi, half)
     if op == MAX:
-        return _axis_walk(dst, indices, src, n, inner, size, MAX, olo, ohi, ilo, ihi, table, half)
-    return _axis_walk(dst, indices, src, n, inner, size, MIN, olo, ohi, ilo, ihi, table, half)
+        return _axis_walk(dst, indices, src, n, inner, size, MAX, olo, ohi, ilo, ihi, half)
+    return _axis_walk(dst, indices, src, n, inner, size, MIN, olo, ohi, ilo, ihi, half)
 
 
 @jit
-def reduce_nd(dst, indices, dims, src, width, op, table, half):
+def reduce_nd(dst, indices, dims, src, width, op, half):
     """ScatterND with the offsets computed in the same pass: update ``i`` (row ``i`` of
     ``indices``, shape ``(n, k)``, into data's first k axes ``dims``; negatives count from the
     end) reduced into its ``width``-element slice (NONE: assigned, so the last write wins), in
@@ -290,5 +358,5 @@ def reduce_nd(dst, indices, dims, src, width, op, table, half):
             for j in range(w):
                 dst[a + j] = src[u64(i) * w + j]
         else:
-            _reduce_row(dst, a, dst, a, src, u64(i) * w, w, op, table, half)
+            _reduce_row(dst, a, dst, a, src, u64(i) * w, w, op, half)
     return np.int64(-1)

@@ -139,42 +139,28 @@ _BOOL_CODES = {
 }  # bool as uint8 0/1: or is max, and is min
 
 
+# The compiled reductions' ``half``: float16 and bfloat16 travel as their uint16 bits.
 _HALF = {np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
-_TABLES: dict[int, np.ndarray] = {}
-
-
-def _half_table(dtype: np.dtype) -> tuple[np.ndarray | None, int]:
-    """``(table, half)`` for the compiled reductions: for float16 (``half`` 1) and bfloat16 (2)
-    the float32 value of each of the 65,536 bit patterns, else ``(None, 0)``."""
-    half = _HALF.get(dtype, 0)
-    if not half:
-        return None, 0
-    table = _TABLES.get(half)
-    if table is None:
-        patterns = np.arange(1 << 16, dtype=np.uint16)
-        table = patterns.view(dtype).astype(np.float32)
-        _TABLES[half] = table
-    return table, half
 
 
 def compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reduction):
-    """``(dst, src, op, table, half)``: the flat buffers and codes the compiled reductions take
+    """``(dst, src, op, half)``: the flat buffers and codes the compiled reductions take
     for a C-contiguous, native-order ``target`` of ints, bool, float32/64, float16 or bfloat16;
     None for any other (complex, other ml_dtypes types, objects): NumPy's path."""
     dtype = target.dtype
     if not dtype.isnative or not target.flags.c_contiguous:
         return None
-    table, half = _half_table(dtype)
+    half = _HALF.get(dtype)
     if half:
         dst = target.reshape(-1).view(np.uint16)
         src = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint16)
-        return dst, src, _CODES[reduction], table, half
+        return dst, src, _CODES[reduction], half
     if dtype == np.bool_:
         src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        return target.reshape(-1).view(np.uint8), src, _BOOL_CODES[reduction], None, 0
+        return target.reshape(-1).view(np.uint8), src, _BOOL_CODES[reduction], None
     if dtype.kind in "iu" or (dtype.kind == "f" and dtype.itemsize >= 4):
         src = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
-        return target.reshape(-1), src, _CODES[reduction], None, 0
+        return target.reshape(-1), src, _CODES[reduction], None
     return None
 
 
@@ -223,7 +209,7 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     operands = None if loops is None else compiled_operands(target, values, reduction)
     if operands is None:
         return False
-    dst, src, op, table, half = operands
+    dst, src, op, half = operands
     rows = np.ascontiguousarray(offsets, dtype=np.int64)
     n = rows.size
     parts = _parts(n, values.nbytes, n_rows)
@@ -232,12 +218,12 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
         loops.bucket_rows(rows, n_rows, parts, positions, starts)
         run = loops.reduce_rows_at
         chunks = [(int(starts[b]), int(starts[b + 1])) for b in range(parts)]
-        _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, positions, lo, hi, table, half), chunks)
+        _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, positions, lo, hi, half), chunks)
     elif n_rows < _parallel.get_num_threads() and len(columns := _parallel.ranges(width, 3 * values.nbytes)) > 1:
         run = loops.reduce_rows  # a few wide rows: split their columns
-        _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, lo, hi, table, half), columns)
+        _parallel.run(lambda lo, hi: run(dst, rows, src, width, op, lo, hi, half), columns)
     else:
-        loops.reduce_rows_at(dst, rows, src, width, op, rows[:0], 0, n, table, half)
+        loops.reduce_rows_at(dst, rows, src, width, op, rows[:0], 0, n, half)
     return True
 
 
@@ -280,7 +266,7 @@ def copy_and_write_nd(
     if reduction is Reduction.NONE:
         if width * target.itemsize >= _ROW_BYTES or target.itemsize not in (1, 2, 4, 8):
             return None
-        operands = bits(target), bits(np.ascontiguousarray(values, dtype=target.dtype)), _compiled.NONE, None, 0
+        operands = bits(target), bits(np.ascontiguousarray(values, dtype=target.dtype)), _compiled.NONE, None
     elif _parts(n, values.nbytes, n_rows) > 1:
         return None
     else:
@@ -289,9 +275,9 @@ def copy_and_write_nd(
     if loops is None or operands is None:
         return None
     copy_into(target, source)
-    dst, src, op, table, half = operands
+    dst, src, op, half = operands
     rows = np.ascontiguousarray(indices).reshape(n, k)
-    return int(loops.reduce_nd(dst, rows, np.array(dims, np.int64), src, width, op, table, half))
+    return int(loops.reduce_nd(dst, rows, np.array(dims, np.int64), src, width, op, half))
 
 
 # An assignment's rows narrower than this (a cache line) leave the fused loop: with one element
@@ -322,7 +308,7 @@ def copy_and_scatter_rows(
         or (source is not None and not source.flags.c_contiguous)
     ):
         return False
-    table, half = None, 0
+    half = None
     if reduction is Reduction.NONE:
         if dtype.itemsize not in (1, 2, 4, 8):
             return False
@@ -338,7 +324,7 @@ def copy_and_scatter_rows(
     run, copy = loops.scatter_rows, source is not None
     work = (2 * target.nbytes if copy else 0) + 3 * values.nbytes
     _parallel.run(
-        lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi, table, half),
+        lambda lo, hi: run(dst, past, rows, src, width, op, copy, lo, hi, half),
         _parallel.ranges(target.shape[0], work),
     )
     return True

@@ -199,12 +199,12 @@ def _scatter_compiled(
     if loops is None or not _copyable(output) or not dtype.isnative:
         return None
     if reduction is Reduction.NONE:
-        operands = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE, None, 0
+        operands = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE, None
     else:
         operands = compiled_operands(output, updates, reduction)
         if operands is None:  # complex, ml_dtypes' other types: NumPy's path
             return None
-    dst, src, op, table, half = operands
+    dst, src, op, half = operands
     flat = np.ascontiguousarray(indices).reshape(-1)
     threads = _parallel.get_num_threads()
     axis_calls = _axis_layout(output.shape, indices.shape, ax, dtype.itemsize, threads)
@@ -213,7 +213,7 @@ def _scatter_compiled(
         run_axis = loops.scatter_axis
         return max(
             _parallel.run(
-                lambda i, _: run_axis(dst, flat, src, outer, n, inner, size, op, *calls[i], table, half),
+                lambda i, _: run_axis(dst, flat, src, outer, n, inner, size, op, *calls[i], half),
                 [(i, i + 1) for i in range(len(calls))],
             )
         )
