@@ -24,8 +24,9 @@ inline = numba.njit(nogil=True, cache=True, inline="always")
 def _targets_f16c() -> bool:
     """Whether numba compiles for a CPU with F16C (x86's float16 <-> float32 instructions): the
     host's, or the one ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` name (portable caches)."""
-    if config.CPU_NAME is not None:
-        return "+f16c" in (config.CPU_FEATURES or "")
+    cpu_name = getattr(config, "CPU_NAME", None)  # set from the environment when numba loads
+    if cpu_name is not None:
+        return "+f16c" in (getattr(config, "CPU_FEATURES", None) or "")
     return bool(llvm.get_host_cpu_features().get("f16c", False))
 
 
