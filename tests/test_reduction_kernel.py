@@ -332,3 +332,50 @@ def test_half_conversions_are_numpys():
         expected = floats.astype(ml_dtypes.bfloat16).view(np.uint16)
     converter(lr._bfloat16_bits)(floats, bits)
     assert (bits == expected)[~np.isnan(floats)].all()
+
+
+_SPECIAL_BITS = {  # NaNs quiet and signalling with payloads, infinities, zeros, subnormals, ties
+    "float16": [0x7C01, 0xFE01, 0x7E00, 0x7E55, 0xFC00, 0x7C00, 0x0001, 0x8001, 0x8000, 0x0000, 0x3C00, 0xBC00,
+                0x3C00, 0x7BFF, 0xFBFF, 0x7D23],
+    "bfloat16": [0x7F81, 0xFFC1, 0x7FC0, 0x7FD5, 0xFF80, 0x7F80, 0x0001, 0x8001, 0x8000, 0x0000, 0x3F80, 0xBF80,
+                 0x3F80, 0x7F7F, 0xFF7F, 0x7FA3],
+}
+
+
+@pytest.mark.parametrize("element_threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("width", [1, 7, 8, 64], ids=lambda w: f"w{w}")
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_half_max_min_store_the_winners_own_bits(dtype, reduction, width, element_threads):
+    """max/min of float16/bfloat16 keep the winning operand's bits exactly, a signalling NaN's
+    too (the narrow loops choose between float32 values and convert back: a NaN must not come
+    back quieted), every pair of special values in sequence into every target, in ScatterND's
+    row loops (scalar below 8 wide, vector from 8) and ScatterElements' element loop. The
+    expected bits follow the spec's loop by definition: x's bits where x is NaN or wins
+    (float16 also on a tie, as NumPy's half loop), else the update's."""
+    special = np.array(_SPECIAL_BITS[np.dtype(dtype).name], np.uint16)
+    n = special.size
+    pairs = np.array(np.meshgrid(np.arange(n), np.arange(n), indexing="ij")).reshape(2, -1)  # (x, update)
+    cells = pairs.shape[1]
+    data = np.tile(special[pairs[0]][:, None], (1, width)).view(dtype)
+    updates = np.tile(special[pairs[1]][:, None], (1, width)).view(dtype)
+    with np.errstate(invalid="ignore"):
+        p, q = data.astype(np.float64), updates.astype(np.float64)
+    wins = (p > q) if reduction == "max" else (p < q)
+    keep = wins | np.isnan(p) | ((p == q) if np.dtype(dtype) == np.float16 else False)
+    expected = np.where(keep, data.view(np.uint16), updates.view(np.uint16))
+    rows = np.arange(cells, dtype=np.int64)
+    calls = {  # each twice: the first call (every check), then the accepted path
+        "ScatterND": lambda: gs.scatter_nd(data, rows[:, None], updates, reduction=reduction),
+        "ScatterElements": lambda: gs.scatter_elements(data, np.tile(rows[:, None], (1, width)), updates, axis=0,
+                                                       reduction=reduction),
+    }
+    with np.errstate(all="ignore"):
+        results = [(name, call()) for name, call in calls.items() for _ in range(2)]
+    for name, actual in results:
+        bad = np.flatnonzero((actual.view(np.uint16) != expected).any(axis=1))
+        assert bad.size == 0, [
+            (name, hex(special[pairs[0, i]]), hex(special[pairs[1, i]]), hex(actual.view(np.uint16)[i, 0]),
+             hex(expected[i, 0]))
+            for i in bad[:5]
+        ]
