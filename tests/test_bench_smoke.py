@@ -18,7 +18,7 @@ CASES = {
     "scatter_nd_kv_cache_inplace", "scatter_nd_add_float16", "scatter_nd_add_bfloat16",
     "gather_elements_last_axis", "gather_elements_axis0", "scatter_elements_add_dups", "scatter_elements_max_dups",
     "scatter_elements_none_distinct", "tensor_scatter_decode", "tensor_scatter_decode_inplace",
-    "tensor_scatter_prefill_circular",
+    "tensor_scatter_prefill_circular", "scatter_nd_add_1_elements_1200x900", "scatter_nd_add_1000_elements_1200x900",
 }
 
 
@@ -44,6 +44,8 @@ def test_quick_benchmark_writes_every_case(tmp_path):
             assert r["ratio_vs_ort"] > 0, name
         if "reference_error" not in r:
             assert r["reference_s"] > 0 and r["reference_repeats"] >= 1, name
+    for name in ("scatter_nd_add_1_elements_1200x900", "scatter_nd_add_1000_elements_1200x900"):
+        assert rows[name]["copy_s"] > 0 and "copy<=1.15" in rows[name]["targets"], name  # the copy-mode bound
     assert rows["scatter_nd_kv_cache_inplace"]["inplace_matches_copy"] is True
     assert rows["tensor_scatter_decode_inplace"]["inplace_matches_copy"] is True
     assert all(rows[name]["ort_correct"] for name in CASES if name.startswith(("gather_elements", "tensor_scatter")))
