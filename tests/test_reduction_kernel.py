@@ -22,10 +22,10 @@ import textwrap
 
 import ml_dtypes
 import numpy as np
+import oracle
 import pytest
 
 import gather_scatter as gs
-import oracle
 from gather_scatter import _parallel, _runners
 from gather_scatter.kernels import _compiled, _writes, elements
 
@@ -35,6 +35,7 @@ pytestmark = pytest.mark.skipif(LOOPS is None, reason="numba's loops are off her
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int32, np.int64, np.uint16, np.bool_]
 WIDTHS = [1, 7, 8, 9, 64, 1000]
 DEPTHS = ["none", "few", "one_target"]
+FLOATS = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
 
 
 def _values(rng, dtype, shape, reduction):
@@ -104,7 +105,7 @@ def test_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, width, depth, thr
 
 
 @pytest.mark.parametrize("reduction", ["max", "min"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
 def test_nan_signed_zeros_and_ties(dtype, reduction):
     nan, values = np.nan, [0.0, -0.0, 1.0, np.nan, 1.0, -0.0, 0.0]
     # one row, every pair in sequence: a NaN sticks, -0 and 0 tie (the update's bits win), 1 ties 1
@@ -256,7 +257,7 @@ def test_scatter_elements_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, 
 
 
 @pytest.mark.parametrize("reduction", ["max", "min"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
 def test_scatter_elements_nan_signed_zeros_and_ties(dtype, reduction):
     values = [0.0, -0.0, 1.0, np.nan, 1.0, -0.0, 0.0]
     data = np.array([[0.0, -0.0, np.nan, 2.0]], dtype)
@@ -379,3 +380,58 @@ def test_half_max_min_store_the_winners_own_bits(dtype, reduction, width, elemen
              hex(expected[i, 0]))
             for i in bad[:5]
         ]
+
+
+def test_half_reductions_without_f16c_are_the_spec_loop(tmp_path):
+    """The software conversions, as a CPU without F16C runs them (ARM, older x86; numba told
+    to compile for a generic x86-64): float16 and bfloat16 add/mul/max/min in every loop kind
+    (ScatterND's element walk, narrow and vector rows; ScatterElements' axis walk) on the
+    compiled path, bit for bit the spec's loop (``oracle``), NaNs, signed zeros and ties included."""
+    script = textwrap.dedent(
+        """
+        import sys, ml_dtypes, numpy as np, gather_scatter as gs
+        from gather_scatter import _runners
+        from gather_scatter.kernels import _compiled, _loops_reduce
+        assert _compiled.loops() is not None and not _loops_reduce.F16C
+        _runners._small = lambda nbytes, most=0: False  # the compiled loops, not NumPy's path
+        rng = np.random.default_rng(4)
+        out = {}
+        for dtype in (np.float16, ml_dtypes.bfloat16):
+            for reduction in ("add", "mul", "max", "min"):
+                for width in (1, 3, 8, 64):
+                    values = rng.standard_normal((3, 40, width)) * 8
+                    values[rng.random(values.shape) < 0.05] = np.nan
+                    values[rng.random(values.shape) < 0.05] = -0.0
+                    if reduction == "mul":
+                        values = 1 + values / 512
+                    data, updates, other = values.astype(dtype)
+                    rows = rng.integers(-40, 40, (40, 1))
+                    key = f"{np.dtype(dtype).name}-{reduction}-{width}"
+                    with np.errstate(all="ignore"):
+                        out[key + "-nd"] = gs.scatter_nd(data, rows, updates, reduction=reduction)
+                        axis = rng.integers(-40, 40, (40, width))
+                        out[key + "-el"] = gs.scatter_elements(data, axis, other, axis=0, reduction=reduction)
+                    out[key + "-in"] = np.stack([data, updates, other])
+                    out[key + "-rows"], out[key + "-axis"] = rows, axis
+        np.savez(sys.argv[1], **{k: v.view(np.uint16) if v.dtype.itemsize == 2 and v.dtype.kind != "i" else v
+                                 for k, v in out.items()})
+        """
+    )
+    env = {**__import__("os").environ, "NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": "",
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    path = tmp_path / "out.npz"
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=600, env=env)
+    saved = np.load(path)
+    checked = 0
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        for reduction in ("add", "mul", "max", "min"):
+            for width in (1, 3, 8, 64):
+                key = f"{np.dtype(dtype).name}-{reduction}-{width}"
+                data, updates, other = saved[key + "-in"].view(dtype)
+                with np.errstate(all="ignore"):
+                    nd = oracle.scatter_nd(data, saved[key + "-rows"], updates, reduction)
+                    el = oracle.scatter_elements(data, saved[key + "-axis"], other, 0, reduction)
+                assert saved[key + "-nd"].tobytes() == nd.tobytes(), key + " ScatterND"
+                assert saved[key + "-el"].tobytes() == el.tobytes(), key + " ScatterElements"
+                checked += 1
+    assert checked == 32

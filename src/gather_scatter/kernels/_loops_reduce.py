@@ -140,9 +140,10 @@ def _tie_impl(p, q, half):
     return lambda p, q, half: (half == 1) & (p == q)
 
 
-def _winner(keep, a, b, p, q, half, vector):
+def _winner(keep, a, b, p, q, half, mode):
     """max/min's stored bits: ``a if keep else b``, where ``p`` and ``q`` are ``a``'s and
-    ``b``'s values (:func:`_value`). For float16/bfloat16 outside ``vector`` loops (whose
+    ``b``'s values (:func:`_value`). For float16/bfloat16 outside vector loops (``mode`` not
+    ``_VECTOR_LOOP``, whose
     selects are blends) the choice is made between the
     float32 values, then converted back (exact: they are the operands' own values), because
     a select between two uint16 in a loop becomes a branch in LLVM's x86 backend (its cmov
@@ -152,12 +153,12 @@ def _winner(keep, a, b, p, q, half, vector):
 
 
 @overload(_winner)
-def _winner_impl(keep, a, b, p, q, half, vector):
+def _winner_impl(keep, a, b, p, q, half, mode):
     if isinstance(half, types.NoneType):
-        return lambda keep, a, b, p, q, half, vector: a if keep else b
+        return lambda keep, a, b, p, q, half, mode: a if keep else b
 
-    def winner(keep, a, b, p, q, half, vector):
-        if vector:  # a vector select is a blend already
+    def winner(keep, a, b, p, q, half, mode):
+        if mode == _VECTOR_LOOP:  # a vector select is a blend already
             return a if keep else b
         value = p if keep else q  # a select of floats: a blend, never a branch
         if half != 1:  # bfloat16: the top half of the float's bits, exactly
@@ -169,24 +170,27 @@ def _winner_impl(keep, a, b, p, q, half, vector):
     return winner
 
 
-def _rounded(value, half, vector):
+def _rounded(value, half, mode):
     """``value`` as stored: itself, or (``half`` given) the float32 ``value`` rounded to the
     nearest float16 (``half`` 1) or bfloat16 (2) bits, ties to even, as NumPy and ml_dtypes
-    round: in a ``vector`` loop with the CPU's conversion where it has one (F16C), else
-    one element at a time with :func:`_float16_bits`."""
+    round: with the CPU's conversion where it has one (F16C) in vector loops and ScatterND's
+    element walk (``mode`` ``_VECTOR_LOOP``, ``_ELEMENT_WALK``), else with :func:`_float16_bits`
+    (``_SCALAR``): one element at a time along ScatterElements' axis or a narrow row, its
+    branches cost less than the CPU's scalar vcvtps2ph there (300,000 float16 adds, 64 wide:
+    0.64 against 1.0 ms), where along ScatterND's elements they cost more (0.72 against 1.07 ms)."""
 
 
 @overload(_rounded)
-def _rounded_impl(value, half, vector):
+def _rounded_impl(value, half, mode):
     if isinstance(half, types.NoneType):
-        return lambda value, half, vector: value
+        return lambda value, half, mode: value
     if not F16C:
-        return lambda value, half, vector: _float16_bits(value) if half == 1 else _bfloat16_bits(value)
+        return lambda value, half, mode: _float16_bits(value) if half == 1 else _bfloat16_bits(value)
 
-    def rounded(value, half, vector):
+    def rounded(value, half, mode):
         if half != 1:
             return _bfloat16_bits(value)
-        return _f16c_bits(np.float32(value)) if vector else _float16_bits(value)
+        return _float16_bits(value) if mode == _SCALAR else _f16c_bits(np.float32(value))
 
     return rounded
 
@@ -194,16 +198,18 @@ def _rounded_impl(value, half, vector):
 # Rows narrower than this reduce one element at a time (float16 rounds with branches);
 # wider ones in a loop the compiler vectorizes (float16 with the CPU's conversions).
 _VECTOR = 8
+# How a loop converts float16 (_rounded) and selects max/min's winner (_winner).
+_SCALAR, _VECTOR_LOOP, _ELEMENT_WALK = 0, 1, 2
 
 
-@inline  # inlined with op a constant; LLVM unswitches the loop on vector: straight vector code
-def _reduce_loop(dst, at, x, xat, src, sat, n, op, half, vector):
+@inline  # inlined with op a constant; LLVM unswitches the loop on mode: straight vector code
+def _reduce_loop(dst, at, x, xat, src, sat, n, op, half, mode):
     if op == ADD:
         for j in range(n):
-            dst[at + j] = _rounded(_value(x[xat + j], half) + _value(src[sat + j], half), half, vector)
+            dst[at + j] = _rounded(_value(x[xat + j], half) + _value(src[sat + j], half), half, mode)
     elif op == MUL:
         for j in range(n):
-            dst[at + j] = _rounded(_value(x[xat + j], half) * _value(src[sat + j], half), half, vector)
+            dst[at + j] = _rounded(_value(x[xat + j], half) * _value(src[sat + j], half), half, mode)
     elif op == MAX:
         for j in range(n):
             a = x[xat + j]  # loaded once into locals: the select below stays a select, no branch
@@ -211,14 +217,14 @@ def _reduce_loop(dst, at, x, xat, src, sat, n, op, half, vector):
             p = _value(a, half)
             q = _value(b, half)
             # NumPy's float16 loop keeps x on a tie (p >= q), the others give src
-            dst[at + j] = _winner((p > q) | (p != p) | _tie(p, q, half), a, b, p, q, half, vector)
+            dst[at + j] = _winner((p > q) | (p != p) | _tie(p, q, half), a, b, p, q, half, mode)
     else:
         for j in range(n):
             a = x[xat + j]
             b = src[sat + j]
             p = _value(a, half)
             q = _value(b, half)
-            dst[at + j] = _winner((p < q) | (p != p) | _tie(p, q, half), a, b, p, q, half, vector)
+            dst[at + j] = _winner((p < q) | (p != p) | _tie(p, q, half), a, b, p, q, half, mode)
 
 
 @inline  # per update: a call would cost more than a narrow row
@@ -232,10 +238,11 @@ def _reduce_row(dst, at, x, xat, src, sat, n, op, half):
     conversions are the CPU's (F16C) or branch-free bit arithmetic, so float16 rows vectorize
     as float32 rows do. Indices are uint64 (no wraparound checks).
 
-    One copy of the loop, ``vector`` a run-time flag: a second inlined copy for wide rows
+    One copy of the loop, its ``mode`` a run-time value: a second inlined copy for wide rows
     tripled numba's compile time of each signature (4 to 11-16 s here, every first call of a
     fresh install), where LLVM's loop unswitching gives the same two loops."""
-    _reduce_loop(dst, at, x, xat, src, sat, n, op, half, n >= _VECTOR)
+    mode = _VECTOR_LOOP if n >= _VECTOR else (_ELEMENT_WALK if n == 1 else _SCALAR)
+    _reduce_loop(dst, at, x, xat, src, sat, n, op, half, mode)
 
 
 @jit
@@ -322,8 +329,8 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
                 t = base + u64(v)
                 if op == NONE:
                     dst[t] = src[e]
-                else:
-                    _reduce_row(dst, t, dst, t, src, e, u64(1), op, half)
+                else:  # float16 rounded in software: the CPU's scalar conversion is slower here
+                    _reduce_loop(dst, t, dst, t, src, e, u64(1), op, half, _SCALAR)
             continue
         for _ in range(n):
             for i in range(ilo, ihi):
@@ -335,8 +342,8 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
                 t = base + u64(v) * w + u64(i)
                 if op == NONE:
                     dst[t] = src[e]
-                else:
-                    _reduce_row(dst, t, dst, t, src, e, u64(1), op, half)
+                else:  # float16 rounded in software: the CPU's scalar conversion is slower here
+                    _reduce_loop(dst, t, dst, t, src, e, u64(1), op, half, _SCALAR)
             at += w
     return np.int64(-1)
 
