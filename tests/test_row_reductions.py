@@ -85,7 +85,9 @@ def _spec_loop(data, offsets, values, reduction):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("width", [1, 5, 17, 64])  # 64 float32: a cache line or more, copied around the updates
-@pytest.mark.parametrize("n_updates", [0, 1, 7, 300])  # 300 into 40 rows: every row, most of them many times
+# 300 into 40 rows: every row, most of them many times; 40 and 60 (about one or two a row, some
+# rows twice or more, some none): reductions of wide rows then take the fused copy (_FUSED_DEPTH)
+@pytest.mark.parametrize("n_updates", [0, 1, 7, 40, 60, 300])
 @pytest.mark.parametrize("reduction", [Reduction.NONE, *REDUCTIONS], ids=lambda r: r.value)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_, np.uint16,
                                    np.dtype(">f4"), np.float16, ml_dtypes.bfloat16, np.complex64],
