@@ -274,10 +274,10 @@ def copy_and_write_nd(
     loops = _compiled.loops_for(n * width)
     if loops is None or operands is None:
         return None
-    copy_into(target, source)
     dst, src, op, half = operands
-    rows = np.ascontiguousarray(indices).reshape(n, k)
-    return int(loops.reduce_nd(dst, rows, np.array(dims, np.int64), src, width, op, half))
+    rows, shape = np.ascontiguousarray(indices).reshape(n, k), np.array(dims, np.int64)
+    copy_into(target, source)  # last before the loop: after a copy of megabytes every step costs more
+    return int(loops.reduce_nd(dst, rows, shape, src, width, op, half))
 
 
 # A reduction of rows of a cache line or more with this many updates per row of the table on
