@@ -1,0 +1,111 @@
+"""Where onnxruntime is wrong or cannot run an indexing node: the routing table of the hosted
+Session (issue 25), as data.
+
+Each rule names the operators it covers, the condition on the node (its data type, its
+``reduction``, the intra-op thread count onnxruntime would use), why a node it matches must run
+on our kernels instead (with the onnxruntime version that showed it), and the first onnxruntime
+release measured to fix it (None: none yet). A node that no rule matches stays in onnxruntime.
+A release newer than the last one measured keeps every open rule: a rule ends only where a
+release is measured to fix it.
+
+This module is pure data and one lookup; it imports neither onnx nor onnxruntime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RULES", "NodeFacts", "Rule", "route_reason"]
+
+_SCATTER_REDUCTIONS = frozenset({("", "ScatterND"), ("", "ScatterElements")})  # Scatter-9 has no reduction
+_GATHERS = frozenset({("", "Gather"), ("", "GatherElements"), ("", "GatherND"), ("com.microsoft", "GatherND")})
+_HALVES = frozenset({"float16", "bfloat16"})
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What a rule looks at: the node's ``domain`` and ``op_type``, its data's ONNX type name
+    (``"float"``, ``"float16"``, ``"string"``...; None where unknown), its ``reduction``
+    attribute (``"none"`` where absent) and onnxruntime's intra-op ``threads``."""
+
+    domain: str
+    op_type: str
+    dtype: str | None
+    reduction: str = "none"
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Nodes of ``ops`` (``(domain, op_type)`` pairs) that match ``kind`` run on our kernels
+    under onnxruntime releases before ``fixed_in`` (``(major, minor)``; None: every release),
+    because of ``reason``.
+
+    ``kind``: ``"reduction_threads"`` (a reduction other than none on more than one thread),
+    ``"reduction_half"`` (a reduction on float16/bfloat16 data, any thread count),
+    ``"string"`` (string data)."""
+
+    ops: frozenset[tuple[str, str]]
+    kind: str
+    reason: str
+    fixed_in: tuple[int, int] | None = None
+
+    def matches(self, node: NodeFacts, version: tuple[int, int]) -> bool:
+        if (node.domain, node.op_type) not in self.ops:
+            return False
+        if self.fixed_in is not None and version >= self.fixed_in:
+            return False
+        if self.kind == "reduction_threads":
+            return node.reduction != "none" and node.threads > 1
+        if self.kind == "reduction_half":
+            return node.reduction != "none" and node.dtype in _HALVES
+        if self.kind == "string":
+            return node.dtype == "string"
+        raise ValueError(f"unknown rule kind {self.kind!r}")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        frozenset({("", "ScatterND")}),
+        "reduction_threads",
+        "onnxruntime splits ScatterND's updates among its threads, which race on duplicate "
+        "indices and lose updates (onnxruntime 1.32, a dynamo export of index_add: 18 of 20 "
+        "two-thread runs differed from the spec's loop; bench_reductions 2026-11-26: 298 of the "
+        "624 ScatterND cells at 2 threads, and none of the 312 ScatterElements cells, whose "
+        "reductions onnxruntime runs on one thread)",
+    ),
+    Rule(
+        _SCATTER_REDUCTIONS,
+        "reduction_half",
+        "onnxruntime has no float16/bfloat16 scatter reductions: the node fails at run time "
+        "(NOT_IMPLEMENTED), and a few such failures in one process end it (onnxruntime 1.32)",
+    ),
+    Rule(
+        _GATHERS,
+        "string",
+        "onnxruntime's Gather of string rows returns empty strings past each row's first "
+        "(onnxruntime 1.32: [['a', 'b'], ['c', 'd'], ['e', 'f']] at [2, 0] gave [['e', ''], "
+        "['a', '']]); every gather of strings is routed until each is measured",
+    ),
+)
+
+
+def route_reason(node: NodeFacts, ort_version: str) -> str | None:
+    """Why ``node`` must run on our kernels under onnxruntime ``ort_version`` (e.g.
+    ``"1.32.0"``), or None where onnxruntime runs it as the spec says. The first matching rule
+    of :data:`RULES` gives the reason.
+
+    Raises
+    ------
+    ValueError
+        ``ort_version`` is not a ``MAJOR.MINOR[...]`` version string.
+    """
+    parts = ort_version.split(".")
+    try:
+        version = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        raise ValueError(f"not an onnxruntime version: {ort_version!r} (expected MAJOR.MINOR[.PATCH])") from None
+    for rule in RULES:
+        if rule.matches(node, version):
+            return rule.reason
+    return None

@@ -1,0 +1,122 @@
+"""The hosted Session's routing table (issue 25): which indexing nodes onnxruntime gets wrong
+or cannot run, by version, each with its reason. Pure data: no onnxruntime needed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gather_scatter import _ort_routes as routes
+from gather_scatter._ort_routes import NodeFacts, route_reason
+from gather_scatter._versions import REGISTRY
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_scatter_nd_reductions_route_on_more_than_one_thread(reduction):
+    node = NodeFacts("", "ScatterND", "float", reduction, threads=2)
+    assert "race" in route_reason(node, "1.32.0")
+    assert route_reason(dataclasses.replace(node, threads=1), "1.32.0") is None  # one thread: exact
+    assert route_reason(dataclasses.replace(node, reduction="none"), "1.32.0") is None  # no reduction: no race
+    # ScatterElements' reductions run on one thread in onnxruntime: measured exact at 2 threads
+    assert route_reason(dataclasses.replace(node, op_type="ScatterElements"), "1.32.0") is None
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op_type", ["ScatterND", "ScatterElements"])
+def test_half_scatter_reductions_route_at_any_thread_count(op_type, dtype):
+    reason = route_reason(NodeFacts("", op_type, dtype, "add", threads=1), "1.32.0")
+    assert reason is not None and "NOT_IMPLEMENTED" in reason
+    assert route_reason(NodeFacts("", op_type, dtype, "none", threads=1), "1.32.0") is None
+
+
+@pytest.mark.parametrize("domain, op_type", [("", "Gather"), ("", "GatherElements"), ("", "GatherND"),
+                                             ("com.microsoft", "GatherND")])
+def test_string_gathers_route(domain, op_type):
+    assert "empty strings" in route_reason(NodeFacts(domain, op_type, "string"), "1.32.0")
+    assert route_reason(NodeFacts(domain, op_type, "float"), "1.32.0") is None
+
+
+def test_nodes_no_rule_names_stay_in_onnxruntime():
+    for node in (NodeFacts("", "MatMul", "float", threads=4), NodeFacts("", "TensorScatter", "float16", threads=4),
+                 NodeFacts("", "Scatter", "float", threads=4), NodeFacts("", "ScatterND", None, "none", 4)):
+        assert route_reason(node, "1.32.0") is None, node
+
+
+def test_every_rule_names_registered_operators_and_a_reason():
+    registered = {(v.domain, v.op_type) for v in REGISTRY.values()}
+    for rule in routes.RULES:
+        assert rule.ops <= registered, rule.ops - registered
+        assert len(rule.reason) > 40 and "onnxruntime" in rule.reason
+
+
+def test_a_rule_ends_at_the_release_that_fixes_it_and_holds_for_unmeasured_ones(monkeypatch):
+    node = NodeFacts("", "ScatterND", "float", "add", threads=2)
+    assert route_reason(node, "1.99.0") is not None  # newer than measured: kept
+    assert route_reason(node, "1.2.0") is not None
+    fixed = tuple(dataclasses.replace(r, fixed_in=(1, 40)) for r in routes.RULES)
+    monkeypatch.setattr(routes, "RULES", fixed)
+    assert route_reason(node, "1.39.9") is not None
+    assert route_reason(node, "1.40.0") is None and route_reason(node, "2.0.0") is None
+
+
+@pytest.mark.parametrize("bad", ["", "1", "one.two", "x.32.0"])
+def test_a_malformed_version_is_refused(bad):
+    with pytest.raises(ValueError, match="not an onnxruntime version"):
+        route_reason(NodeFacts("", "ScatterND", "float", "add", 2), bad)
+
+
+def _one_node(op_type, onnx_type, attrs, n_inputs, opset):
+    from onnx import TensorProto, helper
+
+    names = ["data", "indices", "updates"][:n_inputs]
+    types = [onnx_type, TensorProto.INT64, onnx_type][:n_inputs]
+    graph = helper.make_graph(
+        [helper.make_node(op_type, names, ["out"], **attrs)], "g",
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types, strict=True)],
+        [helper.make_tensor_value_info("out", onnx_type, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def _session(model, threads):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[test]')")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]), ort.__version__
+
+
+def test_the_string_rule_still_describes_the_installed_onnxruntime():
+    """The string rule's reason, against the installed onnxruntime: where a release gives the
+    right rows, this fails, and the rule gets that release as its ``fixed_in``."""
+    import numpy as np
+    from onnx import TensorProto
+
+    import gather_scatter as gs
+
+    session, version = _session(_one_node("Gather", TensorProto.STRING, {"axis": 0}, 2, 13), 1)
+    data, indices = np.array([["a", "b"], ["c", "d"], ["e", "f"]], dtype=object), np.array([2, 0])
+    got = session.run(None, {"data": data, "indices": indices})[0]
+    assert got.tolist() != gs.gather(data, indices).tolist(), f"onnxruntime {version} gathers string rows right"
+    assert route_reason(NodeFacts("", "Gather", "string"), version) is not None
+
+
+def test_scatter_elements_reductions_left_to_onnxruntime_are_exact_on_two_threads():
+    """What the table leaves to onnxruntime: ScatterElements' reductions with many duplicates
+    on 2 threads equal our kernels (the spec's loop) run after run."""
+    import numpy as np
+    from onnx import TensorProto
+
+    import gather_scatter as gs
+
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((64, 256)).astype(np.float32)
+    indices = rng.integers(0, 64, (4096, 256))
+    updates = rng.standard_normal((4096, 256)).astype(np.float32)
+    for reduction in ("add", "max"):
+        session, version = _session(_one_node("ScatterElements", TensorProto.FLOAT, {"reduction": reduction}, 3, 18), 2)
+        assert route_reason(NodeFacts("", "ScatterElements", "float", reduction, threads=2), version) is None
+        expected = gs.scatter_elements(data, indices, updates, reduction=reduction)
+        feeds = {"data": data, "indices": indices, "updates": updates}
+        for _ in range(5):
+            assert session.run(None, feeds)[0].tobytes() == expected.tobytes(), (reduction, version)
