@@ -1,8 +1,8 @@
 """The compiled reductions: ScatterND's rows (any width, split by target rows) and
 ScatterElements' elements along one axis, for ints, bool, float32/64 and float16/bfloat16
-(computed in float32, converted by branch-free bit arithmetic that vectorizes, rounded after
-every update as NumPy and ml_dtypes round). Part of the module ``_compiled.loops()`` returns: ``_loops``
-imports these names. Positions are uint64, as in ``_loops``."""
+(computed in float32, converted by the CPU's F16C instructions or by bit arithmetic, rounded
+after every update as NumPy and ml_dtypes round). Part of the module ``_compiled.loops()``
+returns: ``_loops`` imports these names. Positions are uint64, as in ``_loops``."""
 
 import llvmlite.binding as llvm
 import numba
@@ -143,13 +143,12 @@ def _tie_impl(p, q, half):
 def _winner(keep, a, b, p, q, half, mode):
     """max/min's stored bits: ``a if keep else b``, where ``p`` and ``q`` are ``a``'s and
     ``b``'s values (:func:`_value`). For float16/bfloat16 outside vector loops (``mode`` not
-    ``_VECTOR_LOOP``, whose
-    selects are blends) the choice is made between the
-    float32 values, then converted back (exact: they are the operands' own values), because
-    a select between two uint16 in a loop becomes a branch in LLVM's x86 backend (its cmov
-    conversion), which mispredicts half the time where the winner is random (float16 max,
-    64 wide into 1,000 rows: 1.9 ms as a branch, 0.61 ms so). A NaN winner takes its operand's
-    own bits (the CPU's conversion would quiet a signalling NaN)."""
+    ``_VECTOR_LOOP``, whose selects are blends) the choice is made between the float32 values,
+    then converted back (exact: they are the operands' own values), because a select between
+    two uint16 in a loop becomes a branch in LLVM's x86 backend (its cmov conversion), which
+    mispredicts half the time where the winner is random (float16 max, 64 wide into 1,000
+    rows: 1.9 ms as a branch, 0.61 ms so). A NaN winner takes its operand's own bits (the
+    CPU's conversion would quiet a signalling NaN)."""
 
 
 @overload(_winner)
@@ -177,7 +176,7 @@ def _rounded(value, half, mode):
     element walk (``mode`` ``_VECTOR_LOOP``, ``_ELEMENT_WALK``), else with :func:`_float16_bits`
     (``_SCALAR``): one element at a time along ScatterElements' axis or a narrow row, its
     branches cost less than the CPU's scalar vcvtps2ph there (300,000 float16 adds, 64 wide:
-    0.64 against 1.0 ms), where along ScatterND's elements they cost more (0.72 against 1.07 ms)."""
+    0.64 against 1.0 ms), where along ScatterND's elements they cost more (0.85 against 1.05 ms)."""
 
 
 @overload(_rounded)
@@ -278,7 +277,7 @@ def bucket_rows(offsets, n_rows, parts, positions, starts):
         counts[b] += 1
 
 
-@numba.njit(nogil=True, cache=True, inline="always")  # inlined with op a constant: no dispatch per row
+@inline  # inlined with op a constant: no dispatch per row
 def _rows_walk(dst, offsets, src, width, op, positions, plo, phi, half):
     w = u64(width)
     if positions.size == 0 and width == 1:  # one element per update: the plainest loop
@@ -313,7 +312,7 @@ def reduce_rows_at(dst, offsets, src, width, op, positions, plo, phi, half):
         _rows_walk(dst, offsets, src, width, MIN, positions, plo, phi, half)
 
 
-@numba.njit(nogil=True, cache=True, inline="always")  # inlined with op a constant: no dispatch per element
+@inline  # inlined with op a constant: no dispatch per element
 def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     w = u64(inner)
     m = u64(n) * w
