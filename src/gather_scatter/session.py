@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import onnx
 
 from . import _model_check
 from ._feeds import FeedPlan, check_inputs, type_str
+from ._partition import node_label
 from .errors import ModelInputError
+from .hosted import Plan, PlanEntry, _Hosted
 from .reference import Evaluator
 
 __all__ = ["NodeArg", "Session", "run_model"]
@@ -55,8 +57,14 @@ def _node_arg(value: onnx.ValueInfoProto) -> NodeArg:
     return NodeArg(value.name, type_str(t), shape)
 
 
-def _load(model: str | os.PathLike | bytes | onnx.ModelProto, check: bool) -> onnx.ModelProto:
-    """Read the model as a ModelProto, validated with ``check``."""
+def _load(
+    model: str | os.PathLike | bytes | onnx.ModelProto, check: bool, external_data: bool = True
+) -> onnx.ModelProto:
+    """Read the model as a ModelProto, validated with ``check``.
+
+    ``external_data=False`` leaves a file's external data where it is (onnxruntime reads it),
+    and accepts a model whose external data is not loaded only where it was read from a path.
+    """
     path = None
     if isinstance(model, bytes):
         try:
@@ -67,9 +75,14 @@ def _load(model: str | os.PathLike | bytes | onnx.ModelProto, check: bool) -> on
             raise ModelInputError(f"cannot read model from bytes: {type(exc).__name__}: {exc}") from None
     elif not isinstance(model, onnx.ModelProto):
         # External data: read relative to the file, not the cwd.
-        path, model = model, _model_check.load_model(model) if check else onnx.load(os.fspath(model))
-    if check:
+        path = model
+        if check:
+            model = _model_check.load_model(model, external_data=external_data)
+        else:
+            model = onnx.load(os.fspath(model), load_external_data=external_data)
+    if external_data or path is None:
         _model_check.external_data_loaded(model)
+    if check:
         _model_check.check_model(model, path=path)
     return model
 
@@ -120,16 +133,45 @@ class Session:
     """
 
     def __init__(
-        self, model: str | os.PathLike | bytes | onnx.ModelProto, *, strict: bool = True, check: bool = True
+        self,
+        model: str | os.PathLike | bytes | onnx.ModelProto,
+        *,
+        engine: Literal["reference", "onnxruntime"] = "reference",
+        threads: int | None = None,
+        route: Literal["needed", "all"] = "needed",
+        strict: bool = True,
+        check: bool = True,
     ) -> None:
-        proto = _load(model, check)
-        self._plan = FeedPlan(proto.graph)
-        self._evaluator = Evaluator(proto, strict=strict, check=False)
+        if engine not in ("reference", "onnxruntime"):
+            raise ValueError(f"engine must be 'reference' or 'onnxruntime', not {engine!r}")
+        hosted = engine == "onnxruntime"
+        path = model if isinstance(model, (str, os.PathLike)) else None
+        proto = _load(model, check, external_data=not hosted)
+        self._feed_plan = FeedPlan(proto.graph)
+        self._hosted: _Hosted | None = None
+        self._evaluator: Evaluator | None = None
+        if hosted:
+            self._hosted = _Hosted(proto, path=path, threads=threads, route=route, strict=strict)
+        else:
+            if route not in ("needed", "all"):
+                raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
+            self._evaluator = Evaluator(proto, strict=strict, check=False)
+            self._labels = tuple(node_label(node, i) for i, node in enumerate(proto.graph.node))
         initializers = {init.name for init in proto.graph.initializer}
         self._inputs = [_node_arg(i) for i in proto.graph.input if i.name not in initializers]
         self._outputs = [_node_arg(o) for o in proto.graph.output]
         self._output_names = [o.name for o in self._outputs]
         self._known_outputs = frozenset(self._output_names)
+
+    @property
+    def plan(self) -> Plan:
+        """What runs where: each step's engine, its nodes, and why each routed node is routed.
+
+        ``str(session.plan)`` is the text ``gather-scatter run --explain`` prints.
+        """
+        if self._hosted is not None:
+            return self._hosted.plan()
+        return Plan("reference", (PlanEntry("reference", self._labels),))
 
     def get_inputs(self) -> list[NodeArg]:
         """Return the graph inputs to feed.
@@ -187,7 +229,10 @@ class Session:
                         f"the model has no output {name!r} (outputs: {', '.join(self._output_names) or 'none'})",
                         value=name,
                     )
-        return self._evaluator.run(names, self._plan.check(feeds))
+        if self._hosted is not None:
+            return self._hosted.run(names, self._feed_plan.check(feeds))
+        assert self._evaluator is not None
+        return self._evaluator.run(names, self._feed_plan.check(feeds))
 
 
 def run_model(

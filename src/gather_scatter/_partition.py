@@ -1,0 +1,360 @@
+"""The hosted Session's partition of a model (issue 25): which main-graph nodes run on our
+kernels and why, and the steps that run the rest as maximal onnxruntime segments.
+
+Pure graph logic on ``onnx`` protos; it imports no onnxruntime. ``hosted.py`` builds and runs
+what this module plans.
+
+A node is *routed* (runs on our kernels, through :class:`~gather_scatter.reference.Evaluator`)
+where :mod:`._ort_routes` says onnxruntime gets it wrong, where the caller routes every
+indexing node (``route="all"``), where its body (an If/Loop/Scan subgraph, or a model-local
+function it calls) holds a node that must be routed, or where onnxruntime refuses to load it
+(found by ``hosted.py`` at build). Every other node runs in onnxruntime.
+
+Stages: a routed node's stage is the largest of its producers'; any other node's stage is the
+largest of its producers' plus one behind each routed producer. Stage k runs as one onnxruntime
+segment (its unrouted nodes) followed by one step of our kernels (its routed nodes), so the
+number of onnxruntime calls per run is one more than the longest chain of routed nodes, the
+fewest any order of the graph allows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import onnx
+
+from ._ort_routes import NodeFacts, route_reason
+from ._versions import REGISTRY, normalize_domain
+
+__all__ = [
+    "FAMILY",
+    "PlanStep",
+    "free_names",
+    "node_label",
+    "route_nodes",
+    "segment_model",
+    "step_model",
+    "steps",
+    "value_types",
+]
+
+#: ``(domain, op_type)`` of every operator our kernels implement.
+FAMILY = frozenset((normalize_domain(domain), op_type) for domain, op_type, _ in REGISTRY)
+
+Engine = Literal["onnxruntime", "gather_scatter"]
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of a hosted run: ``engine`` runs the main graph's ``nodes`` (their indices),
+    reading ``inputs`` and giving ``outputs`` that a later step or the caller needs.
+    ``reasons`` holds, for each routed node's index, why it runs on our kernels."""
+
+    engine: Engine
+    nodes: tuple[int, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    reasons: Mapping[int, str] = field(default_factory=dict)
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """The node's name, or ``'<op_type>#<index>'`` for a node with none."""
+    return node.name or f"{node.op_type}#{index}"
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def _graph_free(graph: onnx.GraphProto) -> list[str]:
+    """Names a subgraph reads from the scopes around it, in first-use order."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    free: dict[str, None] = {}
+    for node in graph.node:
+        for name in free_names(node):
+            if name not in defined:
+                free[name] = None
+        defined.update(node.output)
+    free.update((o.name, None) for o in graph.output if o.name and o.name not in defined)
+    return list(free)
+
+
+def free_names(node: onnx.NodeProto) -> list[str]:
+    """The values ``node`` reads from its graph: its inputs (absent optional ones left out),
+    then the names its subgraphs read from outside themselves, each once, in order."""
+    names = dict.fromkeys(name for name in node.input if name)
+    for graph in _subgraphs(node):
+        names.update(dict.fromkeys(_graph_free(graph)))
+    return list(names)
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The type of every value onnx's inference knows, in the main graph and its subgraphs.
+
+    Inference runs on a copy whose initializers are graph inputs (types and dims, no data):
+    types do not depend on weights, and a model over 2 GiB is inferred as well. Where
+    inference fails, the declared types (inputs, outputs, value_info) are all there is.
+    """
+    graph = onnx.GraphProto(name=model.graph.name)
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    graph.value_info.extend(model.graph.value_info)
+    declared = {v.name for v in graph.input}
+    for tensor in model.graph.initializer:
+        if tensor.name not in declared:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    light = onnx.ModelProto(ir_version=model.ir_version)
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    light.graph.CopyFrom(graph)
+    # Inference is a help, not a requirement: where it fails, the declared types stand.
+    with contextlib.suppress(Exception):
+        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False)
+    types: dict[str, onnx.TypeProto] = {}
+
+    def collect(g: onnx.GraphProto) -> None:
+        for value in (*g.input, *g.output, *g.value_info):
+            if value.type.WhichOneof("value") is not None:
+                types.setdefault(value.name, value.type)
+        for node in g.node:
+            for sub in _subgraphs(node):
+                collect(sub)
+
+    collect(light.graph)
+    return types
+
+
+def elem_type_name(t: onnx.TypeProto | None) -> str | None:
+    """A tensor type's element type as the rules name it (``'float'``, ``'bfloat16'``,
+    ``'string'``...), or None where unknown or not a tensor."""
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type:
+        return None
+    return onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
+
+
+def _reduction(node: onnx.NodeProto) -> str:
+    for attr in node.attribute:
+        if attr.name == "reduction":
+            return attr.s.decode("utf-8", "replace")
+    return "none"
+
+
+_UNKNOWN_TYPES = ("float16", "bfloat16", "string")
+
+
+def _own_reason(
+    node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], threads: int, ort_version: str, route: str
+) -> str | None:
+    domain = normalize_domain(node.domain)
+    if (domain, node.op_type) not in FAMILY:
+        return None
+    if route == "all":
+        return "route='all': every indexing node runs on our kernels"
+    dtype = elem_type_name(types.get(node.input[0])) if node.input else None
+    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads)
+    if dtype is None:
+        for guess in _UNKNOWN_TYPES:
+            reason = route_reason(NodeFacts(domain, node.op_type, guess, facts.reduction, threads), ort_version)
+            if reason is not None:
+                return (
+                    "onnx's inference gives no type for its data, and onnxruntime is wrong for some types "
+                    f"({guess}: {reason})"
+                )
+    return route_reason(facts, ort_version)
+
+
+def _reason(
+    node: onnx.NodeProto,
+    types: Mapping[str, onnx.TypeProto],
+    functions: Mapping[tuple[str, str], onnx.FunctionProto],
+    threads: int,
+    ort_version: str,
+    route: str,
+    seen: frozenset[tuple[str, str]] = frozenset(),
+) -> str | None:
+    """Why ``node`` must run on our kernels, or None; a node whose body holds such a node
+    must too (its body then runs in our evaluator, with our kernels for the family)."""
+    reason = _own_reason(node, types, threads, ort_version, route)
+    if reason is not None:
+        return reason
+    key = (node.domain, node.op_type)
+    bodies: list[tuple[str, Iterable[onnx.NodeProto], Mapping[str, onnx.TypeProto]]] = [
+        ("subgraph", g.node, types) for g in _subgraphs(node)
+    ]
+    if key in functions and key not in seen:
+        bodies.append(("function", functions[key].node, {}))
+        seen = seen | {key}
+    for kind, nodes, scope in bodies:
+        for inner in nodes:
+            inner_reason = _reason(inner, scope, functions, threads, ort_version, route, seen)
+            if inner_reason is not None:
+                label = inner.name or inner.op_type
+                return f"its {kind} holds {inner.op_type} node '{label}', which must run on our kernels: {inner_reason}"
+    return None
+
+
+def route_nodes(
+    model: onnx.ModelProto,
+    types: Mapping[str, onnx.TypeProto],
+    *,
+    threads: int,
+    ort_version: str,
+    route: str,
+) -> dict[int, str]:
+    """The main-graph nodes (by index) that run on our kernels, each with its reason.
+
+    ``route``: ``"needed"`` routes the nodes :mod:`._ort_routes` names for onnxruntime
+    ``ort_version`` at ``threads`` intra-op threads (and, where inference gives no data type,
+    those it would name for some type); ``"all"`` every node of the family; both route a
+    control-flow node or function call whose body holds a routed node.
+    """
+    functions = {(f.domain, f.name): f for f in model.functions}
+    routed = {}
+    for index, node in enumerate(model.graph.node):
+        reason = _reason(node, types, functions, threads, ort_version, route)
+        if reason is not None:
+            routed[index] = reason
+    return routed
+
+
+def steps(model: onnx.ModelProto, routed: Mapping[int, str]) -> list[PlanStep]:
+    """The steps of a run: per stage, its onnxruntime segment, then its routed nodes.
+
+    Each step's ``outputs`` are the values it makes that a later step reads or the graph
+    returns; its ``inputs`` what it reads from the graph's inputs or earlier steps (the
+    initializers a step reads are among them).
+    """
+    nodes = model.graph.node
+    producer: dict[str, int] = {}
+    stage: list[int] = []
+    reads: list[list[str]] = []
+    for index, node in enumerate(nodes):
+        names = free_names(node)
+        reads.append(names)
+        level = 0
+        for name in names:
+            p = producer.get(name)
+            if p is not None:
+                level = max(level, stage[p] + (1 if p in routed and index not in routed else 0))
+        stage.append(level)
+        producer.update((name, index) for name in node.output if name)
+    groups: list[tuple[Engine, list[int]]] = []
+    for level in range(max(stage, default=0) + 1):
+        for engine, want in (("onnxruntime", False), ("gather_scatter", True)):
+            members = [i for i in range(len(nodes)) if stage[i] == level and (i in routed) == want]
+            if members:
+                groups.append((engine, members))  # type: ignore[arg-type]
+    # What each step must hand on: what later steps read, and the graph's outputs.
+    needed_after: list[set[str]] = []
+    later = {o.name for o in model.graph.output}
+    for _, members in reversed(groups):
+        needed_after.append(set(later))
+        for i in members:
+            later.update(reads[i])
+    needed_after.reverse()
+    plan = []
+    for (engine, members), after in zip(groups, needed_after, strict=True):
+        made: dict[str, None] = {}
+        read: dict[str, None] = {}
+        for i in members:
+            read.update((n, None) for n in reads[i] if n not in made)
+            made.update((n, None) for n in nodes[i].output if n)
+        outputs = tuple(n for n in made if n in after)
+        reasons = {i: routed[i] for i in members if i in routed}
+        plan.append(PlanStep(engine, tuple(members), tuple(read), outputs, reasons))
+    return plan
+
+
+def _no_shape(t: onnx.TypeProto) -> onnx.TypeProto:
+    """``t`` with every tensor shape left out (unknown rank), element types kept."""
+    out = onnx.TypeProto()
+    out.CopyFrom(t)
+
+    def strip(x: onnx.TypeProto) -> None:
+        kind = x.WhichOneof("value")
+        if kind in ("tensor_type", "sparse_tensor_type"):
+            getattr(x, kind).ClearField("shape")
+        elif kind == "sequence_type":
+            strip(x.sequence_type.elem_type)
+        elif kind == "optional_type":
+            strip(x.optional_type.elem_type)
+        elif kind == "map_type":
+            strip(x.map_type.value_type)
+
+    strip(out)
+    return out
+
+
+def _sub_model(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
+    out = onnx.ModelProto(ir_version=model.ir_version, producer_name="gather_scatter hosted segment")
+    out.opset_import.extend(model.opset_import)
+    out.functions.extend(model.functions)
+    out.graph.CopyFrom(graph)
+    return out
+
+
+def segment_model(
+    model: onnx.ModelProto, step: PlanStep, types: Mapping[str, onnx.TypeProto | None], name: str
+) -> onnx.ModelProto:
+    """The onnxruntime model of ``step``: its nodes (a node without a name gets its label,
+    so that onnxruntime's errors name it), the initializers they read (external data stays a
+    reference to its file), inputs and outputs declared with ``types`` without shapes (onnx's
+    inference of shapes is not always right; onnxruntime infers its own); an output of unknown
+    type is declared without one, which onnxruntime accepts.
+
+    Raises
+    ------
+    KeyError
+        An input of the step whose type ``types`` does not give.
+    """
+    graph = onnx.GraphProto(name=name)
+    for index in step.nodes:
+        node = graph.node.add()
+        node.CopyFrom(model.graph.node[index])
+        if not node.name:
+            node.name = node_label(node, index)
+    reads = set(step.inputs)
+    fed = {v.name for v in model.graph.input}
+    for tensor in model.graph.initializer:
+        if tensor.name in reads:
+            graph.initializer.append(tensor)
+    for sparse in model.graph.sparse_initializer:
+        if sparse.values.name in reads:
+            graph.sparse_initializer.append(sparse)
+    held = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
+    for name in step.inputs:
+        if name in held and name not in fed:
+            continue
+        t = types[name]
+        if t is None:
+            raise KeyError(name)
+        value = graph.input.add()
+        value.name = name
+        value.type.CopyFrom(_no_shape(t))
+    for name in step.outputs:
+        value = graph.output.add()
+        value.name = name
+        t = types.get(name)
+        if t is not None:
+            value.type.CopyFrom(_no_shape(t))
+    return _sub_model(model, graph)
+
+
+def step_model(model: onnx.ModelProto, step: PlanStep) -> onnx.ModelProto:
+    """The model our evaluator runs for a routed ``step``: its nodes, every input (the
+    initializers it reads too) fed at run time, its outputs; types are not declared (the
+    evaluator needs none)."""
+    graph = onnx.GraphProto(name="routed")
+    for index in step.nodes:
+        graph.node.add().CopyFrom(model.graph.node[index])
+    graph.input.extend(onnx.ValueInfoProto(name=name) for name in step.inputs)
+    graph.output.extend(onnx.ValueInfoProto(name=name) for name in step.outputs)
+    return _sub_model(model, graph)

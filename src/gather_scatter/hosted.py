@@ -1,0 +1,425 @@
+"""The hosted engine of :class:`~gather_scatter.Session` (``engine="onnxruntime"``, issue 25).
+
+onnxruntime runs the model, our kernels the nodes it gets wrong or cannot load.
+
+At build, :mod:`._partition` routes the nodes (the rules of :mod:`._ort_routes`, plus every
+node onnxruntime refuses to load, found by building its sessions) and cuts the rest into
+maximal segments, one ``InferenceSession`` each, built once. Where nothing is routed, the
+original model goes to onnxruntime unchanged. A run hands values from step to step as
+onnxruntime's own ``OrtValue`` where a segment exchanges only tensors of numbers (no copy,
+bfloat16 included), as NumPy arrays, lists and None where strings, sequences or optionals
+cross; NumPy arrays made from ``OrtValue`` share its memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ._partition import (
+    PlanStep,
+    elem_type_name,
+    node_label,
+    route_nodes,
+    segment_model,
+    step_model,
+    steps,
+    value_types,
+)
+from .errors import ModelInputError, NodeError
+
+__all__ = ["Plan", "PlanEntry", "default_threads"]
+
+_INSTALL = 'the onnxruntime engine needs onnxruntime: pip install "gather_scatter[onnxruntime]"'
+
+
+def default_threads() -> int:
+    """Return the cores this process may use (its CPU affinity where the OS tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise ModuleNotFoundError(_INSTALL, name="onnxruntime") from exc
+    return onnxruntime
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One step of :attr:`Session.plan <gather_scatter.Session.plan>`.
+
+    Attributes
+    ----------
+    engine : {'onnxruntime', 'gather_scatter', 'reference'}
+        Who runs the step: an onnxruntime session, our evaluator with our kernels for the
+        routed nodes, or (``engine="reference"``) our evaluator for the whole model.
+    nodes : tuple of str
+        The main graph's nodes it runs, by name (``'<op_type>#<index>'`` for a node without one).
+    reasons : mapping of str to str
+        For each routed node, why it runs on our kernels.
+    inputs, outputs : tuple of str
+        The values it reads, and those it hands on to a later step or the caller.
+    """
+
+    engine: str
+    nodes: tuple[str, ...]
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What runs where in a :class:`~gather_scatter.Session`.
+
+    Attributes
+    ----------
+    engine : str
+        The session's engine (``'reference'`` or ``'onnxruntime'``).
+    steps : tuple of PlanEntry
+        In the order a run takes them.
+    threads : int or None
+        onnxruntime's intra-op thread count (None for ``engine="reference"``).
+    onnxruntime : str or None
+        The installed onnxruntime's version, whose rules were applied.
+    passthrough : bool
+        True where onnxruntime runs the original model unchanged (nothing routed).
+    """
+
+    engine: str
+    steps: tuple[PlanEntry, ...]
+    threads: int | None = None
+    onnxruntime: str | None = None
+    passthrough: bool = False
+
+    @property
+    def routed(self) -> dict[str, str]:
+        """Every node that runs on our kernels, with its reason."""
+        return {name: reason for step in self.steps for name, reason in step.reasons.items()}
+
+    def __str__(self) -> str:
+        if self.engine == "reference":
+            count = len(self.steps[0].nodes)
+            return f"engine reference: our evaluator runs all {count} nodes (our kernels for the family)"
+        head = f"engine onnxruntime {self.onnxruntime}, {self.threads} intra-op thread(s): "
+        if self.passthrough:
+            return head + f"onnxruntime runs the model unchanged ({len(self.steps[0].nodes)} nodes); nothing is routed"
+        segments = sum(step.engine == "onnxruntime" for step in self.steps)
+        lines = [head + f"{len(self.routed)} node(s) on our kernels, {segments} onnxruntime segment(s)"]
+        for number, step in enumerate(self.steps, 1):
+            if step.engine == "onnxruntime":
+                lines.append(f"  step {number}: onnxruntime, {len(step.nodes)} node(s)")
+            else:
+                lines.append(f"  step {number}: gather_scatter")
+                lines.extend(f"    {name}: {step.reasons.get(name, '')}" for name in step.nodes)
+            lines.append(f"    reads {_names(step.inputs)}; hands on {_names(step.outputs)}")
+        return "\n".join(lines)
+
+
+def _names(names: Sequence[str], most: int = 6) -> str:
+    shown = ", ".join(names[:most]) or "nothing"
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+# --- values across boundaries -----------------------------------------------------------------
+
+
+class _Hold:
+    """A bfloat16 OrtValue's memory as NumPy sees it: the array made from it keeps it alive."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.__array_interface__ = {
+            "shape": tuple(value.shape()),
+            "typestr": "<u2",
+            "data": (value.data_ptr(), False),
+            "version": 3,
+        }
+
+
+def _to_numpy(value: Any, c_ortvalue: Any) -> Any:
+    if not isinstance(value, c_ortvalue):
+        return value
+    if value.data_type() == "tensor(bfloat16)":
+        import ml_dtypes
+
+        return np.asarray(_Hold(value)).view(ml_dtypes.bfloat16)
+    return value.numpy()
+
+
+def _to_ort(value: Any, ort: Any, c_ortvalue: Any, keep: list[Any]) -> Any:
+    """``value`` as a C OrtValue; the wrappers (which hold the arrays) go into ``keep``."""
+    if isinstance(value, c_ortvalue):
+        return value
+    array = np.ascontiguousarray(value)
+    if array.dtype.name == "bfloat16":
+        wrapper = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
+    else:
+        wrapper = ort.OrtValue.ortvalue_from_numpy(array)
+    keep.append(wrapper)
+    return wrapper._ortvalue
+
+
+def _ortvalue_kind(t: onnx.TypeProto | None) -> bool:
+    """Whether a value of type ``t`` crosses as an OrtValue: a tensor of numbers (known)."""
+    name = elem_type_name(t)
+    return name is not None and name != "string"
+
+
+# --- steps ----------------------------------------------------------------------------------
+
+_NAMED = (
+    re.compile(r"node with name '([^']+)'"),
+    re.compile(r"Name:'([^']+)'"),
+    re.compile(r"in node \(([^)]+)\)"),
+    re.compile(r"node \(([^)]+)\)"),
+)
+
+
+def _named_node(message: str) -> str | None:
+    for pattern in _NAMED:
+        match = pattern.search(message)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+class _Refused(Exception):
+    """onnxruntime refused to load a segment; ``message`` is its error."""
+
+    def __init__(self, message: str, index: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.index = index
+
+
+class _OrtStep:
+    def __init__(self, hosted: _Hosted, step: PlanStep, source: Any, ortvalues: bool, feeds: tuple[str, ...]):
+        self.hosted = hosted
+        self.step = step
+        self.ortvalues = ortvalues
+        self.feeds = feeds
+        self.outputs = list(step.outputs)
+        session = hosted.ort.InferenceSession(source, hosted.options, providers=["CPUExecutionProvider"])
+        self.session = session._sess  # the C session: the Python wrapper's checks cost 30 us a call
+
+    def run(self, values: dict[str, Any]) -> None:
+        hosted = self.hosted
+        try:
+            if self.ortvalues:
+                keep: list[Any] = []
+                feeds = {n: _to_ort(values[n], hosted.ort, hosted.c_ortvalue, keep) for n in self.feeds if n in values}
+                out = list(self.session.run_with_ort_values(feeds, self.outputs, None))
+            else:
+                feeds = {n: _to_numpy(values[n], hosted.c_ortvalue) for n in self.feeds if n in values}
+                out = self.session.run(self.outputs, feeds, None)
+        except Exception as exc:  # onnxruntime's errors are its own classes
+            raise hosted.node_error(exc) from exc
+        values.update(zip(self.outputs, out, strict=True))
+
+
+class _OurStep:
+    def __init__(self, hosted: _Hosted, step: PlanStep, strict: bool) -> None:
+        from .reference import Evaluator
+
+        self.hosted = hosted
+        self.outputs = list(step.outputs)
+        self.inputs = step.inputs
+        self.evaluator = Evaluator(step_model(hosted.model, step), strict=strict, check=False)
+
+    def run(self, values: dict[str, Any]) -> None:
+        c_ortvalue = self.hosted.c_ortvalue
+        constants = self.hosted.constants
+        feeds = {n: _to_numpy(values[n], c_ortvalue) if n in values else constants(n) for n in self.inputs}
+        values.update(zip(self.outputs, self.evaluator.run(self.outputs, feeds), strict=True))
+
+
+class _Hosted:
+    """The built steps of an ``engine="onnxruntime"`` Session; ``run`` takes checked feeds."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        *,
+        path: str | os.PathLike | None,
+        threads: int | None,
+        route: str,
+        strict: bool,
+    ) -> None:
+        if route not in ("needed", "all"):
+            raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive int or None, not {threads!r}")
+        ort = self.ort = _onnxruntime()
+        self.c_ortvalue = ort.capi._pybind_state.OrtValue
+        self.model = model
+        self.base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
+        self.threads = threads or default_threads()
+        self._constants: dict[str, Any] = {}
+        types = value_types(model)
+        routed = route_nodes(model, types, threads=self.threads, ort_version=ort.__version__, route=route)
+        for _ in range(len(model.graph.node) + 1):
+            try:
+                self._build(routed, types, path, strict)
+                return
+            except _Refused as refused:
+                if refused.index is None or refused.index in routed:
+                    raise ModelInputError(
+                        f"onnxruntime cannot load this model ({refused.message}); engine='reference' runs it"
+                    ) from None
+                routed = {**routed, refused.index: f"onnxruntime refuses to load it: {refused.message}"}
+        raise AssertionError("unreachable: each retry routes one more node")
+
+    # -- build --
+
+    def _options(self, segments: int) -> Any:
+        options = self.ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        if self.base_dir is not None:
+            options.add_session_config_entry("session.model_external_initializers_file_folder_path", self.base_dir)
+        if segments > 1:
+            # Several pools take turns: a pool spinning after its segment would hold the cores the next one needs.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return options
+
+    def _build(self, routed: Mapping[int, str], types: Mapping[str, onnx.TypeProto], path: Any, strict: bool) -> None:
+        model = self.model
+        self.labels = {node_label(node, i): i for i, node in enumerate(model.graph.node)}
+        plan = steps(model, routed)
+        self.passthrough = not routed
+        self.options = self._options(sum(step.engine == "onnxruntime" for step in plan))
+        self.steps: list[_OrtStep | _OurStep] = []
+        for number, step in enumerate(plan):
+            if step.engine == "gather_scatter":
+                self.steps.append(_OurStep(self, step, strict))
+                continue
+            crossing = (*step.inputs, *step.outputs)
+            initializers = {t.name for t in model.graph.initializer}
+            fed = tuple(n for n in step.inputs if n not in initializers or n in self.graph_inputs)
+            ortvalues = all(_ortvalue_kind(types.get(n)) for n in crossing if n not in initializers)
+            if self.passthrough:
+                source: Any = os.fspath(path) if path is not None else model.SerializeToString()
+            else:
+                try:
+                    source = segment_model(model, step, types, f"segment{number}").SerializeToString()
+                except KeyError as exc:
+                    raise ModelInputError(
+                        f"onnx's inference gives no type for {exc.args[0]!r}, which crosses between onnxruntime and "
+                        "our kernels: declare it in the model's value_info, or use engine='reference'",
+                        value=exc.args[0],
+                    ) from None
+            try:
+                self.steps.append(_OrtStep(self, step, source, ortvalues, fed))
+            except Exception as exc:  # noqa: BLE001 - onnxruntime's load errors are its own classes
+                raise _Refused(_one_line(exc), self._refused_node(_one_line(exc), step)) from None
+        self.plan_steps = plan
+
+    @property
+    def graph_inputs(self) -> set[str]:
+        return {v.name for v in self.model.graph.input}
+
+    def _refused_node(self, message: str, step: PlanStep) -> int | None:
+        """Return the node onnxruntime refused to load, by its index in the main graph.
+
+        That is the node its error names (or the one holding it in a subgraph), else the first
+        of ``step``'s nodes onnxruntime refuses alone; None where neither finds one.
+        """
+        name = _named_node(message)
+        if name is not None:
+            index = self._main_node(name)
+            if index is not None:
+                return index
+        return self._probe(step)
+
+    def _main_node(self, name: str) -> int | None:
+        if name in self.labels:
+            return self.labels[name]
+
+        def holds(graph: onnx.GraphProto) -> bool:
+            return any(n.name == name or any(holds(g) for g in _graphs(n)) for n in graph.node)
+
+        for index, node in enumerate(self.model.graph.node):
+            if any(holds(g) for g in _graphs(node)):
+                return index
+        return None
+
+    def _probe(self, step: PlanStep) -> int | None:
+        """Return the first node of ``step`` that onnxruntime refuses to load on its own."""
+        types = value_types(self.model)
+        for index in step.nodes:
+            node = self.model.graph.node[index]
+            reads = [n for n in node.input if n]
+            made = [n for n in node.output if n]
+            single = PlanStep("onnxruntime", (index,), tuple(reads), tuple(made))
+            try:
+                source = segment_model(self.model, single, types, "probe").SerializeToString()
+                self.ort.InferenceSession(source, self._options(1), providers=["CPUExecutionProvider"])
+            except KeyError:
+                continue  # a type we cannot declare: not probed
+            except Exception:  # noqa: BLE001 - refused
+                return index
+        return None
+
+    # -- run --
+
+    def constants(self, name: str) -> Any:
+        """Return an initializer's value as NumPy (read once, external data from its file)."""
+        if name not in self._constants:
+            from onnx import numpy_helper
+
+            tensor = next(t for t in self.model.graph.initializer if t.name == name)
+            self._constants[name] = numpy_helper.to_array(tensor, self.base_dir or "")
+        return self._constants[name]
+
+    def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+        values = dict(feeds)
+        for step in self.steps:
+            step.run(values)
+        c_ortvalue = self.c_ortvalue
+        return [_to_numpy(values[n], c_ortvalue) if n in values else self.constants(n) for n in names]
+
+    def node_error(self, exc: BaseException) -> NodeError:
+        """Return onnxruntime's run-time error as a NodeError naming the node onnxruntime names."""
+        message = _one_line(exc)
+        name = _named_node(message)
+        index = self.labels.get(name) if name is not None else None
+        if index is None:
+            err = NodeError(f"onnxruntime: {message}", node=name)
+            return err
+        node = self.model.graph.node[index]
+        opset = {o.domain: o.version for o in self.model.opset_import}.get(node.domain)
+        domain = node.domain or "ai.onnx"
+        where = f"node '{name}' ({node.op_type}, domain {domain}" + (f", opset {opset})" if opset else ")")
+        err = NodeError(f"{where}: onnxruntime: {message}", op=node.op_type, node=name)
+        err.domain = domain
+        return err
+
+    def plan(self) -> Plan:
+        nodes = self.model.graph.node
+        entries = []
+        for step in self.plan_steps:
+            labels = tuple(node_label(nodes[i], i) for i in step.nodes)
+            reasons = {node_label(nodes[i], i): reason for i, reason in step.reasons.items()}
+            entries.append(PlanEntry(step.engine, labels, reasons, step.inputs, step.outputs))
+        return Plan("onnxruntime", tuple(entries), self.threads, self.ort.__version__, self.passthrough)
+
+
+def _graphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]
