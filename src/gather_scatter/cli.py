@@ -146,7 +146,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.inputs:
             inputs.update(_load_arrays(args.inputs))
         inputs.update({name: _load_array(name, path) for name, path in args.input})
-        model = _load_model(model_path)
+        hosted = args.engine == "onnxruntime"
+        model = _load_model(model_path, external_data=not hosted)  # onnxruntime reads the weights itself
         start = time.perf_counter()
         try:
             if args.check:  # by path: a model over 2 GiB is checked from its file
@@ -154,7 +155,14 @@ def _run(args: argparse.Namespace) -> int:
             with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
                 warnings.simplefilter("always", OffSpecWarning)
                 feeds = check_inputs(model.graph, inputs)  # before the nodes load, as run_model does
-                session = Session(model, strict=args.strict, check=False)
+                session = Session(
+                    model_path if hosted else model,
+                    engine=args.engine,
+                    threads=args.threads,
+                    route=args.route,
+                    strict=args.strict,
+                    check=False,
+                )
                 built = time.perf_counter()
                 runs = []
                 for _ in range(args.repeat):
@@ -164,6 +172,8 @@ def _run(args: argparse.Namespace) -> int:
                 outputs = dict(zip([o.name for o in session.get_outputs()], values, strict=False))
         except GatherScatterError as exc:
             raise _UserError(str(exc).replace("pass strict=False", "pass --no-strict")) from None
+        except ModuleNotFoundError as exc:  # the engine's package
+            raise _UserError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - an onnx.reference operator failed
             raise _UserError(f"evaluating {shown} failed: {type(exc).__name__}: {exc}") from None
         elapsed = built - start + runs[0]
@@ -175,6 +185,8 @@ def _run(args: argparse.Namespace) -> int:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
     print(f"model: {shown}")
+    if args.explain:
+        print(session.plan)
     width = max(map(len, outputs), default=0)
     for name, value in outputs.items():
         dtype, shape, preview = _describe(value)
@@ -227,6 +239,30 @@ def _add_run(subparsers: Any) -> None:
         action="store_false",
         help="run a node whose attribute or value exists only in a later version of its operator (as PyTorch "
         "writes ScatterElements reduction='max' at opset 17) as that version, with a warning (default: refuse it)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("reference", "onnxruntime"),
+        default="reference",
+        help="reference: our evaluator runs every node (exact, slow outside the family); onnxruntime: onnxruntime "
+        "runs the model and our kernels the nodes it gets wrong or cannot load (default: reference)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_int_in(1),
+        default=None,
+        metavar="N",
+        help="onnxruntime's intra-op threads, with --engine onnxruntime (default: the cores this process may use)",
+    )
+    parser.add_argument(
+        "--route",
+        choices=("needed", "all"),
+        default="needed",
+        help="with --engine onnxruntime: 'needed' runs on our kernels only the nodes onnxruntime gets wrong or "
+        "cannot load, 'all' every node of the family (default: needed)",
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="print what runs where (each step's engine, and why each node is routed)"
     )
     _add_no_check(parser)
     parser.set_defaults(func=_run)

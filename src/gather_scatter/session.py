@@ -90,14 +90,31 @@ def _load(
 class Session:
     """An ONNX model built once, to run many times, as :func:`run_model` evaluates it.
 
-    Our kernels run every operator of the family (in the main graph, subgraphs and model-local
-    functions), onnx.reference the others.
+    Two engines. ``"reference"`` (the default): our kernels run every operator of the family
+    (in the main graph, subgraphs and model-local functions), onnx.reference the others:
+    exact, and slow outside the family (pure Python). ``"onnxruntime"``: onnxruntime runs the
+    model, and our kernels run only the nodes it gets wrong or cannot run (the *routed* nodes:
+    see :attr:`plan`): scatter reductions of ScatterND on more than one thread, float16 and
+    bfloat16 scatter reductions, gathers of strings, a node onnxruntime refuses to load, and
+    an If/Loop/Scan or function call whose body holds one (it runs in our evaluator). The rest
+    runs in onnxruntime segments, each an ``InferenceSession`` built once; where nothing is
+    routed, onnxruntime runs the original model unchanged (its outputs bitwise onnxruntime's).
 
     Parameters
     ----------
     model : str, path-like, bytes or onnx.ModelProto
         The model, the path of an ``.onnx`` file (external data is read beside it), or its
-        serialized bytes.
+        serialized bytes. With ``engine="onnxruntime"`` a path is best: onnxruntime reads the
+        external data from its folder, and no copy of the weights is kept here.
+    engine : {'reference', 'onnxruntime'}, default 'reference'
+        Who runs the operators outside the family (see above).
+    threads : int, optional
+        With ``engine="onnxruntime"``: onnxruntime's intra-op thread count (default: the cores
+        this process may use). The routing depends on it: at 1, ScatterND's reductions stay in
+        onnxruntime, which runs them right on one thread.
+    route : {'needed', 'all'}, default 'needed'
+        With ``engine="onnxruntime"``: ``'needed'`` routes the nodes above; ``'all'`` every
+        node of the family too.
     strict : bool, default True
         As for :func:`run_model`; an :class:`~gather_scatter.OffSpecWarning` is issued at
         build, once per off-spec node.
@@ -111,7 +128,12 @@ class Session:
         tensor stored as external data that was not loaded.
     GatherScatterError, NodeError
         At build, from loading a node (an attribute or opset its version lacks), as for
-        :func:`run_model`.
+        :func:`run_model`. With ``engine="onnxruntime"``, a run's error inside an onnxruntime
+        segment is a NodeError naming the node onnxruntime names.
+    ModuleNotFoundError
+        ``engine="onnxruntime"`` without onnxruntime installed (the message names the pip extra).
+    ValueError
+        An unknown ``engine`` or ``route``, or ``threads`` not a positive int.
 
     Examples
     --------
@@ -236,7 +258,14 @@ class Session:
 
 
 def run_model(
-    model: str | os.PathLike | onnx.ModelProto, inputs: Mapping[str, Any], *, strict: bool = True, check: bool = True
+    model: str | os.PathLike | onnx.ModelProto,
+    inputs: Mapping[str, Any],
+    *,
+    engine: Literal["reference", "onnxruntime"] = "reference",
+    threads: int | None = None,
+    route: Literal["needed", "all"] = "needed",
+    strict: bool = True,
+    check: bool = True,
 ) -> dict[str, Any]:
     """Evaluate an ONNX model: our kernels for every operator of the family, onnx.reference for the others.
 
@@ -261,6 +290,14 @@ def run_model(
         version that accepts it, with one :class:`~gather_scatter.OffSpecWarning` per
         node; True (the default) refuses it with an InvalidAttributeError that names that
         version.
+    engine : {'reference', 'onnxruntime'}, default 'reference'
+        Who runs the operators outside the family: onnx.reference, or onnxruntime hosting
+        the whole model, with our kernels for the nodes it gets wrong (see :class:`Session`).
+    threads : int, optional
+        With ``engine="onnxruntime"``: its intra-op thread count (default: the cores this
+        process may use).
+    route : {'needed', 'all'}, default 'needed'
+        With ``engine="onnxruntime"``: which nodes of the family run on our kernels.
     check : bool, default True
         Validate the model before anything runs (the file parses; names are valid UTF-8;
         the graph is acyclic, in SSA form, every input defined; initializer sizes match
@@ -310,8 +347,11 @@ def run_model(
     ...
     gather_scatter.errors.IndexOutOfBoundsError: node 'write' (ScatterND): ScatterND-16: indices[1, 0] = 4 is out of bounds for data axis 0 of size 4 (valid range [-4, 3])
     """  # noqa: E501 - exact doctest output, cannot be wrapped
+    if engine == "onnxruntime":
+        session = Session(model, engine=engine, threads=threads, route=route, strict=strict, check=check)
+        return dict(zip(session._output_names, session.run(None, inputs), strict=False))
     model = _load(model, check)
     # The feeds are checked before the nodes are loaded, as they always were here.
     feeds = check_inputs(model.graph, inputs)
-    session = Session(model, strict=strict, check=False)
+    session = Session(model, engine=engine, strict=strict, check=False)
     return dict(zip(session._output_names, session.run(None, feeds), strict=False))
