@@ -30,6 +30,15 @@ def test_half_scatter_reductions_route_at_any_thread_count(op_type, dtype):
     assert route_reason(NodeFacts("", op_type, dtype, "none", threads=1), "1.32.0") is None
 
 
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("op_type", ["ScatterND", "ScatterElements"])
+def test_bool_max_min_scatter_reductions_route(op_type, reduction):
+    reason = route_reason(NodeFacts("", op_type, "bool", reduction, threads=1), "1.32.0")
+    assert reason is not None and "bool" in reason
+    for other in ("add", "mul", "none"):
+        assert route_reason(NodeFacts("", op_type, "bool", other, threads=1), "1.32.0") is None
+
+
 @pytest.mark.parametrize("domain, op_type", [("", "Gather"), ("", "GatherElements"), ("", "GatherND"),
                                              ("com.microsoft", "GatherND")])
 def test_string_gathers_route(domain, op_type):
@@ -120,3 +129,47 @@ def test_scatter_elements_reductions_left_to_onnxruntime_are_exact_on_two_thread
         feeds = {"data": data, "indices": indices, "updates": updates}
         for _ in range(5):
             assert session.run(None, feeds)[0].tobytes() == expected.tobytes(), (reduction, version)
+
+
+# onnxruntime's words for a node it refuses to load: the hosted Session finds such a node at
+# build (its error names it, or the node is probed alone) and routes it.
+_LOAD_REFUSALS = ("Exception during loading", "Could not find an implementation")
+
+
+def _worker_main(threads, per_version):
+    """(op version, data type, reduction, routed, outcome, detail) of every valid generated case."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[test]')")
+    from gather_scatter._versions import onnx_type_name
+    from gather_scatter.check import runner
+    from gather_scatter.check.engines import Worker
+
+    rows = []
+    with Worker("onnxruntime", threads, 60) as worker:
+        for case in runner.generate(None, None, per_version, 0):
+            if case.kind != "valid":
+                continue
+            data = case.case.inputs[0]
+            dtype = "string" if data.dtype.kind in "OUS" else onnx_type_name(data.dtype)
+            reduction = case.case.attrs.get("reduction", "none")
+            facts = NodeFacts(case.spec.domain, case.spec.op_type, dtype, reduction, threads)
+            routed = route_reason(facts, worker.version or "0.0") is not None
+            kind, detail = runner.run_one(worker, case)
+            rows.append((case.spec.name, dtype, reduction, routed, kind, detail))
+    return rows
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_combination_the_table_leaves_to_onnxruntime_agrees(threads):
+    """gather-scatter check's operator mode against the installed onnxruntime at the hosted
+    Session's thread count: every valid case (each version x data type x index type x
+    reduction the generator cycles through) whose node the table leaves to onnxruntime agrees
+    with our kernels bit for bit, or is one onnxruntime refuses to load (the Session routes
+    those at build); none fails at run time or answers wrong."""
+    rows = _worker_main(threads, 30)
+    combos = {(op, dtype, reduction) for op, dtype, reduction, *_ in rows}
+    assert len(combos) > 200  # every version's types and reductions, not a sample of them
+    def refused_at_load(kind, detail):
+        return kind == "unsupported" and any(words in detail for words in _LOAD_REFUSALS)
+
+    bad = [row for row in rows if not row[3] and row[4] != "agree" and not refused_at_load(row[4], row[5])]
+    assert not bad, "\n".join(f"{op} {dtype} {red}: {kind}: {detail[:200]}" for op, dtype, red, _, kind, detail in bad)

@@ -43,7 +43,7 @@ class Rule:
 
     ``kind``: ``"reduction_threads"`` (a reduction other than none on more than one thread),
     ``"reduction_half"`` (a reduction on float16/bfloat16 data, any thread count),
-    ``"string"`` (string data)."""
+    ``"bool_max_min"`` (reduction max or min on bool data), ``"string"`` (string data)."""
 
     ops: frozenset[tuple[str, str]]
     kind: str
@@ -59,6 +59,8 @@ class Rule:
             return node.reduction != "none" and node.threads > 1
         if self.kind == "reduction_half":
             return node.reduction != "none" and node.dtype in _HALVES
+        if self.kind == "bool_max_min":
+            return node.reduction in ("max", "min") and node.dtype == "bool"
         if self.kind == "string":
             return node.dtype == "string"
         raise ValueError(f"unknown rule kind {self.kind!r}")
@@ -79,6 +81,13 @@ RULES: tuple[Rule, ...] = (
         "reduction_half",
         "onnxruntime has no float16/bfloat16 scatter reductions: the node fails at run time "
         "(NOT_IMPLEMENTED), and a few such failures in one process end it (onnxruntime 1.32)",
+    ),
+    Rule(
+        _SCATTER_REDUCTIONS,
+        "bool_max_min",
+        "onnxruntime has no max/min scatter reduction of bool data: the node fails at run time "
+        "('CPU execution provider: bool data type is not supported'; onnxruntime 1.32, found by "
+        "gather-scatter check at 1 and 2 threads)",
     ),
     Rule(
         _GATHERS,
