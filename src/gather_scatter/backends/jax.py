@@ -148,7 +148,7 @@ class JaxBackend(ArrayAPIBackend):
             self.traced
             or out is not None
             or any(isinstance(v, jax.core.Tracer) for v in inputs.values())
-            or not all(d.platform == "cpu" for d in self.first.devices())
+            or not _on_cpu(self.first)
         ):
             return eager()
         try:
@@ -381,7 +381,7 @@ class JaxBackend(ArrayAPIBackend):
         eagerly on other devices the deterministic rounds of :meth:`ArrayAPIBackend.scatter_rows`.
         Reduction 'none' keeps each target's last update first; a target past the end is dropped.
         """
-        on_cpu = self.traced or all(d.platform == "cpu" for d in data.devices())
+        on_cpu = self.traced or _on_cpu(data)
         if not on_cpu and not self._tracing(data, targets, updates):
             return super().scatter_rows(data, targets, updates, reduction, unique)
         rows = data.shape[0]
@@ -401,6 +401,15 @@ class JaxBackend(ArrayAPIBackend):
             return (at.max if reduction in (Reduction.ADD, Reduction.MAX) else at.min)(updates, mode="drop")
         apply = {Reduction.ADD: at.add, Reduction.MUL: at.multiply, Reduction.MAX: at.max, Reduction.MIN: at.min}
         return apply[reduction](updates, mode="drop")
+
+
+def _on_cpu(array: Any) -> bool:
+    """Whether concrete ``array`` lies on CPU devices only, where XLA's scatters run serially in index order.
+
+    Elsewhere (GPU, TPU) eager calls run op by op and scatters take the standard rounds; tests
+    patch this to run those paths on the CPU (tests/test_cuda.py).
+    """
+    return all(d.platform == "cpu" for d in array.devices())
 
 
 def _template(error: Any, position: tuple[int, ...], value: int) -> str:

@@ -117,7 +117,7 @@ class TorchBackend(ArrayAPIBackend):
         # ours; any refusal falls back to our check, which resolves negatives or raises our
         # error. (On CUDA a bad index is a device-side assert, so there we check first.)
         # Under torch.compile the take is traced, not run, so it cannot refuse: check first.
-        if indices.device.type == "cpu" and indices.numel() and not torch.compiler.is_compiling():
+        if _on_cpu(indices) and indices.numel() and not torch.compiler.is_compiling():
             try:
                 return take(indices if indices.dtype == torch.int64 else indices.to(torch.int64))
             except (IndexError, RuntimeError):
@@ -151,7 +151,7 @@ class TorchBackend(ArrayAPIBackend):
         ``index_reduce``, which ATen applies serially in index order; on other devices, and for
         complex 'mul', the deterministic rounds of :meth:`ArrayAPIBackend.scatter_rows`.
         """
-        if data.device.type != "cpu" or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
+        if not _on_cpu(data) or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
             return super().scatter_rows(data, targets, updates, reduction, unique)
         if reduction is Reduction.NONE:
             if not unique and torch.compiler.is_compiling() and targets.shape[0]:
@@ -207,7 +207,7 @@ class TorchBackend(ArrayAPIBackend):
         # flat last-wins path, whose gradient skips the overwritten updates (scatter's does not),
         # and half types that path too: ATen's scatter reduces them in float32, rounding once.
         if (
-            data.device.type != "cpu"
+            not _on_cpu(data)
             or reduction is Reduction.NONE
             or data.dtype in _UNSIGNED
             or data.dtype in (torch.bool, torch.float16, torch.bfloat16)
@@ -279,6 +279,15 @@ _NUMPY_NAMES = {
     "uint32",
     "uint64",
 }
+
+
+def _on_cpu(t: torch.Tensor) -> bool:
+    """Whether ``t`` is on the CPU, where ATen's own checks and serial scatters are used.
+
+    Elsewhere (CUDA, MPS) the bounds are checked first and scatters take the standard rounds;
+    tests patch this to run those paths on the CPU (tests/test_cuda.py).
+    """
+    return t.device.type == "cpu"
 
 
 def _restore(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
