@@ -84,3 +84,25 @@ def test_readme_session_example_runs_as_it_says():
     exec(_block("gs.Session("), scope)
     assert scope["inputs"] == [("table", "tensor(float)", [4, 2]), ("ids", "tensor(int64)", ["n"])]
     assert scope["rows"].tolist() == [[2.0, 3.0]] and scope["rows"].dtype == np.float32
+
+
+def test_readme_hosted_session_example_runs_as_it_says(capsys):
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[onnxruntime]')")
+    import gather_scatter as gs
+
+    scope: dict = {}
+    code = _block('engine="onnxruntime", threads=2')
+    exec(code, scope)
+    printed = capsys.readouterr().out.splitlines()
+    # the plan printed is the one the comment shows (its first lines, up to the reason's cut)
+    shown = [line[2:] for line in code.splitlines() if line.startswith("#")]
+    assert len(printed) == len(shown)
+    import re
+
+    version = re.compile(r"onnxruntime \d+\.\d+\.\d+")  # the installed release's, wherever it runs
+    for got, want in zip(printed, shown, strict=True):
+        got, want = version.sub("onnxruntime X", got), version.sub("onnxruntime X", want)
+        assert got.startswith(want.removesuffix(" ...")), (got, want)
+    expected = gs.run_model(scope["model"], scope["feeds"])["out"]
+    assert scope["out"].tobytes() == expected.tobytes()
+    assert list(scope["session"].plan.routed) == ["pool"]
