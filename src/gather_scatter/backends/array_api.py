@@ -297,7 +297,9 @@ class ArrayAPIBackend:
     def combine(self, reduction: Reduction, dtype: Any):
         """Return the spec's ``f(data, update)`` elementwise, as NumPy's ufunc computes it.
 
-        Max and min keep ``a`` on ties and propagate NaN from either side (``np.maximum``'s rule).
+        Max and min propagate NaN from either side and give ``b`` (the update) on a tie, ``a``
+        for float16, as NumPy's loops and the NumPy kernels do: a tie shows only as -0.0
+        against 0.0, so the sign of a zero result is the last zero's (float16: the first's).
         """
         xp = self.xp
         if dtype == xp.bool:
@@ -312,7 +314,11 @@ class ArrayAPIBackend:
         if reduction is Reduction.MUL:
             return xp.multiply
         floating = xp.isdtype(dtype, "real floating")
-        before = xp.greater_equal if reduction is Reduction.MAX else xp.less_equal
+        keeps_a = dtype == getattr(xp, "float16", None)  # NumPy's float16 loop keeps a on a tie
+        if reduction is Reduction.MAX:
+            before = xp.greater_equal if keeps_a else xp.greater
+        else:
+            before = xp.less_equal if keeps_a else xp.less
 
         def pick(a, b):
             keep = before(a, b)

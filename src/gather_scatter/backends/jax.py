@@ -12,6 +12,9 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   Every result that involves no subnormal is bitwise NumPy's. Gathers, reduction 'none' and
   TensorScatter only copy, so they keep subnormals bit for bit. Reduction 'none' keeps each
   target's last update first (``.at[].set`` leaves the winner of duplicates unspecified).
+  Float 'max'/'min': XLA orders -0.0 below 0.0, where NumPy's loops tie them (the update
+  wins; float16's loop keeps the value held), so where an update is zero the sign of each
+  zero result is set afterwards as NumPy's (``_zero_ties``, on every device).
   On other devices (GPU/TPU), eager scatters use the deterministic standard rounds of
   :class:`ArrayAPIBackend`; under ``jit`` there they are XLA's native scatters, whose float
   add/mul order with duplicate indices is not promised (set
@@ -400,7 +403,10 @@ class JaxBackend(ArrayAPIBackend):
         if data.dtype == jnp.bool_:  # or / and
             return (at.max if reduction in (Reduction.ADD, Reduction.MAX) else at.min)(updates, mode="drop")
         apply = {Reduction.ADD: at.add, Reduction.MUL: at.multiply, Reduction.MAX: at.max, Reduction.MIN: at.min}
-        return apply[reduction](updates, mode="drop")
+        result = apply[reduction](updates, mode="drop")
+        if reduction is Reduction.ADD or not jnp.issubdtype(data.dtype, jnp.floating):
+            return result
+        return _zero_ties(data, targets, updates, result)
 
 
 def _on_cpu(array: Any) -> bool:
@@ -410,6 +416,30 @@ def _on_cpu(array: Any) -> bool:
     patch this to run those paths on the CPU (tests/test_cuda.py).
     """
     return all(d.platform == "cpu" for d in array.devices())
+
+
+def _zero_ties(data, targets, updates, result):
+    """Return XLA's max/min ``result`` with the sign of each zero as NumPy's loops give it.
+
+    XLA orders -0.0 below 0.0; NumPy's loops (and the NumPy kernels) tie them and take the
+    update (float16's loop keeps the value held), so a zero result is the last zero update's
+    (float16: the held zero, else the first zero update). Only a zero update can tie a zero,
+    so the fix runs only where one is (``lax.cond``).
+    """
+    n = targets.shape[0]
+
+    def fix(result):
+        order = jnp.broadcast_to(jnp.arange(n, dtype=targets.dtype).reshape(-1, 1), updates.shape)
+        zero = updates == 0
+        if data.dtype == jnp.float16:  # the held zero stays; else the first zero update
+            first = jnp.full(data.shape, n, targets.dtype).at[targets].min(jnp.where(zero, order, n), mode="drop")
+            picked = jnp.take_along_axis(updates, jnp.minimum(first, n - 1), axis=0)
+            return jnp.where((result == 0) & (data != 0) & (first < n), picked, jnp.where(result == 0, data, result))
+        last = jnp.full(data.shape, -1, targets.dtype).at[targets].max(jnp.where(zero, order, -1), mode="drop")
+        picked = jnp.take_along_axis(updates, jnp.maximum(last, 0), axis=0)
+        return jnp.where((result == 0) & (last >= 0), picked, result)
+
+    return jax.lax.cond(jnp.any(updates == 0), fix, lambda result: result, result)
 
 
 def _template(error: Any, position: tuple[int, ...], value: int) -> str:

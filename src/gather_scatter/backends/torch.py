@@ -9,6 +9,9 @@
   ATen applies them serially in index order, i.e. the spec's row-major order, so the result is
   bitwise the NumPy kernel's (tested). float16/bfloat16 'add' runs on single elements,
   where ATen rounds after every addition as NumPy does (on rows it sums in float32 first).
+  'amax'/'amin' keep the value held on a tie, NumPy's float32/float64/bfloat16 loops take the
+  update: a tie shows only as -0.0 against 0.0, so where an update is zero each zero result
+  takes the last zero update's sign afterwards (float16 ties as ATen does).
 - Scatters on other devices (CUDA, MPS): the standard rounds of
   :meth:`ArrayAPIBackend.scatter_rows` in torch ops — deterministic and in row-major order,
   unlike ``index_add``'s atomics.
@@ -189,12 +192,19 @@ class TorchBackend(ArrayAPIBackend):
         with warnings.catch_warnings():  # "index_reduce() is in beta": our tests pin its results
             warnings.simplefilter("ignore", UserWarning)
             if data.shape[1] == 1:  # as a vector: ATen's half-type prod fails on (n, 1)
-                return (
+                result = (
                     data.reshape(-1)
                     .index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction], include_self=True)
                     .reshape(data.shape)
                 )
-            return data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
+            else:
+                result = data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
+            if _zero_ties(reduction, updates):
+                order = torch.arange(targets.shape[0], device=data.device).reshape(-1, 1).expand(updates.shape)
+                last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
+                last = last.index_reduce(0, targets, torch.where(updates == 0, order, -1), "amax", include_self=True)
+                result = _last_zero(result, last, torch.gather(updates, 0, last.clamp(min=0)))
+        return result
 
     def scatter_along(self, data, norm, updates, axis, reduction):
         """Return ScatterElements' bytes, by ATen's CPU ``scatter_add``/``scatter_reduce`` where it can.
@@ -217,7 +227,13 @@ class TorchBackend(ArrayAPIBackend):
         index = norm.contiguous()  # an expanded (stride-0) index takes ATen's sorting path: other order
         if reduction is Reduction.ADD:
             return data.scatter_add(axis, index, updates)
-        return data.scatter_reduce(axis, index, updates, _REDUCE[reduction], include_self=True)
+        result = data.scatter_reduce(axis, index, updates, _REDUCE[reduction], include_self=True)
+        if _zero_ties(reduction, updates):
+            order = torch.arange(updates.numel(), device=data.device).reshape(updates.shape)
+            last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
+            last = last.scatter_reduce(axis, index, torch.where(updates == 0, order, -1), "amax", include_self=True)
+            result = _last_zero(result, last, updates.reshape(-1)[last.clamp(min=0)])
+        return result
 
     def check_out(self, out, shape, dtype):
         """Run the ``out=`` checks that need no result, then torch's own.
@@ -279,6 +295,26 @@ _NUMPY_NAMES = {
     "uint32",
     "uint64",
 }
+
+
+def _zero_ties(reduction: Reduction, updates: torch.Tensor) -> bool:
+    """Whether ATen's max/min may have broken a -0.0/0.0 tie unlike NumPy.
+
+    ATen keeps the value it holds on a tie; NumPy's float32/float64/bfloat16 loops (and the
+    NumPy kernels) take the update, so a zero result has the last zero update's sign. float16
+    keeps it in both. Only a zero update can tie a zero; under ``torch.compile`` it is assumed.
+    """
+    if reduction not in (Reduction.MAX, Reduction.MIN) or updates.dtype not in _TIES_TAKE_UPDATE:
+        return False
+    return torch.compiler.is_compiling() or bool(torch.count_nonzero(updates == 0))
+
+
+_TIES_TAKE_UPDATE = {torch.float32, torch.float64, torch.bfloat16}
+
+
+def _last_zero(result: torch.Tensor, last: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
+    """Return ``result`` with each zero that a zero update reached (``last`` >= 0) as that update (``picked``)."""
+    return torch.where((result == 0) & (last >= 0), picked, result)
 
 
 def _on_cpu(t: torch.Tensor) -> bool:
