@@ -52,33 +52,32 @@ def _model(nodes, inputs, outputs, opset=18):
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
 
 
+def _half_pool(op_type: str, half: int, np_half, index_shape: list[int], rng) -> tuple[onnx.ModelProto, dict]:
+    """Cast to ``half``, a ``reduction='add'`` of 4,096 updates into 64 rows of 16, Cast back."""
+    f = oh.make_tensor_value_info
+    attrs = {"axis": 0} if op_type == "ScatterElements" else {}
+    nodes = [
+        oh.make_node("Cast", ["x"], ["h"], to=half),
+        oh.make_node(op_type, ["h", "k", "u"], ["s"], reduction="add", name="pool", **attrs),
+        oh.make_node("Cast", ["s"], ["y"], to=TP.FLOAT),
+    ]
+    model = _model(nodes, [f("x", TP.FLOAT, [64, 16]), f("k", TP.INT64, index_shape), f("u", half, [4096, 16])],
+                   [f("y", TP.FLOAT, [64, 16])])
+    feeds = {"x": rng.standard_normal((64, 16)).astype(np.float32), "k": rng.integers(0, 64, index_shape),
+             "u": rng.standard_normal((4096, 16)).astype(np_half)}
+    return model, feeds
+
+
 def _special() -> list[tuple[str, onnx.ModelProto, dict]]:
     """Models where onnxruntime fails or answers wrongly: the hosted Session must run them."""
     import ml_dtypes
 
     f = oh.make_tensor_value_info
     rng = np.random.default_rng(0)
-    out = []
-    nodes = [
-        oh.make_node("Cast", ["x"], ["h"], to=TP.FLOAT16),
-        oh.make_node("ScatterElements", ["h", "j", "u"], ["s"], reduction="add", axis=0, name="pool"),
-        oh.make_node("Cast", ["s"], ["y"], to=TP.FLOAT),
+    out = [
+        ("float16-scatter-elements-add", *_half_pool("ScatterElements", TP.FLOAT16, np.float16, [4096, 16], rng)),
+        ("bfloat16-scatter-nd-add", *_half_pool("ScatterND", TP.BFLOAT16, ml_dtypes.bfloat16, [4096, 1], rng)),
     ]
-    model = _model(nodes, [f("x", TP.FLOAT, [64, 16]), f("j", TP.INT64, [4096, 16]), f("u", TP.FLOAT16, [4096, 16])],
-                   [f("y", TP.FLOAT, [64, 16])])
-    feeds = {"x": rng.standard_normal((64, 16)).astype(np.float32), "j": rng.integers(0, 64, (4096, 16)),
-             "u": rng.standard_normal((4096, 16)).astype(np.float16)}
-    out.append(("float16-scatter-elements-add", model, feeds))
-    nodes = [
-        oh.make_node("Cast", ["x"], ["h"], to=TP.BFLOAT16),
-        oh.make_node("ScatterND", ["h", "i", "u"], ["s"], reduction="add", name="pool"),
-        oh.make_node("Cast", ["s"], ["y"], to=TP.FLOAT),
-    ]
-    model = _model(nodes, [f("x", TP.FLOAT, [64, 16]), f("i", TP.INT64, [4096, 1]), f("u", TP.BFLOAT16, [4096, 16])],
-                   [f("y", TP.FLOAT, [64, 16])])
-    feeds = {"x": rng.standard_normal((64, 16)).astype(np.float32), "i": rng.integers(0, 64, (4096, 1)),
-             "u": rng.standard_normal((4096, 16)).astype(ml_dtypes.bfloat16)}
-    out.append(("bfloat16-scatter-nd-add", model, feeds))
     nodes = [oh.make_node("Gather", ["words", "ids"], ["rows"], axis=0, name="lookup"),
              oh.make_node("Identity", ["rows"], ["y"])]
     model = _model(nodes, [f("words", TP.STRING, [100, 4]), f("ids", TP.INT64, [32])], [f("y", TP.STRING, [32, 4])])

@@ -69,7 +69,7 @@ def test_nothing_routed_runs_the_original_model_bitwise():
     assert "unchanged" in str(plan)
 
 
-def test_the_builtin_decoder_runs_bitwise_onnxruntime(tmp_path):
+def test_the_builtin_decoder_runs_bitwise_onnxruntime():
     from importlib import resources
 
     data = resources.files("gather_scatter").joinpath("data")

@@ -38,6 +38,7 @@ __all__ = [
     "segment_model",
     "step_model",
     "steps",
+    "subgraphs",
     "value_types",
 ]
 
@@ -65,7 +66,8 @@ def node_label(node: onnx.NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}#{index}"
 
 
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The node's subgraphs (If branches, Loop/Scan bodies), in attribute order."""
     for attr in node.attribute:
         if attr.HasField("g"):
             yield attr.g
@@ -90,7 +92,7 @@ def free_names(node: onnx.NodeProto) -> list[str]:
     """The values ``node`` reads from its graph: its inputs (absent optional ones left out),
     then the names its subgraphs read from outside themselves, each once, in order."""
     names = dict.fromkeys(name for name in node.input if name)
-    for graph in _subgraphs(node):
+    for graph in subgraphs(node):
         names.update(dict.fromkeys(_graph_free(graph)))
     return list(names)
 
@@ -125,7 +127,7 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             if value.type.WhichOneof("value") is not None:
                 types.setdefault(value.name, value.type)
         for node in g.node:
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 collect(sub)
 
     collect(light.graph)
@@ -187,7 +189,7 @@ def _reason(
         return reason
     key = (node.domain, node.op_type)
     bodies: list[tuple[str, Iterable[onnx.NodeProto], Mapping[str, onnx.TypeProto]]] = [
-        ("subgraph", g.node, types) for g in _subgraphs(node)
+        ("subgraph", g.node, types) for g in subgraphs(node)
     ]
     if key in functions and key not in seen:
         bodies.append(("function", functions[key].node, {}))

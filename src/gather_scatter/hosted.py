@@ -32,6 +32,7 @@ from ._partition import (
     segment_model,
     step_model,
     steps,
+    subgraphs,
     value_types,
 )
 from .errors import ModelInputError, NodeError
@@ -199,7 +200,6 @@ def _mode(names: Sequence[str], types: Mapping[str, onnx.TypeProto]) -> bool:
 _NAMED = (
     re.compile(r"node with name '([^']+)'"),
     re.compile(r"Name:'([^']+)'"),
-    re.compile(r"in node \(([^)]+)\)"),
     re.compile(r"node \(([^)]+)\)"),
 )
 
@@ -278,8 +278,6 @@ class _Hosted:
         route: str,
         strict: bool,
     ) -> None:
-        if route not in ("needed", "all"):
-            raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
         ort = self.ort = _onnxruntime()
@@ -292,7 +290,7 @@ class _Hosted:
         routed = route_nodes(model, types, threads=self.threads, ort_version=ort.__version__, route=route)
         for _ in range(len(model.graph.node) + 1):
             try:
-                self._build(routed, types, path, strict)
+                self._build(routed, types, path, strict)  # _Refused: the node it names, or probed
                 return
             except _Refused as refused:
                 if refused.index is None or refused.index in routed:
@@ -323,13 +321,14 @@ class _Hosted:
         self.passthrough = not routed
         self.options = self._options(sum(step.engine == "onnxruntime" for step in plan))
         self.steps: list[_OrtStep | _OurStep] = []
+        initializers = {t.name for t in model.graph.initializer}
+        graph_inputs = {v.name for v in model.graph.input}
         for number, step in enumerate(plan):
             if step.engine == "gather_scatter":
                 self.steps.append(_OurStep(self, step, strict))
                 continue
             crossing = (*step.inputs, *step.outputs)
-            initializers = {t.name for t in model.graph.initializer}
-            fed = tuple(n for n in step.inputs if n not in initializers or n in self.graph_inputs)
+            fed = tuple(n for n in step.inputs if n not in initializers or n in graph_inputs)
             ortvalues = _mode([n for n in crossing if n not in initializers], types)
             if self.passthrough:
                 source: Any = os.fspath(path) if path is not None else model.SerializeToString()
@@ -345,14 +344,10 @@ class _Hosted:
             try:
                 self.steps.append(_OrtStep(self, step, source, ortvalues, fed))
             except Exception as exc:  # noqa: BLE001 - onnxruntime's load errors are its own classes
-                raise _Refused(_one_line(exc), self._refused_node(_one_line(exc), step)) from None
+                raise _Refused(_one_line(exc), self._refused_node(_one_line(exc), step, types)) from None
         self.plan_steps = plan
 
-    @property
-    def graph_inputs(self) -> set[str]:
-        return {v.name for v in self.model.graph.input}
-
-    def _refused_node(self, message: str, step: PlanStep) -> int | None:
+    def _refused_node(self, message: str, step: PlanStep, types: Mapping[str, onnx.TypeProto]) -> int | None:
         """Return the node onnxruntime refused to load, by its index in the main graph.
 
         That is the node its error names (or the one holding it in a subgraph), else the first
@@ -363,23 +358,22 @@ class _Hosted:
             index = self._main_node(name)
             if index is not None:
                 return index
-        return self._probe(step)
+        return self._probe(step, types)
 
     def _main_node(self, name: str) -> int | None:
         if name in self.labels:
             return self.labels[name]
 
         def holds(graph: onnx.GraphProto) -> bool:
-            return any(n.name == name or any(holds(g) for g in _graphs(n)) for n in graph.node)
+            return any(n.name == name or any(holds(g) for g in subgraphs(n)) for n in graph.node)
 
         for index, node in enumerate(self.model.graph.node):
-            if any(holds(g) for g in _graphs(node)):
+            if any(holds(g) for g in subgraphs(node)):
                 return index
         return None
 
-    def _probe(self, step: PlanStep) -> int | None:
+    def _probe(self, step: PlanStep, types: Mapping[str, onnx.TypeProto]) -> int | None:
         """Return the first node of ``step`` that onnxruntime refuses to load on its own."""
-        types = value_types(self.model)
         for index in step.nodes:
             node = self.model.graph.node[index]
             reads = [n for n in node.input if n]
@@ -418,8 +412,7 @@ class _Hosted:
         name = _named_node(message)
         index = self.labels.get(name) if name is not None else None
         if index is None:
-            err = NodeError(f"onnxruntime: {message}", node=name)
-            return err
+            return NodeError(f"onnxruntime: {message}", node=name)
         node = self.model.graph.node[index]
         opset = {o.domain: o.version for o in self.model.opset_import}.get(node.domain)
         domain = node.domain or "ai.onnx"
@@ -436,7 +429,3 @@ class _Hosted:
             reasons = {node_label(nodes[i], i): reason for i, reason in step.reasons.items()}
             entries.append(PlanEntry(step.engine, labels, reasons, step.inputs, step.outputs))
         return Plan("onnxruntime", tuple(entries), self.threads, self.ort.__version__, self.passthrough)
-
-
-def _graphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    return [a.g for a in node.attribute if a.HasField("g")] + [g for a in node.attribute for g in a.graphs]

@@ -166,6 +166,8 @@ class Session:
     ) -> None:
         if engine not in ("reference", "onnxruntime"):
             raise ValueError(f"engine must be 'reference' or 'onnxruntime', not {engine!r}")
+        if route not in ("needed", "all"):
+            raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
         hosted = engine == "onnxruntime"
         path = model if isinstance(model, (str, os.PathLike)) else None
         proto = _load(model, check, external_data=not hosted)
@@ -175,8 +177,6 @@ class Session:
         if hosted:
             self._hosted = _Hosted(proto, path=path, threads=threads, route=route, strict=strict)
         else:
-            if route not in ("needed", "all"):
-                raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
             self._evaluator = Evaluator(proto, strict=strict, check=False)
             self._labels = tuple(node_label(node, i) for i, node in enumerate(proto.graph.node))
         initializers = {init.name for init in proto.graph.initializer}
