@@ -3,7 +3,7 @@
 The test builds two tiny distributions in a temporary folder (a ``pyproject.toml`` with entry
 points in the group ``gather_scatter.engines`` and one module), pip-installs them into this
 interpreter's environment, runs the command line as a user would (a subprocess), and uninstalls
-them. The README's plugin, copied from it: ``theirs`` (onnx.reference). The test's own:
+them. The plugin of docs/checker.md, copied from it: ``theirs`` (onnx.reference). The test's own:
 ``flipped`` (onnx.reference with the first element of every output off by one: a defect the
 checker must find), and one engine per way a plugin can be broken.
 """
@@ -20,7 +20,7 @@ import onnx
 import pytest
 
 DIST = "gather-scatter-test-engines"
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+CHECKER_PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "checker.md"
 
 PYPROJECT = f"""\
 [build-system]
@@ -79,8 +79,8 @@ class NoRun:
 
 
 def _readme_block(language: str, marker: str) -> str:
-    """The README's code block in ``language`` that contains ``marker``."""
-    blocks = README.read_text().split(f"```{language}\n")[1:]
+    """The checker page's code block in ``language`` that contains ``marker``."""
+    blocks = CHECKER_PAGE.read_text().split(f"```{language}\n")[1:]
     return next(b.split("```", 1)[0] for b in blocks if marker in b)
 
 
