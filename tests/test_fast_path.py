@@ -238,3 +238,51 @@ def test_big_scatters_after_acceptance_give_the_kernels_values_and_errors(shape,
                 assert str(info.value) == str(expected.value)
         _same(public(data, indices, updates, *attrs, reduction=reduction), slow)  # still accepted, still right
     np.testing.assert_array_equal(data, before)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
+@pytest.mark.parametrize("shape, indices_shape", [((16, 4), (12, 1)), ((5, 6, 3), (9, 2)), ((40,), (30, 1))])
+def test_in_place_scatters_of_an_accepted_signature_are_the_kernels(shape, indices_shape, dtype, reduction):
+    """ScatterND with out=data (a cache's write) after its signature is accepted, fresh or in
+    place: call after call the values are the spec's loop (duplicates included), a bad index
+    raises the kernel's error and leaves data as it was, and what the signature does not fix
+    (read-only, updates that are a view of data, a strided view) is still checked."""
+    k = indices_shape[-1]
+    indices = np.stack([RNG.integers(-n, n, indices_shape[:-1]) for n in shape[:k]], -1)
+    updates_shape = indices_shape[:-1] + shape[k:]
+    data = (RNG.random(shape) * 10).astype(dtype)
+    gs.scatter_nd(data, indices, (RNG.random(updates_shape) * 10).astype(dtype), reduction)  # accepted fresh
+    for first in (True, False):  # and a signature whose first call is in place
+        table = data.copy()
+        for _ in range(3):
+            updates = (RNG.random(updates_shape) * 3).astype(dtype)  # products stay finite in float16
+            expected = run_scatter_nd(SCATTER_ND, table, indices, updates, reduction)
+            assert gs.scatter_nd(table, indices, updates, reduction, out=table) is table
+            np.testing.assert_array_equal(table, expected)
+        wrong = indices.copy()
+        wrong[-1, -1] = shape[k - 1]
+        before = table.copy()
+        with pytest.raises(gs.IndexOutOfBoundsError) as info:
+            gs.scatter_nd(table, wrong, updates, reduction, out=table)
+        assert info.value.position == (indices_shape[0] - 1, k - 1) and info.value.value == shape[k - 1]
+        np.testing.assert_array_equal(table, before)  # nothing written
+        frozen = table.copy()
+        frozen.flags.writeable = False
+        with pytest.raises(gs.InvalidAttributeError, match="read-only"):
+            gs.scatter_nd(frozen, indices, updates, reduction, out=frozen)
+        aliased = table.copy()
+        view = aliased.reshape(-1)[: updates.size].reshape(updates.shape)
+        with pytest.raises(gs.InvalidAttributeError):  # updates share data's memory
+            gs.scatter_nd(aliased, indices, view, reduction, out=aliased)
+        if first:
+            _runners._ACCEPTED.clear()
+    wide = np.repeat(data[..., None], 2, axis=-1)
+    strided = wide[..., 0]  # in place into a strided view: its own signature, every check
+    expected = run_scatter_nd(SCATTER_ND, strided, indices, updates, reduction)
+    for _ in range(2):
+        gs.scatter_nd(strided, indices, updates, reduction, out=strided)
+        expected_twice = run_scatter_nd(SCATTER_ND, expected, indices, updates, reduction)
+        np.testing.assert_array_equal(strided, expected)
+        expected = expected_twice
+    np.testing.assert_array_equal(wide[..., 1], data)  # the other half untouched

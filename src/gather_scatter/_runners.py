@@ -15,6 +15,9 @@ build), and later calls of it on plain ndarrays, with an output small enough for
 and no arena, go straight to NumPy's own checked indexing: its bounds check is the one pass
 over the values, and when it fails the kernel runs again to raise the error with its facts.
 Larger calls of an accepted signature run the kernel without its static checks.
+A ScatterND into its own data (``out=data``, a cache's in-place write) of an accepted
+signature checks per call only what the signature does not fix (writeable, no broadcast
+strides, no overlap with indices or updates), then the bounds, then writes.
 """
 
 from __future__ import annotations
@@ -171,7 +174,7 @@ def _elements_plan(data_shape: tuple[int, ...], indices_shape: tuple[int, ...], 
 
 def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", out=None) -> Any:
     if (
-        out is None
+        (out is None or out is data)
         and type(data) is _ndarray
         and type(indices) is _ndarray
         and type(updates) is _ndarray
@@ -179,7 +182,18 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     ):
         key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape, reduction)
         accepted = _ACCEPTED.get(key)
-        if accepted is not None:
+        if accepted is not None and out is not None:
+            # in place (out=data, a cache's write): what the signature does not fix is checked per
+            # call (a flag, a stride, an overlap); anything unusual takes the kernel's checks
+            if (
+                data.flags.writeable
+                and 0 not in data.strides
+                and not np.may_share_memory(data, indices)
+                and not np.may_share_memory(data, updates)
+            ):
+                _scatter_nd.write_accepted(spec, data, indices, updates, accepted[1], accepted[0])
+                return data
+        elif accepted is not None:
             table, parsed = accepted
             # the kernel less its static checks; small reductions too once numba is loaded
             # (offsets in its loop: 10,000 element adds into 16 x 1 in ~15 us, not ~45)
@@ -200,7 +214,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
                 _scatter(target, offsets, updates.reshape(offsets.size, target.shape[1]), parsed)
                 return output
         else:
-            result = _scatter_nd.run_scatter_nd(spec, data, indices, updates, reduction)
+            result = _scatter_nd.run_scatter_nd(spec, data, indices, updates, reduction, out)
             k = indices.shape[-1]  # k = 0, every tuple the whole of data: the kernel's path
             if data.dtype.kind in "biufc" and result.dtype == data.dtype and k and data.size:
                 n = _size(data.shape[:k])  # the slice numbers, for NumPy's checked indexing (8 bytes each)

@@ -128,6 +128,33 @@ def run_accepted(
     return output
 
 
+def write_accepted(
+    spec: OpVersion,
+    data: np.ndarray,
+    indices: np.ndarray,
+    updates: np.ndarray,
+    reduction: Reduction,
+    slices: np.ndarray | None,
+) -> None:
+    """Write ``updates`` into ``data`` in place, for a call whose signature passed every static check.
+
+    The in-place twin of :func:`run_accepted` (``out=data``, a KV cache's write): ``data`` is
+    writeable, broadcast-free and shares no memory with ``indices`` or ``updates`` (the caller
+    checked). Every index is checked before the first write (``slices`` with NumPy's checked
+    indexing, else :func:`nd_offsets`, which raises the error with its facts), so a bad index
+    leaves ``data`` as it was.
+    """
+    k = indices.shape[-1]
+    dims = data.shape[:k]
+    offsets = None
+    if slices is not None:
+        with contextlib.suppress(IndexError):  # then nd_offsets raises the error with its facts
+            offsets = slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
+    if offsets is None:
+        offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
+    _write(data, dims, offsets, updates, reduction)
+
+
 def _copy_and_write(
     output: np.ndarray,
     data: np.ndarray,
