@@ -286,3 +286,54 @@ def test_in_place_scatters_of_an_accepted_signature_are_the_kernels(shape, indic
         np.testing.assert_array_equal(strided, expected)
         expected = expected_twice
     np.testing.assert_array_equal(wide[..., 1], data)  # the other half untouched
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.bool_, np.complex128])
+@pytest.mark.parametrize("shape, axis, length, writes", [
+    ((2, 3, 6, 4), -2, 2, [0, 4]),
+    ((2, 6, 4), 1, 1, [5, 0]),
+    ((1, 5), -1, 3, [2]),
+    ((3, 2, 5, 2), 2, 5, [0, 0, 0]),
+    ((2, 4, 3, 2), 1, 2, None),
+])
+def test_in_place_tensor_scatters_of_an_accepted_signature_are_the_kernels(shape, axis, length, writes, dtype, mode):
+    """TensorScatter with out=past_cache (a decode step) call after call, its signature accepted
+    by an in-place first call: the kernel's values; a bad write index raises the kernel's error
+    and writes nothing; read-only caches, an update that is a view of the cache and a strided
+    cache are still checked."""
+    ax = axis % len(shape)
+    update_shape = shape[:ax] + (length,) + shape[ax + 1 :]
+    indices = None if writes is None else np.array(writes) + (shape[ax] if mode == "circular" else 0)
+    cache = (RNG.random(shape) * 10).astype(dtype)
+    for _ in range(3):
+        update = (RNG.random(update_shape) * 10).astype(dtype)
+        expected = run_tensor_scatter(TENSOR_SCATTER, cache, update, indices, axis, mode)
+        assert gs.tensor_scatter(cache, update, indices, axis=axis, mode=mode, out=cache) is cache
+        np.testing.assert_array_equal(cache, expected)
+    if indices is not None:
+        before = cache.copy()
+        for bad in (-1, shape[ax] - length + 1) if mode == "linear" else (-1,):
+            wrong = indices.copy()
+            wrong[-1] = bad
+            with pytest.raises(gs.IndexOutOfBoundsError) as expected_error:
+                run_tensor_scatter(TENSOR_SCATTER, cache, update, wrong, axis, mode)
+            with pytest.raises(gs.IndexOutOfBoundsError) as info:
+                gs.tensor_scatter(cache, update, wrong, axis=axis, mode=mode, out=cache)
+            assert str(info.value) == str(expected_error.value)
+            np.testing.assert_array_equal(cache, before)  # nothing written
+    frozen = cache.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(gs.InvalidAttributeError, match="read-only"):
+        gs.tensor_scatter(frozen, update, indices, axis=axis, mode=mode, out=frozen)
+    aliased = cache.copy()
+    view = aliased.reshape(-1)[: update.size].reshape(update.shape)
+    with pytest.raises(gs.InvalidAttributeError):
+        gs.tensor_scatter(aliased, view, indices, axis=axis, mode=mode, out=aliased)
+    wide = np.repeat(cache[..., None], 2, axis=-1)
+    strided = wide[..., 0]
+    for _ in range(2):
+        expected = run_tensor_scatter(TENSOR_SCATTER, strided, update, indices, axis, mode)
+        gs.tensor_scatter(strided, update, indices, axis=axis, mode=mode, out=strided)
+        np.testing.assert_array_equal(strided, expected)
+    np.testing.assert_array_equal(wide[..., 1], cache)

@@ -259,3 +259,143 @@ def test_index_add_export_runs_exactly_as_onnxruntime_single_threaded():
     for _ in range(2):  # the first call's checks, then the accepted path
         (ours,) = Session(path).run(None, feeds)
         assert ours.tobytes() == expected.tobytes() == theirs.tobytes()
+
+
+# ---- issue 26 item 10: hostile feeds and models are typed errors, never raw ones
+
+
+def _masked(values, mask):
+    return np.ma.MaskedArray(np.array(values), mask=mask)
+
+
+@pytest.mark.parametrize(
+    "output_names, feeds, error, message",
+    [
+        (None, None, ModelInputError, r"the feeds must be a mapping \(a dict\) of input name to value, not NoneType"),
+        (None, [("data", DATA), ("index", np.array(0))], ModelInputError,
+         r"not list: pass dict\(feeds\) to make one of these \(name, value\) pairs"),
+        (None, (("data", DATA), ("index", np.array(0))), ModelInputError, r"not tuple: pass dict\(feeds\)"),
+        (None, [DATA, np.array(0)], ModelInputError, "the feeds must be a mapping .* not list$"),
+        (None, "data", ModelInputError, "the feeds must be a mapping .* not str$"),
+        ("y", {"data": DATA, "index": np.array(0)}, ModelInputError,
+         r"output_names must be a list of output names or None, not a str: pass \['y'\]"),
+        (None, {"data": _masked([10, 20, 30], [0, 1, 0]), "index": np.array(1)}, DTypeError,
+         r"model input 'data' is a masked array, and masks are not supported .*pass data.filled\(fill_value\)"),
+        (None, {"data": DATA, "index": np.ma.masked_array(1, mask=True)}, DTypeError,
+         "model input 'index' is a masked array"),
+        (None, {"data": _masked([10, 20, 30], False), "index": np.array(1)}, DTypeError,
+         "model input 'data' is a masked array"),  # no element masked: still refused, as the kernels do
+    ],
+    ids=["feeds-none", "feeds-pairs", "feeds-tuple-pairs", "feeds-list", "feeds-str", "output-names-str",
+         "masked-data", "masked-0d-index", "masked-nothing"],
+)
+@pytest.mark.parametrize("engine", ["reference", "onnxruntime"])
+def test_hostile_feeds_are_typed_errors(engine, output_names, feeds, error, message):
+    if engine == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    session = Session(one_gather(), engine=engine)
+    with pytest.raises(error, match=message) as info:
+        session.run(output_names, feeds)
+    if error is DTypeError:
+        assert (info.value.input, info.value.value) == (message.split("'")[1], "MaskedArray")
+    if output_names is None:
+        with pytest.raises(error, match=message):
+            run_model(one_gather(), feeds, engine=engine)
+    assert session.run(["y"], {"data": DATA, "index": np.array(1)})[0] == 20  # still usable after an error
+
+
+def test_a_masked_array_in_a_sequence_feed_is_refused():
+    node = oh.make_node("SequenceAt", ["s", "i"], ["y"])
+    f = oh.make_tensor_value_info
+    seq = oh.make_tensor_sequence_value_info("s", onnx.TensorProto.INT64, None)
+    graph = oh.make_graph([node], "g", [seq, f("i", 7, [])], [f("y", 7, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    with pytest.raises(DTypeError, match=r"model input 's'\[1\] is a masked array"):
+        run_model(model, {"s": [DATA, _masked([1, 2], [1, 0])], "i": np.array(0)})
+
+
+def _external_bytes():
+    path = ROOT / "tests" / "data" / "gather_elements.onnx"
+    return path, path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: None, r"model must be a path \(str or path-like\), bytes \(bytearray, memoryview\) or an "
+                       r"onnx.ModelProto, not NoneType"),
+        (lambda: 3, "model must be a path .* not int"),
+        (lambda: [b"\x08\x07"], "model must be a path .* not list"),
+        (lambda: bytearray(b"not a model"), "cannot read model from bytes"),
+        (lambda: memoryview(b"not a model"), "cannot read model from bytes"),
+        (lambda: _external_bytes()[1],
+         r"tensor '.*' is stored as external data \('gather_elements.onnx.data', a path relative to the model's "
+         r"folder\), and a model given as bytes does not say which folder that is: pass the path of the .onnx file"),
+        (lambda: bytearray(_external_bytes()[1]), "a model given as bytes does not say which folder"),
+    ],
+    ids=["none", "int", "list", "bad-bytearray", "bad-memoryview", "external-bytes", "external-bytearray"],
+)
+@pytest.mark.parametrize("check", [True, False])
+def test_hostile_models_are_typed_errors(make, message, check):
+    if "cannot read model from bytes" in message and not check:
+        pytest.skip("check=False leaves a file that cannot be parsed to onnx (documented)")
+    with pytest.raises(ModelInputError, match=message) as info:
+        Session(make(), check=check)
+    assert "load_external_data=False" not in str(info.value)  # the user never passed it
+    if not isinstance(make(), (bytearray, memoryview)):  # run_model takes paths and protos (bytes too)
+        with pytest.raises(ModelInputError, match=message):
+            run_model(make(), {}, check=check)
+
+
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview], ids=lambda w: w.__name__)
+def test_model_bytes_in_any_buffer_type(wrap):
+    data = one_gather().SerializeToString()
+    session = Session(wrap(data))
+    assert session.run(["y"], {"data": DATA, "index": np.array(2)})[0] == 30
+    from gather_scatter.reference import Evaluator
+
+    assert Evaluator(wrap(data)).run(["y"], {"data": DATA, "index": np.array(0)})[0] == 10
+
+
+# ---- issue 26 item 14: a Session may be shared by threads
+
+
+def test_one_session_shared_by_16_threads_gives_every_run_the_single_threaded_result():
+    # 16 threads, 40 runs each on different feeds, all at once through one Session (the decoder
+    # step: Gathers, a ScatterND into its cache, onnx.reference's other nodes): each result equals
+    # what one thread computes for the same feeds. Nothing a run holds is shared by another.
+    import threading
+
+    path = ROOT / "src" / "gather_scatter" / "data" / "decoder_step.onnx"
+    base = inputs_of(path)
+    session = Session(path)
+    names = [o.name for o in session.get_outputs()]
+
+    def feeds(k):
+        rng = np.random.default_rng(k)
+        return {n: (rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v) for n, v in base.items()}
+
+    jobs = [feeds(k) for k in range(32)]  # distinct feeds, reused so each expected value is computed once
+    expected = [session.run(None, f) for f in jobs]
+    threads, runs, start = 16, 40, threading.Barrier(16)
+    mismatches, errors = [], []
+
+    def work(t):
+        start.wait()
+        for r in range(runs):
+            k = (t * 7 + r) % len(jobs)
+            try:
+                got = session.run(None, jobs[k])
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(repr(exc))
+                return
+            for name, a, b in zip(names, got, expected[k], strict=True):
+                if not np.array_equal(a, b):
+                    mismatches.append((t, r, name))
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    assert errors == [] and mismatches == []

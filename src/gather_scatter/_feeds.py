@@ -21,6 +21,7 @@ __all__ = ["FeedPlan", "check_inputs", "type_str"]
 def check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """``inputs`` as the evaluator takes them, each checked against its graph input's declared
     type (see :func:`run_model`); initializers listed as inputs may be left out."""
+    _check_mapping(inputs)
     initializers = {init.name for init in graph.initializer}
     declared = {i.name: i for i in graph.input}
     unknown = sorted(set(inputs) - set(declared))
@@ -34,6 +35,22 @@ def check_inputs(graph: onnx.GraphProto, inputs: Mapping[str, Any]) -> dict[str,
             f"model input {missing[0]!r} is missing (inputs: {', '.join(declared)})", input=missing[0]
         )
     return {name: _feed(name, (), value, declared[name].type) for name, value in inputs.items()}
+
+
+def _check_mapping(inputs: Any) -> None:
+    """ModelInputError for feeds that are not a mapping of input name to value."""
+    if isinstance(inputs, Mapping):
+        return
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(p, tuple) and len(p) == 2 for p in inputs):
+        hint = ": pass dict(feeds) to make one of these (name, value) pairs"
+    elif inputs is None:
+        hint = ": pass {} for a model without inputs"
+    else:
+        hint = ""
+    raise ModelInputError(
+        f"the feeds must be a mapping (a dict) of input name to value, not {type(inputs).__name__}{hint}",
+        value=type(inputs).__name__,
+    )
 
 
 def type_str(t: onnx.TypeProto) -> str:
@@ -97,6 +114,13 @@ def _feed(name: str, position: tuple[int, ...], value: Any, declared: onnx.TypeP
         return value  # no declared type: not ours to convert
     if kind not in ("tensor_type", None):
         return value  # a sparse tensor or an opaque value: as given
+    if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask; the kernels refuse one too
+        raise DTypeError(
+            f"{_label(name, position)} is a masked array, and masks are not supported (the model would ignore "
+            f"them); pass {name}.filled(fill_value) or {name}.data",
+            value="MaskedArray",
+            **fields,
+        )
     value = np.asarray(value)
     tensor = declared.tensor_type
     if tensor.elem_type:
@@ -215,6 +239,8 @@ class FeedPlan:
     def check(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         """``inputs`` as the evaluator takes them (see :func:`check_inputs`); ``inputs``
         itself where every feed passes as it is."""
+        if type(inputs) is not dict:
+            _check_mapping(inputs)
         tensors = self.tensors
         for name, value in inputs.items():
             want = tensors.get(name)

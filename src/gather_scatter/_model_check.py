@@ -257,13 +257,25 @@ def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
         yield from of_nodes(function.node)
 
 
-def external_data_loaded(model: onnx.ModelProto) -> None:
+def external_data_loaded(model: onnx.ModelProto, *, from_bytes: bool = False) -> None:
     """ModelInputError for a tensor whose external data was not loaded (``onnx.load(path,
     load_external_data=False)``), which onnx.reference would refuse with a bare RuntimeError. Run
-    whether or not the model is checked: an evaluator cannot do without the data."""
+    whether or not the model is checked: an evaluator cannot do without the data.
+
+    ``from_bytes``: the model was given as serialized bytes, which say where the data file is
+    relative to a folder they do not carry; the message asks for the path instead."""
     for tensor in _all_tensors(model):
         if onnx.external_data_helper.uses_external_data(tensor):
             location = onnx.external_data_helper.ExternalDataInfo(tensor).location
+            if from_bytes:
+                raise ModelInputError(
+                    f"tensor {tensor.name!r} is stored as external data ({location!r}, a path relative to the "
+                    "model's folder), and a model given as bytes does not say which folder that is: pass the "
+                    "path of the .onnx file instead (its external data is read beside it), or an onnx.ModelProto "
+                    "read with onnx.load(path)",
+                    input=tensor.name,
+                    value=location,
+                )
             raise ModelInputError(
                 f"tensor {tensor.name!r} is stored as external data ({location!r}) that was not loaded (the model "
                 "was read with load_external_data=False): load it with onnx.load(path) (load_external_data=True, "

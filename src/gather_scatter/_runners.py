@@ -308,6 +308,39 @@ def run_tensor_scatter(
     spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None
 ) -> Any:
     if (
+        out is past_cache
+        and type(past_cache) is _ndarray
+        and type(update) is _ndarray
+        and type(axis) is int
+        and type(mode) is str
+        and (write_indices is None or type(write_indices) is _ndarray)
+    ):  # in place, a decode step's write: any cache size (nothing is copied)
+        key = (
+            "in place",
+            id(spec),
+            past_cache.dtype,
+            update.dtype,
+            past_cache.shape,
+            update.shape,
+            axis,
+            mode,
+            None if write_indices is None else (write_indices.dtype, write_indices.shape),
+        )
+        plan = _ACCEPTED.get(key)
+        if plan is None:
+            result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode, out)
+            if past_cache.dtype.kind in "biufc":
+                _accept(key, (axis % past_cache.ndim, Mode.parse(spec, mode)))
+            return result
+        if (
+            past_cache.flags.writeable
+            and 0 not in past_cache.strides
+            and not np.may_share_memory(past_cache, update)
+            and (write_indices is None or not np.may_share_memory(past_cache, write_indices))
+        ):
+            _tensor_scatter.write_accepted(spec, past_cache, update, write_indices, *plan)
+            return past_cache
+    if (
         out is None
         and type(past_cache) is _ndarray
         and type(update) is _ndarray

@@ -394,10 +394,11 @@ class Evaluator(ReferenceEvaluator):
         if isinstance(proto, (str, os.PathLike)):
             path = proto
             proto = _model_check.load_model(proto) if check else onnx.load(os.fspath(proto))
-        elif isinstance(proto, bytes):
-            proto = onnx.load_model_from_string(proto)
+        from_bytes = isinstance(proto, (bytes, bytearray, memoryview))
+        if from_bytes:
+            proto = onnx.load_model_from_string(bytes(proto))
         if isinstance(proto, onnx.ModelProto):
-            _model_check.external_data_loaded(proto)
+            _model_check.external_data_loaded(proto, from_bytes=from_bytes)
             if check:
                 _model_check.check_model(proto, path=path)
         if isinstance(proto, (onnx.ModelProto, onnx.FunctionProto)):

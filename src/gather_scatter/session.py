@@ -57,22 +57,29 @@ def _node_arg(value: onnx.ValueInfoProto) -> NodeArg:
     return NodeArg(value.name, type_str(t), shape)
 
 
-def _load(
-    model: str | os.PathLike | bytes | onnx.ModelProto, check: bool, external_data: bool = True
-) -> onnx.ModelProto:
+def _load(model: Any, check: bool, external_data: bool = True) -> onnx.ModelProto:
     """Read the model as a ModelProto, validated with ``check``.
 
     ``external_data=False`` leaves a file's external data where it is (onnxruntime reads it),
     and accepts a model whose external data is not loaded only where it was read from a path.
+    Bytes may be ``bytes``, ``bytearray`` or ``memoryview``; anything else that is not a path or
+    a ModelProto (None, a file object) is a ModelInputError.
     """
     path = None
-    if isinstance(model, bytes):
+    from_bytes = isinstance(model, (bytes, bytearray, memoryview))
+    if from_bytes:
         try:
-            model = onnx.load_model_from_string(model)
+            model = onnx.load_model_from_string(bytes(model))  # type: ignore[arg-type]  # narrowed by from_bytes
         except Exception as exc:
             if not check:
                 raise
             raise ModelInputError(f"cannot read model from bytes: {type(exc).__name__}: {exc}") from None
+    elif not isinstance(model, (str, os.PathLike, onnx.ModelProto)):
+        raise ModelInputError(
+            f"model must be a path (str or path-like), bytes (bytearray, memoryview) or an onnx.ModelProto, "
+            f"not {type(model).__name__}",
+            value=type(model).__name__,
+        )
     elif not isinstance(model, onnx.ModelProto):
         # External data: read relative to the file, not the cwd.
         path = model
@@ -81,7 +88,7 @@ def _load(
         else:
             model = onnx.load(os.fspath(model), load_external_data=external_data)
     if external_data or path is None:
-        _model_check.external_data_loaded(model)
+        _model_check.external_data_loaded(model, from_bytes=from_bytes)
     if check:
         _model_check.check_model(model, path=path)
     return model
@@ -102,9 +109,10 @@ class Session:
 
     Parameters
     ----------
-    model : str, path-like, bytes or onnx.ModelProto
+    model : str, path-like, bytes, bytearray, memoryview or onnx.ModelProto
         The model, the path of an ``.onnx`` file (external data is read beside it), or its
-        serialized bytes. With ``engine="onnxruntime"`` a path is best: onnxruntime reads the
+        serialized bytes (which cannot hold external data: give the path of a model that has
+        some). With ``engine="onnxruntime"`` a path is best: onnxruntime reads the
         external data from its folder, and no copy of the weights is kept here.
     engine : {'reference', 'onnxruntime'}, default 'reference'
         Who runs the operators outside the family (see above).
@@ -124,8 +132,9 @@ class Session:
     Raises
     ------
     ModelInputError
-        At build: a model that cannot be read or is not well-formed (with ``check``), or a
-        tensor stored as external data that was not loaded.
+        At build: a model that is not a path, bytes or ModelProto (None); a model that cannot
+        be read or is not well-formed (with ``check``), or a tensor stored as external data
+        that was not loaded (or that bytes cannot carry).
     GatherScatterError, NodeError
         At build, from loading a node (an attribute or opset its version lacks), as for
         :func:`run_model`. With ``engine="onnxruntime"``, a run's error inside an onnxruntime
@@ -156,7 +165,7 @@ class Session:
 
     def __init__(
         self,
-        model: str | os.PathLike | bytes | onnx.ModelProto,
+        model: str | os.PathLike | bytes | bytearray | memoryview | onnx.ModelProto,
         *,
         engine: Literal["reference", "onnxruntime"] = "reference",
         threads: int | None = None,
@@ -236,13 +245,19 @@ class Session:
         Raises
         ------
         ModelInputError
-            A name of ``output_names`` that is not a graph output; a feed as
-            :func:`run_model` describes.
+            A name of ``output_names`` that is not a graph output; ``feeds`` that is not a
+            mapping (None, a list of pairs); a feed as :func:`run_model` describes.
         DTypeError, ShapeError, GatherScatterError, NodeError
             As for :func:`run_model`.
         """
         if output_names is None:
             names = self._output_names
+        elif isinstance(output_names, (str, bytes)):
+            raise ModelInputError(
+                f"output_names must be a list of output names or None, not a {type(output_names).__name__}: "
+                f"pass [{output_names!r}]",
+                value=output_names,
+            )
         else:
             names = list(output_names)
             for name in names:
@@ -313,14 +328,17 @@ def run_model(
     Raises
     ------
     ModelInputError
-        A declared input is missing, or a name is not a declared input, or None given for an
-        input that is not optional; a tensor stored as external data that was not loaded
+        ``inputs`` is not a mapping (None, a list of (name, value) pairs); a declared input
+        is missing, or a name is not a declared input, or None given for an input that is
+        not optional; ``model`` is not a path, bytes or ModelProto (None); a tensor stored as external data that was not loaded
         (``onnx.load(path, load_external_data=False)``); with ``check``, a model file that
         cannot be read, or a model that is not well-formed, in one line naming the node,
         tensor or field at fault.
     DTypeError, ShapeError
         An input's dtype, rank or a fixed dim differs from the declaration; or it is not the
-        declared kind of value (a sequence that is not a list, a map that is not a dict).
+        declared kind of value (a sequence that is not a list, a map that is not a dict); a
+        masked array (``np.ma.MaskedArray``), whose mask the model could not honour (as
+        the kernels refuse one).
     GatherScatterError
         Any of our errors raised by a node, with ``node`` set to its name and the message
         starting with ``node '<name>' (<op_type>):``; the class is kept, so

@@ -117,6 +117,26 @@ def run_tensor_scatter(
     return output if out is None else out
 
 
+def write_accepted(
+    spec: OpVersion, past_cache: np.ndarray, update: np.ndarray, write_indices: np.ndarray | None, ax: int, mode: Mode
+) -> None:
+    """Write ``update`` into ``past_cache`` in place, for a call whose signature passed every static check.
+
+    The in-place decode step (``out=past_cache``) less the checks its signature fixed:
+    ``past_cache`` is writeable, broadcast-free and shares no memory with ``update`` or
+    ``write_indices`` (the caller checked). The write indices are checked before the first
+    write, so a bad one leaves the cache as it was.
+    """
+    batch = past_cache.shape[0]
+    if write_indices is None:
+        write = np.zeros(batch, dtype=np.int64)
+    else:
+        write = native_indices(write_indices).astype(np.int64, copy=False)
+    _check_write_indices(spec, write, update.shape[ax], past_cache.shape[ax], mode, ax)  # nothing written yet
+    if not _write_rows_compiled(past_cache, None, update, write, ax, mode) and update.size:
+        _write_rows_numpy(past_cache, update, write, ax, mode)
+
+
 def _write_rows_compiled(
     output: np.ndarray, past: np.ndarray | None, update: np.ndarray, write: np.ndarray, ax: int, mode: Mode
 ) -> bool:
