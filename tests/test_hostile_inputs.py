@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from gather_scatter import (
+    ArityError,
     DTypeError,
     IndexOutOfBoundsError,
     InvalidAttributeError,
@@ -253,6 +254,21 @@ CASES = [
          (OutputTooLargeError, r"TensorScatter-24: output of shape \(1000000, 1000000\)"), isolate=True),
     Case("tensor_scatter-int32-write", lambda: tensor_scatter(np.zeros((1, 4, 1)), np.ones((1, 1, 1)), np.array([0], np.int32)),
          (DTypeError, r"TensorScatter-24: write_indices has type tensor\(int32\)")),
+    # A required input given as None is an input left out (issue 26 item 14: it said None "is a list").
+    *[Case(f"none-{name}", call, (ArityError, rf"^{re.escape(message)} is None, but it is a required input: pass an array$"))
+      for name, call, message in [
+          ("run_node-indices", lambda: run_node("Gather", [A, None], opset=13), "Gather-13: indices"),
+          ("run_node-data", lambda: run_node("GatherND", [None, np.array([[0]])], opset=12), "GatherND-12: data"),
+          ("scatter_nd-updates", lambda: run_node("ScatterND", [A, np.array([[0]]), None], opset=11),
+           "ScatterND-11: updates"),
+          ("gather", lambda: gather(A, None), "Gather-13: indices"),
+          ("gather_elements", lambda: gather_elements(A, None), "GatherElements-13: indices"),
+          ("scatter_elements", lambda: scatter_elements(A, [[0]], None), "ScatterElements-18: updates"),
+          ("tensor_scatter-update", lambda: tensor_scatter(np.zeros((1, 4, 1)), None), "TensorScatter-24: update"),
+      ]],
+    # ... where an input is optional, None leaves it out: TensorScatter's write_indices.
+    Case("none-tensor_scatter-write_indices", lambda: tensor_scatter(np.zeros((1, 2, 1)), np.ones((1, 1, 1)), None)[0, :, 0],
+         np.array([1.0, 0.0])),
 ]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._versions import OpVersion
-from .errors import DTypeError, IndexOutOfBoundsError, InvalidAttributeError, ShapeError
+from .errors import ArityError, DTypeError, IndexOutOfBoundsError, InvalidAttributeError, ShapeError
 
 
 def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.ndarray:
@@ -30,6 +30,7 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
       exactly, else DTypeError naming the first value that does not (an int too big for any
       NumPy type included); without, NumPy's default. Strings mixed with other values are
       refused, not turned into strings.
+    - None is an input left out: ArityError naming it (not an object array of one None).
     """
     if isinstance(value, np.ndarray):
         if type(value) is not np.ndarray:
@@ -40,6 +41,14 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
         return value
     if isinstance(value, np.generic):
         return np.asarray(value)
+    if value is None:  # an input left out, not an object array holding None
+        raise ArityError(
+            f"{spec.name}: {input} is None, but it is a required input: pass an array",
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input=input,
+            value=None,
+        )
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as exc:
