@@ -199,6 +199,7 @@ def _external_model(tmp_path, **entries):
     ({"length": "99999999"}, "length 99999999 of 'gather_elements.onnx.data', a file of"),
     ({"length": "8"}, "of 8 bytes in 'gather_elements.onnx.data', but its dims \\(16, 48\\) and type take 3072"),
     ({"offset": "-1"}, "invalid entry: External data offset must be non-negative"),
+    ({"location": "moved.data"}, "in 'moved.data', which does not exist in the model's folder"),  # issue 26 item 9
 ])
 def test_external_data_stays_in_its_folder_and_file(tmp_path, capsys, entries, pattern):
     path = _external_model(tmp_path, **entries)

@@ -309,3 +309,42 @@ def test_node_shapes_names_the_node_for_every_error_and_a_node_without_output():
     with pytest.raises(UnsupportedOpError) as e:
         list(node_shapes(model))
     assert str(e.value) == "node 'ms' (GatherND): the model imports no opset for domain 'com.microsoft'"
+
+
+# ---- issue 26 item 9: external data that is missing is refused, as external data that is truncated
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("missing", r"is stored as external data in 'gather_elements.onnx.data', which does not exist in the "
+                r"model's folder '.*'"),
+    ("truncated", r"is stored as external data at offset 0, length 3072 of 'gather_elements.onnx.data', a file of "
+                  r"100 bytes"),
+])
+@pytest.mark.parametrize("engine", ["reference", "onnxruntime"])
+def test_missing_or_truncated_external_data_is_refused_naming_the_tensor_and_file(tmp_path, capsys, damage, problem,
+                                                                                  engine):
+    import pathlib
+    import shutil
+
+    from gather_scatter import ModelInputError, Session
+
+    data = pathlib.Path(__file__).parent / "data"
+    path = tmp_path / "gather_elements.onnx"
+    shutil.copy(data / "gather_elements.onnx", path)
+    if damage == "truncated":
+        (tmp_path / "gather_elements.onnx.data").write_bytes((data / "gather_elements.onnx.data").read_bytes()[:100])
+    tensor = next(t.name for t in onnx.load(path, load_external_data=False).graph.initializer
+                  if onnx.external_data_helper.uses_external_data(t))
+    pattern = rf"^tensor '{tensor}' {problem}$"
+    for model in (path, str(path)):
+        with pytest.raises(ModelInputError, match=pattern) as info:
+            infer_model_shapes(model)
+        assert info.value.input == tensor
+    assert main(["shapes", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gather-scatter shapes: error: tensor '{tensor}' is stored as external data ") and "Traceback" not in err
+    if engine == "onnxruntime":  # onnxruntime reads the data itself: it too is checked first
+        pytest.importorskip("onnxruntime")
+        with pytest.raises(ModelInputError, match=pattern):
+            Session(path, engine=engine)
+    infer_model_shapes(path, check=False)  # a model you trust: nothing is read or checked

@@ -13,9 +13,9 @@ onnx's shape inference or our kernels.
    is not its output count);
 3. a tensor's ``data_type`` is one onnx defines, and its ``raw_data`` holds exactly the
    bytes its dims and type take;
-4. every tensor stored as external data names a file inside the model's folder, and its
-   offset and length lie within that file (where it exists: ``shapes`` reads no weights)
-   and match the tensor's dims and type;
+4. every tensor stored as external data names a file inside the model's folder, that file
+   exists (also where no weights are read, as by ``shapes``), and the tensor's offset and
+   length lie within it and match its dims and type;
 5. ``onnx.checker.check_model(model, full_check=False)``, the field's standard, for the rest:
    the graph is acyclic and in SSA form (each value produced once, every input defined),
    initializer sizes match their dims and types, node specs match their schemas.
@@ -351,8 +351,8 @@ def _check_external(tensor: onnx.TensorProto, base_dir: str | None) -> None:
     full = os.path.realpath(os.path.join(root, location))
     if os.path.commonpath([root, full]) != root:
         refuse(f"at {location!r}, which points outside the model's folder {base_dir!r}")
-    if not os.path.exists(full):  # shapes need no weights: a missing file is refused when loaded
-        return
+    if not os.path.exists(full):  # refused even where no weights are read (shapes): the model is incomplete
+        refuse(f"in {location!r}, which does not exist in the model's folder {root!r}")
     if not os.path.isfile(full):
         refuse(f"in {location!r}, which is not a regular file")
     size = os.path.getsize(full)
