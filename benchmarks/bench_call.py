@@ -7,7 +7,7 @@
 Inputs are tiny (a 3-element vector at a 0-d index and the like), so what is measured is the
 cost of a call, not of moving bytes. Each round times M calls of every engine of a case in
 turn, the order rotating from round to round; a figure is the median over rounds of the time
-per call, in microseconds; the output is a Markdown table (the README's). The targets (issue 16): ours <= 0.5x onnxruntime and <= 3 us above
+per call, in microseconds; the output is a Markdown table (docs/performance.md's). The targets (issue 16): ours <= 0.5x onnxruntime and <= 3 us above
 NumPy for the Gather case, and ``run_node`` <= 1.0x onnxruntime. A measurement, never an assertion.
 """
 

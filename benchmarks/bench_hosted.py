@@ -202,7 +202,7 @@ def _unfix_rows(path: Path) -> str:
 
 
 def index_add_target(threads: int, rounds: int) -> dict:
-    """200,000 rows of 8 float32 pooled into 64 segments: the README's index_add case."""
+    """200,000 rows of 8 float32 pooled into 64 segments: the index_add case of docs/models.md."""
     path = ROOT / "tests" / "data" / "index_add_pooling.onnx"
     path = _unfix_rows(path)
     rng = np.random.default_rng(7)

@@ -24,7 +24,7 @@ The architectures, each sized to run in 0.1-20 ms in onnxruntime on one thread:
   ``dst`` (messages and degrees), mean-normalised.
 - ``gat``: 1-layer GAT, per-destination softmax by ``scatter_reduce('amax',
   include_self=False)``, ``scatter_add`` and ``index_add``.
-- ``segment-sum``: ``index_add`` pooling of 200,000 rows of 8 into 64 segments (the README's
+- ``segment-sum``: ``index_add`` pooling of 200,000 rows of 8 into 64 segments (docs/models.md's
   case), then a Linear.
 - ``dlrm``: 3 ``nn.EmbeddingBag`` tables (sum, offsets: a Loop per table in both exports),
   bottom/top MLPs, pairwise dots picked by ``tril_indices``.

@@ -1,28 +1,23 @@
 """MkDocs hooks: the parts of the site that must not drift are generated at build time.
 
-Two directives, each an HTML comment alone on a line of a page's Markdown:
+One directive, an HTML comment alone on a line of a page's Markdown:
 
 ``<!-- versions-table -->`` / ``<!-- versions-table: Gather GatherND -->``
     The supported-versions table, rendered from ``gather_scatter._versions.REGISTRY`` (every
     version, or those of the named operators), and for each operator with several versions
     what changed from one to the next, computed from the same values.
 
-``<!-- readme: ## Performance -->``
-    The README's section of that heading (exactly as written there), without the heading line,
-    its sub-headings shifted so that they start at ``##``, and its links to ``docs/...``
-    rewritten relative to the page. The README stays the one place its tables and numbers live.
+The pages hold all their other text themselves; the README is a front page that links to them.
 """
 
 from __future__ import annotations
 
 import itertools
 import pathlib
-import posixpath
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 
 try:  # an installed (editable) package, or else the source tree
     from gather_scatter import _versions
@@ -30,10 +25,7 @@ except ImportError:  # pragma: no cover - only without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
     from gather_scatter import _versions
 
-DIRECTIVE = re.compile(r"^<!--\s*(versions-table|readme)\s*:?\s*(.*?)\s*-->\s*$", re.MULTILINE)
-FENCE = re.compile(r"^\s*(```|~~~)")
-HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
-LINK = re.compile(r"(\]\()docs/([^)\s]+)")
+DIRECTIVE = re.compile(r"^<!--\s*versions-table\s*:?\s*(.*?)\s*-->\s*$", re.MULTILINE)
 
 
 # --- the versions table ------------------------------------------------------------------------
@@ -157,64 +149,6 @@ def changes(ops: list[str]) -> str:
     return "What changed from version to version (computed from the same registry):\n\n" + "\n".join(lines) + "\n"
 
 
-# --- README sections ---------------------------------------------------------------------------
-
-
-def _lines_outside_fences(text: str):
-    """(line, is_inside_a_fenced_block) for each line of text."""
-    inside = False
-    for line in text.splitlines():
-        if FENCE.match(line):
-            yield line, True
-            inside = not inside
-            continue
-        yield line, inside
-
-
-def readme_section(heading: str, page_path: str) -> str:
-    """Return the README's section under ``heading``, for ``<!-- readme: ## Heading -->``.
-
-    Parameters
-    ----------
-    heading : str
-        A Markdown heading exactly as the README writes it, ``#`` marks included.
-    page_path : str
-        The page's path relative to ``docs/`` (``page.file.src_uri``), which the README's
-        ``docs/...`` links are rewritten relative to.
-
-    Returns
-    -------
-    str
-        The section's body without the heading line, its sub-headings shifted to start at
-        ``##``, ending in one newline.
-
-    Raises
-    ------
-    ValueError
-        If ``heading`` is not a Markdown heading, or the README has no such heading.
-    """
-    match = HEADING.match(heading)
-    if not match:
-        raise ValueError(f"readme directive needs a Markdown heading, got {heading!r}")
-    level, title = len(match.group(1)), match.group(2)
-    body: list[str] | None = None
-    for line, fenced in _lines_outside_fences(README.read_text(encoding="utf-8")):
-        found = None if fenced else HEADING.match(line)
-        if body is None:
-            if found and len(found.group(1)) == level and found.group(2) == title:
-                body = []
-            continue
-        if found and len(found.group(1)) <= level:
-            break
-        if found:  # a sub-heading: ### under ## becomes ##, #### under ### becomes ##
-            line = "#" * (len(found.group(1)) - level + 1) + " " + found.group(2)
-        body.append(line)
-    if body is None:
-        raise ValueError(f"README.md has no heading {heading!r}")
-    prefix = posixpath.relpath(".", posixpath.dirname(page_path) or ".")
-    return LINK.sub(lambda m: f"{m.group(1)}{posixpath.join(prefix, m.group(2))}", "\n".join(body)).strip() + "\n"
-
-
 # --- the hook ----------------------------------------------------------------------------------
 
 
@@ -226,7 +160,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     markdown : str
         The page's Markdown source.
     page : mkdocs.structure.pages.Page
-        The page being built.
+        The page being built (unused).
     config : mkdocs.config.defaults.MkDocsConfig
         The site's configuration (unused).
     files : mkdocs.structure.files.Files
@@ -237,20 +171,13 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     str
         ``markdown`` with each directive line replaced by what it stands for.
     """
-
-    def expand(match: re.Match) -> str:
-        kind, argument = match.group(1), match.group(2)
-        if kind == "versions-table":
-            return versions_table(argument.split())
-        return readme_section(argument, page.file.src_uri)
-
-    return DIRECTIVE.sub(expand, markdown)
+    return DIRECTIVE.sub(lambda match: versions_table(match.group(1).split()), markdown)
 
 
 def on_config(config):
-    """Watch the README and the version registry too (MkDocs ``on_config`` event).
+    """Watch the version registry too (MkDocs ``on_config`` event).
 
-    ``mkdocs serve`` then rebuilds when either changes, not only when ``docs/`` does.
+    ``mkdocs serve`` then rebuilds when it changes, not only when ``docs/`` does.
 
     Parameters
     ----------
@@ -263,7 +190,6 @@ def on_config(config):
         ``config``.
     """
     watch = config.setdefault("watch", [])
-    for path in (str(README), _versions.__file__):
-        if path not in watch:
-            watch.append(path)
+    if _versions.__file__ not in watch:
+        watch.append(_versions.__file__)
     return config

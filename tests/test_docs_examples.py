@@ -1,7 +1,9 @@
 """The documentation pages' examples run as they say, and the versions table says what the registry holds.
 
-Each test takes a page's Python code block (the one holding a marker), runs it, and checks
-what its comments claim. The README's own tour is tested in ``tests/test_readme.py``.
+Each test takes a page's Python code block, runs it, and checks what its comments claim: the
+NumPy examples (getting started, one per operator page) through ``doc_examples.run_with_claims``,
+the others (PyTorch, JAX, dask, Session) by their own assertions. The README's own tour is
+tested in ``tests/test_readme.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from doc_examples import python_block, python_blocks, run_with_claims
 
 from gather_scatter._versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
 
@@ -21,10 +24,29 @@ DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16, "a
 
 def _block(page: str, marker: str) -> str:
     """The Python code block of ``docs/<page>`` that contains ``marker``."""
-    blocks = (DOCS / page).read_text(encoding="utf-8").split("```python\n")[1:]
-    found = [b.split("```", 1)[0] for b in blocks if marker in b]
-    assert found, f"docs/{page} has no Python block containing {marker!r}"
-    return found[0]
+    return python_block(DOCS / page, marker)
+
+
+# The self-contained NumPy examples: they import gather_scatter and NumPy and nothing else
+# (the spec's loops quoted on the operator pages import nothing and are not run).
+NUMPY_EXAMPLES = [
+    pytest.param(block, id=f"{page.relative_to(DOCS).as_posix()}-{n}")
+    for page in sorted(DOCS.rglob("*.md"))
+    for n, block in enumerate(python_blocks(page))
+    if "import gather_scatter as gs" in block
+    and not re.search(r"^(import|from) (torch|jax|dask|onnx)|^f = oh\.", block, flags=re.M)
+]
+
+
+def test_the_numpy_examples_are_found():
+    pages = {p.id.rsplit("-", 1)[0] for p in NUMPY_EXAMPLES}
+    assert pages == {"getting-started.md", "operators/gather.md", "operators/gather-nd.md",
+                     "operators/scatter-nd.md", "operators/elements.md", "operators/tensor-scatter.md"}
+
+
+@pytest.mark.parametrize("block", NUMPY_EXAMPLES)
+def test_numpy_example_runs_as_its_comments_say(block):
+    assert run_with_claims(block) >= 1
 
 
 def _hooks():

@@ -1,108 +1,107 @@
-"""The README's table of supported versions says what the registry holds."""
+"""The README is a front page: short, its set-up commands and tour run as they say, its links resolve.
+
+Everything else the README used to hold lives in the documentation pages (``docs/``), whose
+examples ``tests/test_docs_examples.py`` runs.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
 import pathlib
+import re
+import shlex
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from doc_examples import python_block, run_with_claims
 
-from gather_scatter._versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
-
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16, "all 24": TENSOR_SCATTER_TYPES}
-
-
-def table_rows():
-    section = README.read_text().split("### Supported versions", 1)[1].split("\n#", 1)[0]
-    lines = section.splitlines()
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("| ")]
-    return rows[2:]  # after the header and its rule
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def attributes_cell(version):
-    if not version.attributes:
-        return "—"
-    choices = {"reduction": version.reductions, "mode": version.modes}  # string attributes list their values
-    return ", ".join(
-        f"{name} ({default!r}: {', '.join(choices[name])})" if name in choices else f"{name} ({default})"
-        for name, default in version.attributes.items()
-    )
+def _slug(heading: str) -> str:
+    """The anchor GitHub and MkDocs give a heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def test_readme_version_table_matches_the_registry():
-    rows = {
-        ("" if domain == "ai.onnx" else domain, op, int(since)): (attributes, DATA_TYPES[data], set(index.split(", ")))
-        for op, domain, since, attributes, data, index in table_rows()
-    }
-    assert set(rows) == set(REGISTRY)
-    for key, version in REGISTRY.items():
-        assert rows[key] == (attributes_cell(version), version.data_types, version.index_types), key
+def _anchors(page: pathlib.Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)  # not in code blocks
+    return {_slug(m) for m in re.findall(r"^#{1,6} (.+?)\s*$", text, flags=re.M)}
 
 
-def _block(marker: str) -> str:
-    """The README's Python code block that contains ``marker``."""
-    blocks = README.read_text().split("```python\n")[1:]
-    return next(b.split("```", 1)[0] for b in blocks if marker in b)
+def test_readme_is_a_front_page():
+    # issue 26 item 15: a newcomer reads it in two minutes; the rest lives in docs/
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines: move sections into docs/"
 
 
-def test_readme_torch_example_runs_as_it_says():
-    pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
-    scope: dict = {}
-    exec(_block("import torch"), scope)
-    assert scope["out"][:, 0].tolist() == [0.0, 2.0, 0.0, 1.0]
-    assert scope["updates"].grad.tolist() == [[1.0] * 3] * 3 and scope["data"].grad.tolist() == [[1.0] * 3] * 4
+def test_readme_says_the_two_set_up_commands():
+    # .ci/run runs exactly these lines in a brand-new virtual environment
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert 'pip install -e ".[test]" && gather-scatter run' in lines
+    assert "python -m pytest" in lines
 
 
-def test_readme_jax_example_runs_as_it_says():
-    pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
-    scope: dict = {}
-    exec(_block("import jax"), scope)
-    import gather_scatter as gs
-
-    table = np.arange(12.0).reshape(3, 4)
-    assert np.array_equal(np.asarray(scope["updated"]),
-                          gs.scatter_elements(table, np.array([[3, 3]]), np.array([[9.0, 7.0]]), axis=1, reduction="max"))
-    assert np.asarray(scope["grads"]).tolist() == [[0.0] * 4, [0.0] * 4, [2.0] * 4]
-    assert scope["err"].get().startswith("Gather-13: indices[0] = 5 is out of bounds for data axis 0 of size 3")
+def test_readme_links_resolve():
+    for target in LINK.findall(README.read_text(encoding="utf-8")):
+        if target.startswith(("http:", "https:", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        page = ROOT / path
+        assert page.is_file(), f"README links to {target}, which does not exist"
+        if anchor:
+            assert anchor in _anchors(page), f"README links to {target}: {path} has no such heading"
 
 
-def test_readme_dask_example_runs_as_it_says(tmp_path, monkeypatch):
-    pytest.importorskip("dask.array", reason="dask not installed (pip install 'gather_scatter[dask]')")
-    pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
-    monkeypatch.chdir(tmp_path)
-    scope: dict = {}
-    exec(_block("import dask.array as da"), scope)
-    ids, table = scope["ids"], scope["table"]
-    assert scope["rows"].shape == (10_000, 64)
-    counts = np.bincount(ids, minlength=1_000_000).astype(np.float32)
-    assert np.array_equal(table[:, 0], counts) and np.array_equal(table[:, 63], counts)
+def test_readme_and_checker_page_name_every_built_in_engine():
+    # issue 26 item 14: they named four engines where eight are built in
+    built_in = {ep.name for ep in importlib.metadata.entry_points(group="gather_scatter.engines")
+                if ep.value.startswith("gather_scatter.check.engines.")}
+    assert len(built_in) >= 8
+    readme = README.read_text(encoding="utf-8").lower()
+    names = {"reference": "onnx.reference", "onnxruntime": "onnxruntime"}
+    assert all(names.get(name, name) in readme for name in built_in), built_in
+    words = {8: "eight", 9: "nine", 10: "ten"}
+    assert f"{words[len(built_in)]} other engines" in readme
+    checker = (ROOT / "docs" / "checker.md").read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `(\w+)` \|", checker, flags=re.M))
+    assert table == built_in
+    assert not re.search(r"\bfour\b", checker), "docs/checker.md still counts four engines"
 
 
-def test_readme_session_example_runs_as_it_says():
-    scope: dict = {}
-    exec(_block("gs.Session("), scope)
-    assert scope["inputs"] == [("table", "tensor(float)", [4, 2]), ("ids", "tensor(int64)", ["n"])]
-    assert scope["rows"].tolist() == [[2.0, 3.0]] and scope["rows"].dtype == np.float32
+def test_readme_kernel_tour_runs_as_it_says():
+    assert run_with_claims(python_block(README, "gs.gather(")) == 4
 
 
-def test_readme_hosted_session_example_runs_as_it_says(capsys):
+def test_readme_session_tour_runs_as_it_says():
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[onnxruntime]')")
-    import gather_scatter as gs
-
     scope: dict = {}
-    code = _block('engine="onnxruntime", threads=2')
-    exec(code, scope)
-    printed = capsys.readouterr().out.splitlines()
-    # the plan printed is the one the comment shows (its first lines, up to the reason's cut)
-    shown = [line[2:] for line in code.splitlines() if line.startswith("#")]
-    assert len(printed) == len(shown)
-    import re
+    exec(python_block(README, "gs.Session("), scope)
+    exact, fast = scope["exact"], scope["fast"]
+    assert exact.dtype == np.float32 and exact.shape == (64, 8)
+    assert fast.tobytes() == exact.tobytes()  # onnxruntime alone loses updates on two threads
+    segment, rows = scope["feeds"]["segment"][:, 0], scope["feeds"]["rows"]
+    sums = np.zeros((64, 8), np.float64)
+    np.add.at(sums, segment, rows)
+    assert np.allclose(exact, np.maximum(sums, 0), rtol=1e-4, atol=1e-3)
+    assert scope["routed"] == ["pool"]
 
-    version = re.compile(r"onnxruntime \d+\.\d+\.\d+")  # the installed release's, wherever it runs
-    for got, want in zip(printed, shown, strict=True):
-        got, want = version.sub("onnxruntime X", got), version.sub("onnxruntime X", want)
-        assert got.startswith(want.removesuffix(" ...")), (got, want)
-    expected = gs.run_model(scope["model"], scope["feeds"])["out"]
-    assert scope["out"].tobytes() == expected.tobytes()
-    assert list(scope["session"].plan.routed) == ["pool"]
+
+def test_readme_check_commands_run(tmp_path):
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[onnxruntime]')")
+    text = README.read_text(encoding="utf-8")
+    commands = [line.split("#", 1)[0].strip() for block in text.split("```bash\n")[1:]
+                for line in block.split("```", 1)[0].splitlines() if line.startswith("gather-scatter check")]
+    runnable = [c for c in commands if "model.onnx" not in c]  # the model-mode line names the user's model
+    assert len(runnable) == 2
+    for command in runnable:
+        argv = [sys.executable, "-m", "gather_scatter", *shlex.split(command)[1:]]
+        result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert result.returncode in (0, 1), (command, result.stdout, result.stderr)  # 1: findings
+    listed = subprocess.run([sys.executable, "-m", "gather_scatter", "check", "--list-engines"],
+                            capture_output=True, text=True, timeout=300).stdout
+    assert "onnxruntime" in listed and "reference" in listed
+    assert (tmp_path / "report.json").is_file()

@@ -24,7 +24,7 @@ class or an object::
     [project.entry-points."gather_scatter.engines"]
     theirs = "theirs_engine"
 
-and ``gather-scatter check --engine theirs`` runs it (the README's "Checking other engines"
+and ``gather-scatter check --engine theirs`` runs it (docs/checker.md, "Your engine as a plugin",
 shows a complete one).
 """
 
