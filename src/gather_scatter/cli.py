@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _arrays_io
+
 __all__ = ["main"]
 
 USAGE_ERROR = 2
@@ -48,6 +50,9 @@ def _named_input(spec: str) -> tuple[str, str]:
 
 
 def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    problem = _arrays_io.not_numpy(path)
+    if problem:
+        raise _UserError(f"cannot read inputs file {os.fspath(path)!r}: {problem}")
     try:
         archive = np.load(path, allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):  # np.load reads one .npy array too
@@ -56,7 +61,7 @@ def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
                 "name; pass one array with --input NAME=FILE.npy, or save the inputs with numpy.savez"
             )
         with archive:
-            return dict(archive)
+            return _arrays_io.read_npz(archive)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix
         raise _UserError(f"cannot read inputs file {os.fspath(path)!r}: {exc}") from None
 
@@ -65,8 +70,11 @@ _FAMILY = "Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter
 
 
 def _load_array(name: str, path: str) -> np.ndarray:
+    problem = _arrays_io.not_numpy(path)
+    if problem:
+        raise _UserError(f"cannot read input {name!r} from {path!r}: {problem}")
     try:
-        loaded = np.load(path, allow_pickle=False)
+        loaded = _arrays_io.load(path)
     except Exception as exc:  # noqa: BLE001 - np.load raises OSError, ValueError, BadZipFile, EOFError...: any means an unreadable file
         raise _UserError(f"cannot read input {name!r} from {path!r}: {exc}") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # np.load opens archives too: not one array
@@ -81,16 +89,13 @@ def _load_array(name: str, path: str) -> np.ndarray:
 
 def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
     # What np.savez(path, **arrays) writes, without its own parameters taking outputs by name
-    # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped).
-    for name, value in arrays.items():
-        if isinstance(value, (list, tuple)):  # np.asarray would stack it, or fail on a ragged one
-            raise ValueError(
-                f"output {name!r} is a sequence of {len(value)} tensors, and an .npz file holds tensors only"
-            )
+    # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped), and
+    # without pickles: np.load reads it with allow_pickle=False, and run --inputs reads it back.
+    stored = {name: _arrays_io.storable(name, value) for name, value in arrays.items()}  # every one before writing
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, value in arrays.items():
+        for name, value in stored.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=True)
+                np.lib.format.write_array(member, value, allow_pickle=False)
 
 
 def _load_model(path: str | os.PathLike, *, external_data: bool = True):
@@ -148,6 +153,7 @@ def _run(args: argparse.Namespace) -> int:
         inputs.update({name: _load_array(name, path) for name, path in args.input})
         hosted = args.engine == "onnxruntime"
         model = _load_model(model_path, external_data=not hosted)  # onnxruntime reads the weights itself
+        inputs = _arrays_io.typed_inputs(model.graph, inputs)  # bfloat16, float8, int4 ... as .npy stores them: void
         start = time.perf_counter()
         try:
             if args.check:  # by path: a model over 2 GiB is checked from its file
@@ -224,8 +230,22 @@ def _add_run(subparsers: Any) -> None:
         metavar="NAME=FILE.npy",
         help="one model input from a .npy file (repeatable; overrides --inputs)",
     )
-    parser.add_argument("--inputs", metavar="FILE.npz", help="model inputs from an .npz file, by name")
-    parser.add_argument("--output", metavar="OUT.npz", help="also save the outputs, by name, to an .npz file")
+    parser.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="model inputs from an .npz file, by name (an --output file of an earlier run is one); a raw void "
+        "array (|V2, |V1, as NumPy stores bfloat16, float8, int4 ...) of the declared type's width is read as "
+        "that type",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="OUT.npz",
+        help="also save the outputs, by name, to an .npz file that np.load(OUT.npz, allow_pickle=False) reads and "
+        "--inputs reads back: strings as NumPy unicode arrays; ml_dtypes' types (bfloat16, float8*, int4, uint4, "
+        "float4) as NumPy itself stores them, raw void of their width (|V2, |V1), which np.load cannot type: "
+        "arr.view(ml_dtypes.bfloat16) restores one (the dtype column run prints names it), and --inputs reads it "
+        "as the declared type; a sequence, map or empty optional output cannot be saved",
+    )
     parser.add_argument(
         "--repeat",
         type=_int_in(1),
