@@ -46,6 +46,8 @@ PAGES = {  # screenshot name -> path in the site
     "tensor-scatter": "operators/tensor-scatter/",
     "versions": "versions/",
     "array-libraries": "array-libraries/",
+    "models": "models/",
+    "shape-inference": "shape-inference/",
     "checker": "checker/",
     "performance": "performance/",
     "api": "api/",
