@@ -97,8 +97,8 @@ def test_jax_example_runs_as_it_says():
     import gather_scatter as gs
 
     table = np.arange(12.0).reshape(3, 4)
-    assert np.array_equal(np.asarray(scope["updated"]),
-                          gs.scatter_elements(table, np.array([[3, 3]]), np.array([[9.0, 7.0]]), axis=1, reduction="max"))
+    expected = gs.scatter_elements(table, np.array([[3, 3]]), np.array([[9.0, 7.0]]), axis=1, reduction="max")
+    assert np.array_equal(np.asarray(scope["updated"]), expected)
     assert np.asarray(scope["grads"]).tolist() == [[0.0] * 4, [0.0] * 4, [2.0] * 4]
     assert scope["err"].get().startswith("Gather-13: indices[0] = 5 is out of bounds for data axis 0 of size 3")
 
