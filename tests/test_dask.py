@@ -265,6 +265,70 @@ def test_out_that_an_input_is_read_from(tmp_path: pathlib.Path):
     assert np.array_equal(z[...], expected)
 
 
+
+def _read_only_targets(tmp_path: pathlib.Path, table: np.ndarray):
+    """Each kind of array that takes ``out[region] = block`` but cannot be written: (name, out, message)."""
+    frozen = table.copy()
+    frozen.flags.writeable = False
+    np.save(tmp_path / "table.npy", table)
+    yield "numpy", frozen, r"out is read-only \(a NumPy array whose writeable flag is off"
+    yield "memmap", np.load(tmp_path / "table.npy", mmap_mode="r"), r"out is read-only \(a NumPy memmap opened with mode='r'"
+    yield ("broadcast", np.broadcast_to(table[:1], table.shape),  # the NumPy path's message: the view is read-only too
+           r"out is a broadcast view")
+    zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+    z = zarr.open_array(str(tmp_path / "t.zarr"), mode="w", shape=table.shape, chunks=(5, 3), dtype=table.dtype)
+    z[...] = table
+    yield "zarr", zarr.open_array(str(tmp_path / "t.zarr"), mode="r"), r"out is read-only \(a zarr array opened read-only"
+    try:
+        import h5py
+    except ImportError:
+        return
+    with h5py.File(tmp_path / "t.h5", "w") as f:
+        f.create_dataset("t", data=table, chunks=(5, 3))
+    f = h5py.File(tmp_path / "t.h5", "r")
+    yield "hdf5", f["t"], r"out is read-only \(an HDF5 dataset of a file opened with mode='r'"
+    f.close()
+
+
+def test_read_only_out_is_refused_before_any_task(tmp_path: pathlib.Path):
+    """issue 26 item 11: a read-only out (a NumPy array, a memmap, a zarr array opened with
+    mode="r", an HDF5 dataset of a read-only file) is the NumPy path's typed "out is read-only"
+    error at the call: no task runs (data is never read), out is unchanged. (It was the store's
+    raw ValueError, raised by the tasks.)"""
+    table = np.arange(12 * 3, dtype=np.float64).reshape(12, 3)
+    reads = []
+
+    def counted(block):
+        reads.append(block.shape)
+        return block
+
+    data = da.from_array(table, chunks=(5, 3)).map_blocks(counted, meta=np.empty((0, 0), table.dtype))
+    calls = {
+        "scatter_nd": lambda out: scatter_nd(data, np.array([[1], [1]]), np.ones((2, 3)), reduction="add", out=out),
+        "scatter_elements": lambda out: scatter_elements(data, np.zeros((1, 3), np.int64), np.ones((1, 3)), out=out),
+        "gather": lambda out: gather(data, np.arange(12), out=out),
+        "scatter_nd-dask-indices": lambda out: scatter_nd(data, da.from_array(np.array([[1]]), chunks=1),
+                                                          np.ones((1, 3)), out=out),
+    }
+    kinds = []
+    for kind, out, message in _read_only_targets(tmp_path, table):
+        kinds.append(kind)
+        for name, call in calls.items():
+            with pytest.raises(InvalidAttributeError, match=message) as info:
+                call(out)
+            assert info.value.input == "out", (kind, name)
+            assert info.value.op in {"ScatterND", "ScatterElements", "Gather"}
+            assert not reads, f"{kind}, {name}: a task ran before the refusal"
+            assert np.array_equal(np.asarray(out[...]), np.broadcast_to(table[:1], table.shape) if kind == "broadcast"
+                                  else table), (kind, name)
+    assert {"numpy", "memmap", "broadcast", "zarr"} <= set(kinds)
+    writable = np.zeros_like(table)  # the same calls into a writable array run
+    scatter_nd(data, np.array([[1], [1]]), np.ones((2, 3)), reduction="add", out=writable)
+    expected = table.copy()
+    expected[1] += 2
+    assert np.array_equal(writable, expected)
+
+
 try:
     from zarr.storage import LocalStore as _LocalStore
 except ImportError:  # the zarr tests skip
@@ -392,7 +456,7 @@ def test_in_place_scatter_into_zarr_of_other_chunks(tmp_path: pathlib.Path, sche
                 assert set(writes) < every
 
 
-def test_local_cluster_computes_the_same_results():
+def test_local_cluster_computes_the_same_results(tmp_path: pathlib.Path):
     distributed = pytest.importorskip("distributed", reason="distributed not installed (pip install 'gather_scatter[dask]')")
     rng = np.random.default_rng(8)
     table = rng.standard_normal((50, 6))
@@ -415,5 +479,12 @@ def test_local_cluster_computes_the_same_results():
         bad = gather(data, da.from_array(np.array([1, 70]), chunks=1))
         with pytest.raises(IndexOutOfBoundsError, match=r"Gather-13: indices\[1\] = 70 is out of bounds"):
             client.compute(bad, sync=True)
+        # out= a plain zarr array, in place, on worker processes: written by the workers as before
+        # (no fork: only an icechunk session's array goes through one)
+        zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gather_scatter[dask]')")
+        z = zarr.open_array(str(tmp_path / "t.zarr"), mode="w", shape=table.shape, chunks=(10, 6), dtype="float64")
+        z[...] = table
+        assert scatter_nd(da.from_zarr(z), indices, updates, reduction="add", out=z) is z
     for (expected, _), actual in zip(cases, results):
         assert same_bits(expected, np.asarray(actual))
+    assert same_bits(cases[3][0], z[...])

@@ -28,7 +28,14 @@ shard, an HDF5 chunk) is written in whole units, each by one task: a store rewri
 unit, so two tasks writing parts of one would each read it, change their part and write it
 back, and one part would be lost. A scatter whose ``out`` is the very array that ``data`` was
 read from (``da.from_zarr(z)`` ... ``out=z``) writes only the units that change, each after
-every block of ``data`` that overlaps it was read.
+every block of ``data`` that overlaps it was read. A read-only ``out`` (a NumPy array or memmap
+that is not writeable, a zarr array opened with ``mode="r"``, a read-only icechunk session's) is
+the NumPy path's "out is read-only" error at the call, before any task.
+
+None of these stores has transactions: a run killed part way leaves the units written so far
+changed and the others not. An array of an icechunk writable session takes the writes into the
+session, where they appear at its ``commit`` (``_dask_icechunk``: on ``dask.distributed`` through
+forks of the session, merged back).
 """
 
 from __future__ import annotations
@@ -40,11 +47,11 @@ import dask.array as da
 import numpy as np
 
 from .. import _shapes
-from .._validate import as_array, check_bounds
+from .._validate import as_array, check_bounds, refuse_broadcast
 from .._versions import Reduction
 from ..errors import DTypeError, InvalidAttributeError, ShapeError
+from . import _dask_icechunk, _foreign, library_name
 from . import _dask_plans as plans
-from . import _foreign, library_name
 
 
 class DaskBackend:
@@ -116,7 +123,7 @@ class DaskBackend:
         scatter's data was read from (then in place: with NumPy ``rows`` only the units that
         hold one are written, each after the blocks of data that overlap it were read); any
         other input read from ``out`` is refused, as its blocks could be overwritten before
-        they are read.
+        they are read; so is an ``out`` that cannot be written, before any task.
         """
         if out is None:
             return result
@@ -138,6 +145,16 @@ class DaskBackend:
                 input="out",
                 value=str(out.dtype),
             )
+        if isinstance(out, np.ndarray):  # the NumPy path's order: a broadcast view is read-only too
+            refuse_broadcast(spec, out)
+        why = _read_only(out)
+        if why is not None:
+            raise InvalidAttributeError(
+                f"{spec.name}: out is read-only ({why})",
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input="out",
+            )
         in_place = spec.op_type.startswith("Scatter") and _read_from(inputs["data"], out)
         for name, array in inputs.items():
             if isinstance(array, da.Array) and not (in_place and name == "data") and _mentions(array, out):
@@ -150,9 +167,11 @@ class DaskBackend:
                 )
         unit = _write_unit(out, result.ndim)
         if in_place and isinstance(rows, np.ndarray):  # only the units that change
-            _store_touched(result if unit is None else result.rechunk(unit), out, rows)
+            _dask_icechunk.store(
+                spec, result if unit is None else result.rechunk(unit), out, lambda result: _touched(result, rows)
+            )
         else:
-            da.store(result if unit is None else _aligned(result, unit), out, lock=False)
+            _dask_icechunk.store(spec, result if unit is None else _aligned(result, unit), out, lambda result: None)
         return out
 
     # ---- the operators ------------------------------------------------------------------
@@ -342,10 +361,10 @@ def _aligned(result: da.Array, unit: tuple) -> da.Array:
     return result.rechunk(tuple(max(u, max(c) // u * u) for c, u in zip(result.chunks, unit, strict=False)))
 
 
-def _store_touched(result: da.Array, out: Any, rows: np.ndarray) -> None:
-    """Write the blocks of ``result`` that hold one of the items ``rows`` into ``out``.
+def _touched(result: da.Array, rows: np.ndarray) -> tuple[list, list]:
+    """Return the blocks of ``result`` that hold one of the items ``rows``, and their regions in ``out``.
 
-    The rest is there already.
+    The rest of ``out`` holds its values already.
     """
     m = rows.shape[1]
     starts = [np.cumsum((0, *c)) for c in result.chunks]
@@ -355,5 +374,28 @@ def _store_touched(result: da.Array, out: Any, rows: np.ndarray) -> None:
             key = lead + tail
             sources.append(result.blocks[key])
             regions.append(tuple(slice(int(starts[d][i]), int(starts[d][i + 1])) for d, i in enumerate(key)))
-    if sources:
-        da.store(sources, [out] * len(sources), regions=regions, lock=False)
+    return sources, regions
+
+
+def _read_only(out: Any) -> str | None:
+    """Return what makes ``out`` read-only, or None if it can be written.
+
+    A NumPy array (a memmap included) whose writeable flag is off, a zarr array opened read-only,
+    an array of a read-only (or committed) icechunk session, an HDF5 dataset of a file opened
+    read-only.
+    """
+    if isinstance(out, np.memmap) and not out.flags.writeable:
+        return f"a NumPy memmap opened with mode={getattr(out, 'mode', 'r')!r}; open it with mode='r+'"
+    if isinstance(out, np.ndarray):
+        return None if out.flags.writeable else "a NumPy array whose writeable flag is off; pass one of your own"
+    session = _dask_icechunk.session_of(out)
+    if session is not None and session.read_only:
+        return (
+            "an array of a read-only icechunk session, or of one already committed; open the array from "
+            "repo.writable_session(branch).store"
+        )
+    if getattr(out, "read_only", False) is True:
+        return "a zarr array opened read-only; open it with mode='r+'"
+    if getattr(getattr(out, "file", None), "mode", None) == "r":
+        return "an HDF5 dataset of a file opened with mode='r'; open the file with mode='r+'"
+    return None
