@@ -23,7 +23,7 @@ zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gath
 icechunk = pytest.importorskip("icechunk", reason="icechunk not installed (pip install 'gather_scatter[icechunk]')")
 
 from backends import same_bits  # noqa: E402
-from gather_scatter import InvalidAttributeError, scatter_elements, scatter_nd  # noqa: E402
+from gather_scatter import InvalidAttributeError, gather, scatter_elements, scatter_nd  # noqa: E402
 
 ROWS, COLS, CHUNK = 64, 16, 8  # a chunk of 1 KiB: icechunk keeps chunks under 512 bytes in the manifest
 
@@ -48,7 +48,8 @@ def _committed(repo) -> np.ndarray:
 
 def _cases(table: np.ndarray):
     """(name, the in-memory result, the same call with out=): a scatter-add with duplicates in place,
-    an assignment in place, and an assignment from another array into a second one."""
+    an assignment in place, an assignment from a NumPy table into a second array, a gather from
+    the table into the second array."""
     rng = np.random.default_rng(3)
     targets = np.concatenate([rng.integers(0, 40, 300), [5, 5, 5]])  # rows 40.. untouched, duplicates
     updates = rng.standard_normal((targets.size, COLS))
@@ -61,6 +62,9 @@ def _cases(table: np.ndarray):
     yield ("scatter_nd assignment into another array", scatter_nd(table, targets[-20:, None], updates[-20:]),
            lambda z, other: scatter_nd(da.from_array(table, chunks=(10, 6)), targets[-20:, None], updates[-20:],
                                        out=other))
+    order = rng.permutation(ROWS)  # the table read from the session (on a cluster: from its fork) into another array
+    yield ("gather from the table into another array", gather(table, order),
+           lambda z, other: gather(da.from_zarr(z), order, out=other))
 
 
 def _run_and_commit(repo, call) -> None:
