@@ -257,6 +257,51 @@ def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
         yield from of_nodes(function.node)
 
 
+def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int, Exception]]:
+    """Each off-spec node of the family: ``(node, opset, error)``, in the main graph, subgraphs and functions.
+
+    Off-spec: an attribute or attribute value that the version in effect at the node's opset
+    lacks and a later version of its operator has (PyTorch's ScatterElements ``reduction='max'``
+    at opset 17), what ``strict=False`` runs as that later version. ``error`` is the
+    InvalidAttributeError ``strict=True`` refuses it with (naming the fix), without the node's
+    name (``error.in_node`` adds it). Subgraph nodes take the model's opsets, a function's nodes
+    the function's. Nodes that are invalid in every version are not listed: loading them says why.
+    """
+    from ._dispatch import attribute_dict, node_attributes
+    from ._versions import Mode, Reduction, first_accepting, resolve
+    from .errors import GatherScatterError
+
+    def walk(nodes: Any, opsets: dict[str, int]) -> Iterator[tuple[onnx.NodeProto, int, Exception]]:
+        for node in nodes:
+            for attr in node.attribute:
+                for graph in [attr.g, *attr.graphs]:
+                    yield from walk(graph.node, opsets)
+            domain = normalize_domain(node.domain)
+            if (domain, node.op_type) not in _FAMILY or domain not in opsets:
+                continue
+            try:
+                spec = resolve(node.op_type, opsets[domain], domain)
+                given = attribute_dict(node.attribute)
+            except GatherScatterError:
+                continue
+            if spec.refuses(given) is None or first_accepting(spec, given) is None:
+                continue
+            try:  # the version's own refusal, as loading or running the node gives it
+                node_attributes(spec, given)
+                for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
+                    if name in given:
+                        parse(spec, given[name])
+            except GatherScatterError as exc:
+                yield node, opsets[domain], exc
+
+    def imports(entries: Any) -> dict[str, int]:
+        return {normalize_domain(o.domain): o.version for o in entries}
+
+    yield from walk(model.graph.node, imports(model.opset_import))
+    for function in model.functions:
+        yield from walk(function.node, imports(function.opset_import))
+
+
 def external_data_loaded(model: onnx.ModelProto, *, from_bytes: bool = False) -> None:
     """ModelInputError for a tensor whose external data was not loaded (``onnx.load(path,
     load_external_data=False)``), which onnx.reference would refuse with a bare RuntimeError. Run

@@ -177,18 +177,13 @@ def _run(args: argparse.Namespace) -> int:
                     runs.append(time.perf_counter() - run_start)
                 outputs = dict(zip([o.name for o in session.get_outputs()], values, strict=False))
         except GatherScatterError as exc:
-            raise _UserError(str(exc).replace("pass strict=False", "pass --no-strict")) from None
+            raise _UserError(_cli_text(exc)) from None
         except ModuleNotFoundError as exc:  # the engine's package
             raise _UserError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - an onnx.reference operator failed
             raise _UserError(f"evaluating {shown} failed: {type(exc).__name__}: {exc}") from None
         elapsed = built - start + runs[0]
-        for w in caught:
-            if issubclass(w.category, OffSpecWarning):
-                text = str(w.message).replace("(strict=False)", "(--no-strict)")
-                print(f"gather-scatter run: warning: {_paragraph(text)}", file=sys.stderr)
-            else:
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        _print_caught("run", caught)
 
     print(f"model: {shown}")
     if args.explain:
@@ -253,13 +248,7 @@ def _add_run(subparsers: Any) -> None:
         metavar="N",
         help="run the model N times with one Session and report the first run's time and the median per run",
     )
-    parser.add_argument(
-        "--no-strict",
-        dest="strict",
-        action="store_false",
-        help="run a node whose attribute or value exists only in a later version of its operator (as PyTorch "
-        "writes ScatterElements reduction='max' at opset 17) as that version, with a warning (default: refuse it)",
-    )
+    _add_no_strict(parser, "run")
     parser.add_argument(
         "--engine",
         choices=("reference", "onnxruntime"),
@@ -298,7 +287,45 @@ def _add_no_check(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_no_strict(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``--no-strict``, one behaviour for every subcommand that takes a model (run, shapes, check MODEL).
+
+    By default an off-spec node is refused with the error naming the fix (see :func:`_cli_text`);
+    ``--no-strict`` takes it as the earliest version that accepts it, with a warning, as the
+    Python API's ``strict=False``.
+    """
+    parser.add_argument(
+        "--no-strict",
+        dest="strict",
+        action="store_false",
+        help=f"{verb} a node whose attribute or value exists only in a later version of its operator (as PyTorch "
+        "writes ScatterElements reduction='max' at opset 17) as the earliest version that accepts it, with a warning "
+        "(default: refuse it, naming the fix)",
+    )
+
+
+def _cli_text(message: object) -> str:
+    """Our error or warning text with the Python API's fix (``strict=False``) named as the option that does it."""
+    return str(message).replace("pass strict=False", "pass --no-strict").replace("(strict=False)", "(--no-strict)")
+
+
+def _print_caught(command: str, caught: list) -> None:
+    """Print each OffSpecWarning of ``caught`` as one stderr line of ``command``; show any other as Python would."""
+    import warnings
+
+    from ._dispatch import OffSpecWarning
+
+    for w in caught:
+        if issubclass(w.category, OffSpecWarning):
+            print(f"gather-scatter {command}: warning: {_paragraph(_cli_text(w.message))}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def _shapes(args: argparse.Namespace) -> int:
+    import warnings
+
+    from ._dispatch import OffSpecWarning
     from ._model_check import check_model
     from .errors import GatherScatterError
     from .shape_inference import infer_model_shapes, node_shapes
@@ -307,9 +334,12 @@ def _shapes(args: argparse.Namespace) -> int:
     try:
         if args.check:  # external data, not loaded, checked against the files beside the model
             check_model(model, path=args.model)
-        lines = list(node_shapes(infer_model_shapes(model, check=False)))
+        with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
+            warnings.simplefilter("always", OffSpecWarning)
+            lines = list(node_shapes(infer_model_shapes(model, strict=args.strict, check=False), strict=args.strict))
     except GatherScatterError as exc:
-        raise _UserError(str(exc)) from None
+        raise _UserError(_cli_text(exc)) from None
+    _print_caught("shapes", caught)
     print("\n".join(lines) if lines else f"{args.model}: no node of {_FAMILY}")
     return 0
 
@@ -323,6 +353,7 @@ def _add_shapes(subparsers: Any) -> None:
         "the node.",
     )
     parser.add_argument("model", metavar="MODEL", help="an .onnx file")
+    _add_no_strict(parser, "infer")
     _add_no_check(parser)
     parser.set_defaults(func=_shapes)
 
@@ -450,6 +481,7 @@ def _check_mode_options(args: argparse.Namespace) -> None:
                 ("--inputs", args.inputs),
                 ("--dim", args.dim),
                 ("--tries", args.tries),
+                ("--no-strict", not args.strict),
             )
             if value
         ]
@@ -476,9 +508,10 @@ def _check_model(args: argparse.Namespace) -> dict:
             out_dir=args.out,
             json_path=args.json,
             report_dir=args.report,
+            strict=args.strict,
         )
     except ModelUsageError as exc:
-        raise _UserError(str(exc)) from None
+        raise _UserError(_cli_text(exc)) from None
 
 
 def _named_size(spec: str) -> tuple[str, int]:
@@ -565,6 +598,7 @@ def _add_check(subparsers: Any) -> None:
         help="model mode: runs of each node and of the whole model until the engine disagrees, "
         "for a race that shows on some runs only (default 3)",
     )
+    _add_no_strict(parser, "model mode: run, and replay at that version's opset (said in the report),")
     parser.add_argument(
         "--op",
         action="append",

@@ -11,6 +11,7 @@ fixes for the memory limit (``_model_memory``), and preparing the checks of the 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,7 +21,7 @@ import onnx
 from . import _model_check
 from ._feeds import FeedPlan, check_inputs, type_str
 from ._partition import node_label
-from .errors import ModelInputError
+from .errors import GatherScatterError, ModelInputError
 from .hosted import Plan, PlanEntry, _Hosted
 from .reference import Evaluator
 
@@ -94,6 +95,35 @@ def _load(model: Any, check: bool, external_data: bool = True) -> onnx.ModelProt
     return model
 
 
+def _hosted(
+    proto: onnx.ModelProto, path: Any, threads: int | None, route: str, strict: bool, off_spec: list
+) -> _Hosted:
+    """The onnxruntime engine, with one OffSpecWarning per off-spec node (``strict=False``).
+
+    A node routed to our kernels warns as it loads; one onnxruntime runs itself (it runs
+    ScatterElements ``reduction='max'`` at opset 17 as ScatterElements-18 does) warns here.
+    """
+    from ._dispatch import OffSpecWarning, _warn_off_spec, attribute_dict
+    from ._versions import first_accepting, normalize_domain, resolve
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OffSpecWarning)
+        hosted = _Hosted(proto, path=path, threads=threads, route=route, strict=strict)
+    warned = set()
+    for w in caught:
+        if isinstance(w.message, OffSpecWarning):
+            warned.add((w.message.node, w.message.op))
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for node, opset, _ in off_spec:
+        if (node.name, node.op_type) not in warned:
+            spec = resolve(node.op_type, opset, normalize_domain(node.domain))
+            given = attribute_dict(node.attribute)
+            later = first_accepting(spec, given)
+            if later is not None:
+                _warn_off_spec(spec, later, given, opset, node.name)
+    return hosted
+
+
 class Session:
     """An ONNX model built once, to run many times, as :func:`run_model` evaluates it.
 
@@ -124,8 +154,10 @@ class Session:
         With ``engine="onnxruntime"``: ``'needed'`` routes the nodes above; ``'all'`` every
         node of the family too.
     strict : bool, default True
-        As for :func:`run_model`; an :class:`~gather_scatter.OffSpecWarning` is issued at
-        build, once per off-spec node.
+        As for :func:`run_model`: True refuses an off-spec node at build, whichever engine
+        would run it (onnxruntime itself runs ScatterElements ``reduction='max'`` at opset 17
+        without a word); False runs it as the earliest version that accepts it, with an
+        :class:`~gather_scatter.OffSpecWarning` at build, once per off-spec node.
     check : bool, default True
         As for :func:`run_model`: validate the model, once, at build.
 
@@ -183,8 +215,12 @@ class Session:
         self._feed_plan = FeedPlan(proto.graph)
         self._hosted: _Hosted | None = None
         self._evaluator: Evaluator | None = None
+        off_spec = list(_model_check.off_spec_nodes(proto))
+        if strict and off_spec:  # at build, whichever engine would run the node
+            node, _, error = off_spec[0]
+            raise error.in_node(node.name, node.op_type) if isinstance(error, GatherScatterError) else error
         if hosted:
-            self._hosted = _Hosted(proto, path=path, threads=threads, route=route, strict=strict)
+            self._hosted = _hosted(proto, path, threads, route, strict, off_spec)
         else:
             self._evaluator = Evaluator(proto, strict=strict, check=False)
             self._labels = tuple(node_label(node, i) for i, node in enumerate(proto.graph.node))

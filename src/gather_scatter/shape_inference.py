@@ -29,9 +29,9 @@ import onnx
 from onnx import helper
 
 from . import _model_check
-from ._dispatch import _OPS, infer_version, resolve_node
+from ._dispatch import _OPS, attribute_dict, infer_version, resolve_node
 from ._shapes import Shape, fmt_shape
-from ._versions import LATEST_OPSET, normalize_domain, resolve
+from ._versions import LATEST_OPSET, first_accepting, normalize_domain, resolve
 from .errors import (
     ArityError,
     DTypeError,
@@ -308,7 +308,7 @@ def _refused(model: onnx.ModelProto, exc: Exception) -> ModelInputError:
     return error.in_node(nodes[0].name, nodes[0].op_type) if nodes else error
 
 
-def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
+def node_shapes(model: onnx.ModelProto, *, strict: bool = True) -> Iterator[str]:
     """Describe each family node of an inferred model in one line: node, version, output name, shape and dtype.
 
     The family nodes are those that get our rule in :func:`infer_model_shapes`.
@@ -317,6 +317,9 @@ def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
     ----------
     model : onnx.ModelProto
         A model as :func:`infer_model_shapes` returns it.
+    strict : bool, default True
+        As given to :func:`infer_model_shapes`: False names an off-spec node by the version it
+        was inferred as (the earliest that accepts its attributes), not the one its opset gives.
 
     Yields
     ------
@@ -343,6 +346,9 @@ def node_shapes(model: onnx.ModelProto) -> Iterator[str]:
         name = node.output[0] if node.output else ""
         try:
             spec = resolve(node.op_type, _opset(node, opsets), node.domain)
+            if not strict:  # as resolve_node reads it, without a second warning
+                given = attribute_dict(node.attribute)
+                spec = (first_accepting(spec, given) if spec.refuses(given) is not None else None) or spec
             dtype = _dtype(types.get(name), name)
         except GatherScatterError as exc:
             raise exc.in_node(node.name, node.op_type) from None

@@ -26,7 +26,7 @@ import onnx
 from .. import _model_check
 from .._feeds import check_inputs, type_str
 from .._versions import OpVersion
-from ..errors import GatherScatterError, NodeError
+from ..errors import GatherScatterError, InvalidAttributeError, NodeError
 from . import cases as C
 from . import runner
 
@@ -69,6 +69,10 @@ class NodeRun:
         What our kernel raised on these inputs (the model stopped there).
     calls : int
         How often it ran (a node in a Loop body or a function runs more than once).
+    model_opset : int or None
+        The opset of the node's domain in the model (or its function); below
+        ``spec.since_version`` where the node is off-spec and ran as a later version
+        (``strict=False``).
     """
 
     label: str
@@ -79,6 +83,7 @@ class NodeRun:
     attrs: dict
     error: GatherScatterError | None = None
     calls: int = 1
+    model_opset: int | None = None
     check: runner.CheckCase = field(init=False)
 
     def __post_init__(self) -> None:
@@ -232,7 +237,7 @@ def _capturing(cls: type, record) -> type:
 
 
 def capture(
-    model: onnx.ModelProto, feeds: Mapping[str, Any]
+    model: onnx.ModelProto, feeds: Mapping[str, Any], *, strict: bool = False
 ) -> tuple[list[NodeRun], list[Any] | None, GatherScatterError | None]:
     """Run ``model`` with our kernels, recording each indexing node's first call.
 
@@ -242,6 +247,10 @@ def capture(
         External data loaded; already checked.
     feeds : mapping of str to value
         As :func:`make_feeds` returns them.
+    strict : bool, default False
+        As for :func:`~gather_scatter.run_model`: True refuses an off-spec node (a
+        ModelUsageError naming the version that accepts it), False runs it as that version
+        (its NodeRun's ``model_opset`` is then below its ``spec.since_version``).
 
     Returns
     -------
@@ -277,23 +286,27 @@ def capture(
             out = run()
         except GatherScatterError as exc:
             if not isinstance(exc, NodeError):
-                runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs, error=exc)
+                runs[key] = NodeRun(
+                    label, op.onnx_node.name, spec, opset, arrays, attrs, error=exc, model_opset=op._opset
+                )
             raise
-        runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs)
+        runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs, model_opset=op._opset)
         return out
 
     ops = tuple(_capturing(cls, record) for cls in NEW_OPS)
     outputs = None
     failure = None
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an off-spec node runs as the version it needs
+        warnings.simplefilter("ignore")  # strict=False: an off-spec node runs as the version it needs
         try:
-            outputs = Evaluator(model, new_ops=ops, strict=False, check=False).run(None, dict(feeds))
+            outputs = Evaluator(model, new_ops=ops, strict=strict, check=False).run(None, dict(feeds))
         except Exception as exc:  # noqa: BLE001 - ours (an invalid input) or any other operator's
             failure = exc
     ours = next((r.error for r in runs.values() if r.error is not None), None)
     if failure is not None and ours is None:
         said = str(failure) if isinstance(failure, GatherScatterError) else f"{type(failure).__name__}: {failure}"
+        if isinstance(failure, InvalidAttributeError):  # the model's own fault, whatever its inputs (off-spec)
+            raise ModelUsageError(" ".join(said.split())) from None
         raise ModelUsageError(f"our run of the model failed: {' '.join(said.split())}") from None
     return list(runs.values()), outputs, ours if failure is not None else None
 

@@ -158,6 +158,36 @@ def _write_node(check: runner.CheckCase, stem: str) -> dict[str, str]:
     return {"node_model": stem + ".onnx", "node_inputs": stem + ".npz"}
 
 
+def _refuse_off_spec(proto: onnx.ModelProto) -> None:
+    """ModelUsageError for the first off-spec node of the family (``strict``), naming the fix.
+
+    See ``_model_check.off_spec_nodes``. Run before the model: our run would otherwise report
+    the refusal as our kernels raising on these inputs, and the engine's acceptance as a finding.
+    """
+    from .. import _model_check
+
+    for node, _, error in _model_check.off_spec_nodes(proto):
+        said = error.in_node(node.name, node.op_type) if isinstance(error, GatherScatterError) else error
+        raise ModelUsageError(" ".join(str(said).split()))
+
+
+def _is_off_spec(run: NodeRun) -> bool:
+    return run.model_opset is not None and run.spec.since_version > run.model_opset
+
+
+def _off_spec(run: NodeRun) -> str:
+    """Say how an off-spec node (``strict=False``) ran and was replayed: as which version, at which opset."""
+    from .._versions import _choice_value, resolve
+
+    assert run.model_opset is not None  # see _is_off_spec
+    in_effect = resolve(run.spec.op_type, run.model_opset, run.spec.domain)
+    refused = ", ".join(f"{n} = {_choice_value(v)!r}" for n, v in run.attrs.items() if in_effect.refuses({n: v}))
+    return (
+        f"{run.label}: {run.spec.op_type} at the model's opset {run.model_opset} is {in_effect.name}, which does not "
+        f"accept {refused}; run as {run.spec.name} and replayed at opset {run.opset} (--no-strict)"
+    )
+
+
 def _node_row(run: NodeRun, kind: str, detail: str) -> dict:
     spec = run.spec
     return {
@@ -186,6 +216,7 @@ def run_model_check(
     json_path: str | None = None,
     report_dir: str | None = None,
     stream: TextIO | None = None,
+    strict: bool = True,
 ) -> dict:
     """Check each indexing node of a model, on its own tensors, and the whole model, on ``engine``.
 
@@ -217,6 +248,12 @@ def run_model_check(
         (``upstream.write_reports``); not written when interrupted.
     stream : text stream, optional
         Where the report is printed (default stdout).
+    strict : bool, default True
+        As for :func:`~gather_scatter.run_model`: True refuses an off-spec node (an attribute or
+        value its version lacks and a later version has, as PyTorch writes ScatterElements
+        ``reduction='max'`` at opset 17) as a ModelUsageError naming the fix; False runs and
+        replays it as the earliest version that accepts it, at that version's opset, and says
+        so (``result["off_spec"]``, one line each in the report).
 
     Returns
     -------
@@ -230,7 +267,8 @@ def run_model_check(
     ------
     ModelUsageError
         The model cannot be read or checked, has no indexing node, or its inputs cannot be made
-        (see :func:`make_feeds`); our run of it fails in an operator that is not ours.
+        (see :func:`make_feeds`); our run of it fails in an operator that is not ours; with
+        ``strict``, an off-spec node.
     engines.EngineMissing
         As for ``run_check``. Every usage error is raised before anything is printed or written.
     Interrupted
@@ -246,8 +284,10 @@ def run_model_check(
                 f"{model_path!r} has no Gather, GatherND, ScatterND, GatherElements, "
                 "ScatterElements, Scatter or TensorScatter node: nothing to check"
             )
+        if strict:
+            _refuse_off_spec(proto)
         feeds, described = make_feeds(proto.graph, dict(inputs or {}), dict(dims or {}), seed)
-        runs, ours, our_error = capture(proto, feeds)
+        runs, ours, our_error = capture(proto, feeds, strict=strict)
         try:
             whole = proto.SerializeToString()
         except ValueError:  # over 2 GiB: protobuf cannot hold it in one message
@@ -262,6 +302,7 @@ def run_model_check(
             "seed": seed,
             "inputs": described,
             "not_run": not_run(proto, runs),
+            "off_spec": [_off_spec(run) for run in runs if _is_off_spec(run)],
             "our_error": None if our_error is None else " ".join(str(our_error).split()),
             "nodes": [],
             "whole_model": None,
@@ -393,6 +434,8 @@ def print_report(result: dict, stream: TextIO) -> None:
         )
     if result["not_run"]:
         print("not run by the model on these inputs: " + ", ".join(result["not_run"]), file=stream)
+    for line in result.get("off_spec", ()):
+        print(f"off-spec: {line}", file=stream)
     header = ("node", "op", "opset", "kind")
     rows = [
         (
