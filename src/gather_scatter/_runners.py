@@ -315,7 +315,7 @@ def run_tensor_scatter(
         and type(mode) is str
         and (write_indices is None or type(write_indices) is _ndarray)
     ):  # in place, a decode step's write: any cache size (nothing is copied)
-        key = (
+        key: tuple = (
             "in place",
             id(spec),
             past_cache.dtype,
