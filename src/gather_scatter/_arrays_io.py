@@ -139,9 +139,10 @@ def storable(name: str, value: Any) -> np.ndarray:
     array = np.asarray(value)
     if _ml_dtype(array.dtype):
         return array.view(f"V{array.dtype.itemsize}")
-    if array.dtype != object:  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
+    if array.dtype.kind != "O":
         return array
     kinds = {type(item) for item in array.flat}
+    nul: str | bytes
     if kinds <= {str}:
         fixed, nul = array.astype(np.str_), "\x00"
     elif kinds <= {bytes}:

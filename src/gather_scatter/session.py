@@ -70,7 +70,7 @@ def _load(model: Any, check: bool, external_data: bool = True) -> onnx.ModelProt
     from_bytes = isinstance(model, (bytes, bytearray, memoryview))
     if from_bytes:
         try:
-            model = onnx.load_model_from_string(bytes(model))  # type: ignore[arg-type]  # narrowed by from_bytes
+            model = onnx.load_model_from_string(bytes(model))
         except Exception as exc:
             if not check:
                 raise
@@ -98,7 +98,7 @@ def _load(model: Any, check: bool, external_data: bool = True) -> onnx.ModelProt
 def _hosted(
     proto: onnx.ModelProto, path: Any, threads: int | None, route: str, strict: bool, off_spec: list
 ) -> _Hosted:
-    """The onnxruntime engine, with one OffSpecWarning per off-spec node (``strict=False``).
+    """Build the onnxruntime engine, with one OffSpecWarning per off-spec node (``strict=False``).
 
     A node routed to our kernels warns as it loads; one onnxruntime runs itself (it runs
     ScatterElements ``reduction='max'`` at opset 17 as ScatterElements-18 does) warns here.
