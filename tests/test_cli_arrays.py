@@ -128,3 +128,17 @@ def test_run_help_says_how_outputs_are_stored(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "np.load(OUT.npz, allow_pickle=False) reads" in text
     assert "strings as NumPy unicode arrays" in text and "raw void of their width" in text
+
+
+def test_check_model_reads_void_inputs_as_the_declared_type(tmp_path, capsys):
+    # check MODEL --inputs reads the same files as run --inputs: a bfloat16 table saved by np.savez is |V2.
+    f = oh.make_tensor_value_info
+    graph = oh.make_graph([oh.make_node("Gather", ["d", "i"], ["y"], name="pick")], "g",
+                          [f("d", onnx.TensorProto.BFLOAT16, [4]), f("i", onnx.TensorProto.INT64, [2])],
+                          [f("y", onnx.TensorProto.BFLOAT16, [2])])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", d=np.arange(4).astype(ml_dtypes.bfloat16), i=np.array([3, 0]))
+    assert main(["check", str(tmp_path / "m.onnx"), "--engine", "reference", "--inputs", str(tmp_path / "in.npz"),
+                 "--out", str(tmp_path / "findings"), "--tries", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs (seed 0): d bfloat16[4] given, i int64[2] given" in out and "no findings" in out

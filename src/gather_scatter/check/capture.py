@@ -151,7 +151,8 @@ def make_feeds(
     ----------
     graph : onnx.GraphProto
     given : mapping of str to ndarray
-        Inputs by name (``--input NAME=FILE``).
+        Inputs by name (``--input NAME=FILE``); a raw void array of an ml_dtypes type's width
+        (as ``np.save`` stores bfloat16, float8, int4 ...) is read as the declared type.
     dims : mapping of str to int
         A size for each symbolic dim (``--dim NAME=SIZE``) of an input not given.
     seed : int
@@ -170,6 +171,9 @@ def make_feeds(
         symbolic dim not in ``dims``, an input that is not a tensor, or a given input of another
         type or shape than declared.
     """
+    from .._arrays_io import typed_inputs
+
+    given = typed_inputs(graph, dict(given))  # bfloat16, float8, int4 ... as .npy stores them: raw void
     initializers = {i.name for i in graph.initializer}
     declared = {i.name: i for i in graph.input}
     for name in given:
