@@ -176,8 +176,8 @@ def _no_index_model(path: Path) -> None:
     ("missing symbolic dim", "symbolic dim 'batch' (axis 0): pass --dim batch=SIZE"),
     ("unknown --dim", "no symbolic dim 'seq'"),
     ("unknown --input", "the model has no input 'nope'"),
-    ("--op with a model", "--op select generated cases"),
-    ("--dim without a model", "--dim apply to a model"),
+    ("--op with a model", "--op selects generated cases"),
+    ("--dim without a model", "--dim applies to a model"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, case, pattern):
     model, extra = DATA / "gather_elements.onnx", ["--dim", "batch=2"]

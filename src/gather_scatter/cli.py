@@ -383,19 +383,43 @@ def _seconds(text: str) -> float:
 
 
 def _op_or_version(text: str) -> str:
+    """``--op``: an operator (``ScatterND``) or version (``ScatterND-16``) of the registry, spelled as ONNX does."""
+    import difflib
+
     from ._versions import REGISTRY
 
     known = sorted({v.op_type for v in REGISTRY.values()} | {v.name for v in REGISTRY.values()})
-    if text not in known:
-        raise argparse.ArgumentTypeError(f"unknown operator or version {text!r}; choose from {', '.join(known)}")
-    return text
+    if text in known:
+        return text
+    folded = {name.lower(): name for name in known}
+    close = [folded[text.lower()]] if text.lower() in folded else difflib.get_close_matches(text, known, n=3)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    raise argparse.ArgumentTypeError(f"unknown operator or version {text!r}{hint}; choose from {', '.join(known)}")
 
 
-def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
+def _cannot_create_in(folder: str) -> str | None:
+    """Why no file can be created in ``folder``, or None: tried, not guessed.
+
+    ``os.access`` says yes to root everywhere, /sys and /proc included.
+    """
+    import tempfile
+
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".gather-scatter-probe-", dir=folder)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    os.close(handle)
+    os.remove(probe)
+    return None
+
+
+def _check_destination(option: str, path: str, *, is_dir: bool, beside: bool = False) -> None:
     """Refuse, before a long run, a destination it could not write at its end.
 
     That is: a missing folder, a file in the way of a folder or the reverse, a folder or file
-    we may not write.
+    we may not write (tried by creating a file there). ``beside``: the folder is written under a
+    temporary name beside ``path`` and renamed into place (``check --report``), so its parent
+    must take new files.
     """
     target = existing = os.path.abspath(path)
     while not os.path.exists(existing):
@@ -406,11 +430,20 @@ def _check_destination(option: str, path: str, *, is_dir: bool) -> None:
         problem = f"{existing!r} is not a directory"
     elif existing == target and not is_dir and os.path.isdir(existing):
         problem = "it is a directory"
+    elif existing == target and not is_dir:  # a file to replace: opened as the run's end would
+        try:
+            with open(target, "a"):
+                problem = ""
+        except OSError as exc:
+            problem = f"it is not writable ({exc.strerror})"
     elif not os.access(existing, os.W_OK):
         problem = f"{existing!r} is not writable" if existing != target or is_dir else "it is not writable"
     else:
-        return
-    raise _UserError(f"cannot write {option} {path!r}: {problem}")
+        folder = os.path.dirname(target) if beside and existing == target else existing
+        why = _cannot_create_in(folder)
+        problem = "" if why is None else f"no file can be created in {folder!r} ({why})"
+    if problem:
+        raise _UserError(f"cannot write {option} {path!r}: {problem}")
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -427,7 +460,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.json:
         _check_destination("--json", args.json, is_dir=False)
     if args.report:
-        _check_destination("--report", args.report, is_dir=True)
+        _check_destination("--report", args.report, is_dir=True, beside=True)
     try:
         if args.model is not None:
             result = _check_model(args)
@@ -469,9 +502,10 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     if args.model is not None:
         given = [name for name, value in (("--op", args.op), ("--opset", args.opset), ("--cases", args.cases)) if value]
         if given:
+            one = len(given) == 1
             raise _UserError(
-                f"{', '.join(given)} select generated cases, not a model's nodes: leave out MODEL "
-                "to check operators, or drop them to check the model"
+                f"{', '.join(given)} {'selects' if one else 'select'} generated cases, not a model's nodes: leave out "
+                f"MODEL to check operators, or drop {'it' if one else 'them'} to check the model"
             )
     else:
         given = [
@@ -486,7 +520,8 @@ def _check_mode_options(args: argparse.Namespace) -> None:
             if value
         ]
         if given:
-            raise _UserError(f"{', '.join(given)} apply to a model: gather-scatter check MODEL.onnx --engine NAME ...")
+            verb = "applies" if len(given) == 1 else "apply"
+            raise _UserError(f"{', '.join(given)} {verb} to a model: gather-scatter check MODEL.onnx --engine NAME ...")
 
 
 def _check_model(args: argparse.Namespace) -> dict:
@@ -540,6 +575,19 @@ def _list_engines() -> int:
     return 0
 
 
+def _engines_text() -> str:
+    """Return the engines ``check --help`` names: the entry-point group's, read from it (not typed in)."""
+    from .check.engines import discover
+
+    found = discover()
+    built_in = [n for n, p in found.items() if p.value.startswith("gather_scatter.check.engines.")]
+    plugins = [n for n in found if n not in built_in]
+    text = f"the {len(built_in)} built in ({', '.join(built_in)}: pip install 'gather_scatter[NAME]')"
+    if plugins:
+        text += f", the installed plugin{'s' * (len(plugins) != 1)} {', '.join(plugins)}"
+    return text + " and any plugin installed later (see --list-engines)"
+
+
 def _add_check(subparsers: Any) -> None:
     from ._versions import LATEST_OPSET
 
@@ -552,7 +600,7 @@ def _add_check(subparsers: Any) -> None:
         "1 with findings, 0 without, 2 for a usage error (e.g. an engine that is unknown, not installed, does "
         "not import or does not meet the engine protocol), 130 when interrupted (Ctrl-C) once the report of the "
         "cases run so far is written. Engines are found through the entry-point group gather_scatter.engines: "
-        "onnxruntime, reference, openvino, tract and any installed plugin. With MODEL (model mode), the model "
+        "{engines}. With MODEL (model mode), the model "
         "runs once with gather_scatter's kernels on its inputs (--input, --inputs; random ones otherwise), each "
         "indexing node is replayed on the engine as a one-node model with the tensors it saw, and the whole "
         "model's outputs are compared; the report names each diverging node. A model that cannot be read, has "
@@ -649,6 +697,16 @@ def _add_check(subparsers: Any) -> None:
         "engine only; .npz beside it for larger arrays); DIR is replaced as a whole at the end",
     )
     parser.set_defaults(func=_check)
+    # The engines are read from their entry points when the help is shown: reading them costs
+    # every other command its start-up time.
+    plain_help = parser.format_help
+
+    def format_help() -> str:
+        if "{engines}" in (parser.description or ""):
+            parser.description = (parser.description or "").replace("{engines}", _engines_text())
+        return plain_help()
+
+    parser.format_help = format_help
 
 
 _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes, _add_check)
