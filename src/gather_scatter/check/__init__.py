@@ -25,7 +25,7 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a check, raised once the partial report (``result``) is printed and written."""
 
     def __init__(self, result: dict) -> None:
-        super().__init__(f"interrupted after {result['cases']} of {result['planned']} cases")
+        super().__init__(report.progress(result))
         self.result = result
 
 
@@ -114,13 +114,15 @@ def run_check(
     )
     out = stream if stream is not None else sys.stdout
     report.print_table(result, out)
-    if report_dir and not interrupted:
-        result["reports"] = upstream.write_reports(
-            findings, engine, version, report_dir, threads=threads, timeout=timeout
-        )
-        print(f"{len(result['reports'])} issue text{'s' * (len(result['reports']) != 1)} in {report_dir}", file=out)
-    if json_path:
-        report.write_json(result, os.fspath(json_path))
+    report.write_outputs(
+        result,
+        out,
+        json_path=json_path,
+        report_dir=None if interrupted else report_dir,
+        write_reports=lambda failures: upstream.write_reports(
+            findings, engine, version, os.fspath(report_dir or ""), threads=threads, timeout=timeout, failures=failures
+        ),
+    )
     if interrupted:
         raise Interrupted(result)
     return result

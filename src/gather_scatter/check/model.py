@@ -323,22 +323,25 @@ def run_model_check(
     result["summary"] = {kind: counts.get(kind, 0) for kind in (*runner.FINDING_KINDS, "unsupported", "agree")}
     out = stream if stream is not None else sys.stdout
     print_report(result, out)
-    if report_dir and not result["interrupted"]:
-        findings, nodes, tolerances = zip(*found, strict=False) if found else ((), (), ())
-        result["reports"] = upstream.write_reports(
+    findings, nodes, tolerances = zip(*found, strict=False) if found else ((), (), ())
+    report.write_outputs(
+        result,
+        out,
+        json_path=json_path,
+        report_dir=None if result["interrupted"] else report_dir,
+        write_reports=lambda failures: upstream.write_reports(
             findings,
             engine,
             version,
-            report_dir,
+            os.fspath(report_dir or ""),
             threads=threads,
             tries=tries,
             timeout=timeout,
             nodes=nodes,
             tolerances=tolerances,
-        )
-        print(f"{len(result['reports'])} issue text{'s' * (len(result['reports']) != 1)} in {report_dir}", file=out)
-    if json_path:
-        report.write_json(result, os.fspath(json_path))
+            failures=failures,
+        ),
+    )
     if result["interrupted"]:
         raise Interrupted(result)
     return result
@@ -418,7 +421,7 @@ def print_report(result: dict, stream: TextIO) -> None:
     """
     threads = f" ({result['threads']} threads)" if result.get("threads") else ""
     ran = (
-        f"interrupted after {result['cases']} of {result['planned']} nodes"
+        report.progress(result)
         if result["interrupted"]
         else f"{result['cases']} indexing node{'s' * (result['cases'] != 1)}"
     )

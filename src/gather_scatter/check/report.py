@@ -9,19 +9,22 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from typing import TextIO
 
 import numpy as np
 
 from .engines import repro_code
-from .runner import FINDING_KINDS, Finding, model_bytes
+from .runner import FINDING_KINDS, Finding, is_ml_dtype, model_bytes
 
 
 def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
     """Load a finding's inputs by name, in the types the model declares.
 
     NumPy's ``.npz`` cannot hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are
-    stored as their bits.
+    stored as their bits; strings are stored as NumPy unicode (``U``) arrays, read back as the
+    object arrays of str that engines take. The archive is read without pickle, unless it holds
+    an object array (a string array ``U`` cannot hold exactly: one with a trailing NUL).
 
     Parameters
     ----------
@@ -41,15 +44,47 @@ def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
         i.name: np.dtype(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
         for i in onnx.load(model_path).graph.input
     }
-    with np.load(inputs_path, allow_pickle=True) as archive:
-        return {
-            name: (a.view(declared[name]) if declared[name].kind == "V" and a.dtype != declared[name] else a)
-            for name, a in archive.items()
-        }
+
+    def restore(name: str, a: np.ndarray) -> np.ndarray:
+        want = declared.get(name)
+        if want is None or a.dtype == want:
+            return a
+        if is_ml_dtype(want):
+            return a.view(want)
+        return a.astype(object) if want.kind == "O" and a.dtype.kind in "US" else a
+
+    try:
+        with np.load(inputs_path, allow_pickle=False) as archive:
+            return {name: restore(name, a) for name, a in archive.items()}
+    except ValueError:  # an object array: written with pickle by this package
+        with np.load(inputs_path, allow_pickle=True) as archive:
+            return {name: restore(name, a) for name, a in archive.items()}
+
+
+def as_unicode(array: np.ndarray) -> np.ndarray | None:
+    """Return the string array ``array`` as a NumPy unicode array (saved without pickle), or None.
+
+    None where ``U`` cannot hold it exactly: it drops trailing NULs, and undecodable bytes have
+    no text to store.
+    """
+    try:
+        items = [v.decode() if isinstance(v, bytes) else v for v in array.reshape(-1).tolist()]
+    except UnicodeDecodeError:
+        return None
+    if not all(isinstance(v, str) for v in items):
+        return None
+    stored = np.array(items, dtype=str).reshape(array.shape)
+    return stored if stored.reshape(-1).tolist() == items else None
 
 
 def _storable(array: np.ndarray) -> np.ndarray:
-    return array.view(f"u{array.itemsize}") if array.dtype.kind == "V" else array
+    """``array`` as a finding's ``.npz`` holds it: ml_dtypes as bits, strings as ``U`` where exact."""
+    if is_ml_dtype(array.dtype):
+        return array.view(f"u{array.itemsize}")
+    if array.dtype.kind == "O":
+        unicode = as_unicode(array)
+        return array if unicode is None else unicode
+    return array
 
 
 def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
@@ -105,17 +140,26 @@ def report(
     }
 
 
+def progress(result: dict) -> str:
+    """Say how far an interrupted check got, in its own unit: generated cases, or a model's nodes.
+
+    One text for the table (stdout) and the Ctrl-C message (stderr): ``interrupted after 3 of
+    60 cases``, ``interrupted after 0 of 1 indexing node; the whole model not compared``.
+    """
+    planned = result["planned"]
+    if result.get("mode") != "model":
+        return f"interrupted after {result['cases']} of {planned} case{'s' * (planned != 1)}"
+    text = f"interrupted after {result['cases']} of {planned} indexing node{'s' * (planned != 1)}"
+    return text + ("; the whole model not compared" if result.get("whole_model") is None else "")
+
+
 def print_table(result: dict, stream: TextIO) -> None:
     """Print a summary line, then one row per (engine, op, version, kind) with its count and one example."""
     rows: dict[tuple, list] = {}
     for f in result["findings"]:
         key = (f["op"] if f["domain"] == "ai.onnx" else f"{f['domain']}.{f['op']}", f["since_version"], f["kind"])
         rows.setdefault(key, []).append(f)
-    ran = (
-        f"interrupted after {result['cases']} of {result['planned']} cases"
-        if result.get("interrupted")
-        else f"{result['cases']} cases"
-    )
+    ran = progress(result) if result.get("interrupted") else f"{result['cases']} cases"
     print(
         f"{result['engine']} {result['engine_version']}: {ran}; "
         + ", ".join(f"{k} {v}" for k, v in result["summary"].items()),
@@ -138,3 +182,44 @@ def write_json(result: dict, path: str) -> None:
     """Write the report ``result`` to ``path`` as indented JSON."""
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
+
+
+def write_outputs(
+    result: dict,
+    stream: TextIO,
+    *,
+    json_path: str | None,
+    report_dir: str | None,
+    write_reports: Callable[[list[str]], list[str]],
+) -> None:
+    """Write the JSON report first, then the issue texts, then the JSON again with their paths.
+
+    Whatever fails in the issue texts, the JSON is on disk already; an issue text that cannot be
+    written is one line on ``stream`` naming it (and in ``result["reports_not_written"]``), the
+    others are written.
+
+    Parameters
+    ----------
+    result : dict
+        The report; ``reports`` (the issue texts' paths) and ``reports_not_written`` are set.
+    stream : text stream
+        Where the issue texts' count, and each one not written, are printed.
+    json_path, report_dir : str or None
+        ``--json`` and ``--report``; None where not asked for.
+    write_reports : callable
+        ``upstream.write_reports`` bound to the findings: takes the list its failures go to,
+        returns the paths written.
+    """
+    if json_path:
+        write_json(result, os.fspath(json_path))
+    if not report_dir:
+        return
+    failures: list[str] = []
+    result["reports"] = write_reports(failures)
+    result["reports_not_written"] = failures
+    count = len(result["reports"])
+    print(f"{count} issue text{'s' * (count != 1)} in {report_dir}", file=stream)
+    for line in failures:
+        print(f"not written: {line}", file=stream)
+    if json_path:
+        write_json(result, os.fspath(json_path))

@@ -3,10 +3,14 @@
 ``gather-scatter check --report DIR`` writes one per class of findings (``upstream``), from the
 class's smallest (shrunk) case: the script builds the one-node model with ``onnx.helper``, runs
 it with the engine's own API (the engine's ``standalone_run_source``), prints the actual and the
-expected output, and exits with status 1 and ``DEFECT REPRODUCED`` where the defect shows (0
-where it does not). It imports numpy, onnx and the engine only, never gather_scatter. Arrays of
-up to :data:`LITERAL_LIMIT` elements are literals in the script; larger ones are in an ``.npz``
-archive beside it.
+expected output, and exits with one of :data:`EXIT_STATUSES`: 1 and ``DEFECT REPRODUCED`` where
+the defect shows, 0 where it does not, :data:`COULD_NOT_RUN` (125) and ``COULD NOT RUN: why``
+where the script itself could not run the model (numpy, onnx or the engine not installed, a
+plugin not registered, the archive missing). It imports numpy, onnx and the engine only, never
+gather_scatter. Arrays of up to :data:`LITERAL_LIMIT` elements are literals in the script;
+larger ones are in an ``.npz`` archive beside it, loaded without pickle: strings are stored as
+NumPy unicode (``U``) arrays and turned back into object arrays on load (a string array that
+``U`` cannot hold exactly, one with a trailing NUL, stays a literal).
 """
 
 from __future__ import annotations
@@ -18,11 +22,22 @@ from onnx import TensorProto
 
 from ..errors import GatherScatterError
 from . import engines, runner
+from .report import as_unicode
 
-__all__ = ["LITERAL_LIMIT", "attr_source", "build", "op_name"]
+__all__ = ["COULD_NOT_RUN", "EXIT_STATUSES", "LITERAL_LIMIT", "attr_source", "build", "op_name"]
 
 LITERAL_LIMIT = 64
 """Arrays of at most this many elements are written into the script as literals."""
+
+COULD_NOT_RUN = 125
+"""A script's exit status where it could not run the model (``git bisect run`` skips such a revision)."""
+
+EXIT_STATUSES = {
+    0: "not reproduced: the engine gave what the spec requires",
+    1: "DEFECT REPRODUCED: the defect shows",
+    COULD_NOT_RUN: "COULD NOT RUN: the script could not run the model (the reason is printed)",
+}
+"""What a report script's exit status says (also in each script's docstring)."""
 
 
 def op_name(check: runner.CheckCase) -> str:
@@ -46,19 +61,31 @@ def _number(value: Any, kind: str) -> str:
     return repr(value)
 
 
+def _text(item: Any) -> str:
+    """Python source of one string tensor element (bytes as str where they are UTF-8)."""
+    if isinstance(item, bytes):
+        try:
+            item = item.decode()
+        except UnicodeDecodeError:
+            return repr(item)
+    return repr(str(item))
+
+
 def _nested(values: np.ndarray, kind: str) -> str:
-    if values.ndim == 0:
-        item = values.item() if kind not in "OUS" else values.reshape(()).item()
-        if kind in "OUS":
-            return repr(item.decode() if isinstance(item, bytes) else str(item))
-        return _number(item, kind)
-    return "[" + ", ".join(_nested(v, kind) for v in values) + "]"
+    """Python source of ``values`` as nested lists of its elements (of NumPy ``kind``)."""
+
+    def source(item: Any) -> str:
+        if isinstance(item, list):
+            return "[" + ", ".join(source(v) for v in item) + "]"
+        return _text(item) if kind in "OUS" else _number(item, kind)
+
+    return source(np.asarray(values).tolist())  # nested lists down to the elements, a str kept whole
 
 
 def _dtype_expr(dtype: np.dtype) -> str:
     if dtype.kind in "OUS":
         return "object"
-    if dtype.kind == "V":  # ml_dtypes (bfloat16, float8, 4-bit): an onnx dependency
+    if runner.is_ml_dtype(dtype):  # ml_dtypes (bfloat16, float8, 4-bit): an onnx dependency
         return f"ml_dtypes.{dtype.name}"
     return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
 
@@ -66,27 +93,38 @@ def _dtype_expr(dtype: np.dtype) -> str:
 def _literal(array: np.ndarray) -> str:
     """Python source of ``array``: a nested list with its dtype (and shape where it has a zero)."""
     array = np.asarray(array)
-    if array.dtype.kind == "V":
+    if runner.is_ml_dtype(array.dtype):
         bits = array.view(f"u{array.dtype.itemsize}")
-        return (
+        text = (
             f"np.array({_nested(bits, 'u')}, dtype=np.uint{8 * array.dtype.itemsize}).view({_dtype_expr(array.dtype)})"
         )
-    body = _nested(array, array.dtype.kind)
-    text = f"np.array({body}, dtype={_dtype_expr(array.dtype)})"
+    else:
+        text = f"np.array({_nested(array, array.dtype.kind)}, dtype={_dtype_expr(array.dtype)})"
     return text + f".reshape({tuple(array.shape)!r})" if 0 in array.shape else text
 
 
-def _storable(array: np.ndarray) -> np.ndarray:
-    return array.view(f"u{array.dtype.itemsize}") if array.dtype.kind == "V" else array
+def _storable(array: np.ndarray) -> np.ndarray | None:
+    """``array`` as the archive stores it: ml_dtypes as their bits, strings as ``U``; None where it cannot."""
+    if runner.is_ml_dtype(array.dtype):
+        return array.view(f"u{array.dtype.itemsize}")
+    if array.dtype.kind in "OUS":
+        return as_unicode(array)
+    return array
 
 
 def _array_source(name: str, array: np.ndarray, stored: dict[str, np.ndarray], archive: str) -> str:
     """``NAME = <array>``: a literal, or (over :data:`LITERAL_LIMIT` elements) from the archive."""
     array = np.asarray(array)
-    if array.size <= LITERAL_LIMIT:
+    storable = _storable(array) if array.size > LITERAL_LIMIT else None
+    if storable is None:
         return f"{name} = {_literal(array)}"
-    stored[name] = _storable(array)
-    view = f".view({_dtype_expr(array.dtype)})" if array.dtype.kind == "V" else ""
+    stored[name] = storable
+    if runner.is_ml_dtype(array.dtype):
+        view = f".view({_dtype_expr(array.dtype)})"
+    elif array.dtype.kind in "OUS":
+        view = ".astype(object)"  # stored as NumPy unicode: no pickle
+    else:
+        view = ""
     return f"{name} = ARRAYS[{name!r}]{view}  # {array.dtype} {list(array.shape)}, from {archive}"
 
 
@@ -163,7 +201,10 @@ def _check_block(
             f"TRIES = {tries}  # runs until it shows (a race shows on some runs only)",
             _DIFFERS + _SHOW,
             "for attempt in range(1, TRIES + 1):",
-            "    actual = np.asarray(run(MODEL, FEEDS)[0])",
+            "    try:",
+            "        actual = np.asarray(run(MODEL, FEEDS)[0])",
+            "    except Exception as exc:  # no output to compare: neither verdict",
+            "        could_not_run(f'the engine raised {type(exc).__name__}: {exc} (the defect is a wrong output)')",
             "    problem = differs(actual, EXPECTED)",
             "    if problem and ALSO_RIGHT is not None and differs(actual, ALSO_RIGHT) is None:",
             "        problem = None",
@@ -181,6 +222,8 @@ def _check_block(
             _SHOW,
             "try:",
             "    outputs = run(MODEL, FEEDS)",
+            "except ImportError as exc:  # the engine is not installed: not its answer",
+            "    could_not_run(f'{type(exc).__name__}: {exc}')",
             "except Exception as exc:  # what the spec requires",
             "    print(f'actual: the engine raised {type(exc).__name__}: {exc}')",
             "    print('not reproduced: the engine refuses the input, as the spec requires')",
@@ -195,6 +238,8 @@ def _check_block(
             _SHOW,
             "try:",
             "    outputs = run(MODEL, FEEDS)",
+            "except ImportError as exc:  # the engine is not installed: not its answer",
+            "    could_not_run(f'{type(exc).__name__}: {exc}')",
             "except Exception as exc:",
             "    print(f'actual: the engine raised {type(exc).__name__}: {exc}')",
             "    show('expected', EXPECTED)",
@@ -216,6 +261,8 @@ def _check_block(
             "if sys.argv[1:] == ['--child']:",
             "    try:",
             "        show('actual', run(MODEL, FEEDS)[0])",
+            "    except ImportError as exc:  # the engine is not installed: not its answer",
+            "        could_not_run(f'{type(exc).__name__}: {exc}')",
             "    except Exception as exc:",
             "        print(f'actual: the engine raised {type(exc).__name__}: {exc}')",
             "    sys.exit(0)",
@@ -225,6 +272,8 @@ def _check_block(
             "    " + wanted,
             "    print(f'DEFECT REPRODUCED: no answer within {TIMEOUT} s')",
             "    sys.exit(1)",
+            "if child.returncode == COULD_NOT_RUN:",
+            "    could_not_run('the process running the model could not run it (see above)')",
             wanted,
             "if child.returncode != 0:",
             "    print(f'DEFECT REPRODUCED: the process running the model died (exit code {child.returncode})')",
@@ -240,11 +289,14 @@ def _engine_source(engine: str, threads: int | None) -> tuple[str, str]:
     standalone = getattr(loaded, "standalone_run_source", None)
     if standalone is not None:
         return standalone(threads), getattr(loaded, "standalone_requires", engine)
+    missing = f"no installed package registers the engine {engine!r} (entry-point group {engines.GROUP})"
     source = (
         "import importlib.metadata\n"
         "import types\n\n"
-        f"_ENGINE = next(p for p in importlib.metadata.entry_points(group={engines.GROUP!r})"
-        f" if p.name == {engine!r}).load()\n"
+        f"_FOUND = [p for p in importlib.metadata.entry_points(group={engines.GROUP!r}) if p.name == {engine!r}]\n"
+        "if not _FOUND:\n"
+        f"    could_not_run({missing!r})\n"
+        "_ENGINE = _FOUND[0].load()\n"
         "_ENGINE = _ENGINE() if isinstance(_ENGINE, type) else _ENGINE\n\n\n"
         "def run(model, feeds):\n"
         f"    options = types.SimpleNamespace(threads={threads!r}, output=None)\n"
@@ -317,31 +369,56 @@ def build(
         for n, a in zip(check.names, check.case.inputs, strict=False)
     )
     needs_ml = any(
-        np.asarray(a).dtype.kind == "V"
+        runner.is_ml_dtype(np.asarray(a).dtype)
         for a in [*check.case.inputs, *([expected] if isinstance(expected, np.ndarray) else [])]
     )
     head = [
         f'"""{title}',
         "",
         f"Standalone reproduction (generated by gather-scatter check --report): needs numpy, onnx and {requires}.",
-        "Prints the engine's output and the one the ONNX spec gives; exit status 1 and",
-        '"DEFECT REPRODUCED" where the defect shows, 0 where it does not.',
+        "Prints the engine's output and the one the ONNX spec gives. Exit status:",
+        "",
+        *(f"{status:>5}  {meaning}" for status, meaning in EXIT_STATUSES.items()),
+        "       (numpy, onnx or the engine not installed, a plugin not registered, the .npz",
+        "       missing, the engine raising where an output was to be compared); git bisect run",
+        "       skips a revision on 125",
         '"""',
         "import os",
         "import subprocess",
         "import sys",
         "",
-        "import numpy as np",
-        "import onnx",
-        "from onnx import TensorProto, helper",
+        f"COULD_NOT_RUN = {COULD_NOT_RUN}  # the exit status where this script could not run the model",
+        f"NEEDS = {f'numpy, onnx and {requires}'!r}",
+        "",
+        "",
+        "def could_not_run(why):",
+        "    print(f'COULD NOT RUN: {why}', flush=True)",
+        "    sys.exit(COULD_NOT_RUN)",
+        "",
+        "",
+        "def _could_not_run(kind, error, trace):  # an error of this script's own is no verdict (else: exit 1)",
+        "    sys.__excepthook__(kind, error, trace)  # the traceback, on stderr",
+        "    if issubclass(kind, KeyboardInterrupt):",
+        "        return",
+        "    needs = f' (this script needs {NEEDS})' if issubclass(kind, ImportError) else ''",
+        "    print(f'COULD NOT RUN: {kind.__name__}: {error}{needs}', flush=True)",
+        "    sys.stderr.flush()",
+        "    os._exit(COULD_NOT_RUN)",
+        "",
+        "",
+        "sys.excepthook = _could_not_run",
+        "",
+        "import numpy as np  # noqa: E402",
+        "import onnx  # noqa: E402",
+        "from onnx import TensorProto, helper  # noqa: E402",
     ]
     if needs_ml:
-        head.append("import ml_dtypes  # installed with onnx")
+        head.append("import ml_dtypes  # noqa: E402 - installed with onnx")
     head.append("")
     if stored:
         head += [
             "HERE = os.path.dirname(os.path.abspath(__file__))",
-            f"ARRAYS = np.load(os.path.join(HERE, {archive!r}), allow_pickle=True)",
+            f"ARRAYS = np.load(os.path.join(HERE, {archive!r}))  # no pickle: strings are stored as unicode",
             "",
         ]
     body = [

@@ -1,21 +1,24 @@
 """Issue texts ready to file upstream: ``gather-scatter check --report DIR``.
 
 Findings are grouped into classes (one engine, one operator version, one finding kind, one kind
-of case: ``ScatterND-18 wrong_output on valid cases``), and each class becomes three files:
+of case: ``ScatterND-18 wrong_output on valid cases``: ``issue_class``), and each class becomes
+three files:
 
 - ``NN-ENGINE-OP-VERSION-KIND.py`` (written by ``repro_script``): a standalone script that
   builds the one-node model with ``onnx.helper`` from the class's smallest (shrunk) case, runs it
   with the engine's own API (the engine's ``standalone_run_source``), prints the actual and the
-  expected output, and exits with status 1 and ``DEFECT REPRODUCED`` where the defect shows (0
-  where it does not). It imports numpy, onnx and the engine only, never gather_scatter. Arrays
-  of up to :data:`LITERAL_LIMIT` elements are literals in the script; larger ones are in
-  ``NN-....npz`` beside it.
+  expected output, and exits with status 1 and ``DEFECT REPRODUCED`` where the defect shows, 0
+  where it does not, 125 and ``COULD NOT RUN`` where it could not run the model
+  (``repro_script.EXIT_STATUSES``). It imports numpy, onnx and the engine only, never
+  gather_scatter. Arrays of up to :data:`LITERAL_LIMIT` elements are literals in the script;
+  larger ones are in ``NN-....npz`` beside it, loaded without pickle.
 - ``NN-....md``: the issue text: a title, the environment, what happens, the sentence of the
   ONNX operator specification that decides it, the script's own output on this machine (actual
   and expected), and the script inlined.
 
 Everything is written into a temporary folder beside ``DIR`` and renamed into place at the end,
-so an interrupted or failed run leaves no report that looks complete.
+so an interrupted or failed run leaves no report that looks complete; a class whose files fail
+(a bug of ours) can be left out as one line, the others written (``write_reports(failures=)``).
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import GatherScatterError
 from . import repro_script, runner
+from .issue_class import IssueClass, classes, spec_quote, title, topic
 from .repro_script import LITERAL_LIMIT, attr_source, op_name
 from .spec_quotes import SPEC_FILES, SPEC_QUOTES
 
@@ -50,185 +53,6 @@ __all__ = [
     "topic",
     "write_reports",
 ]
-
-
-@dataclass
-class IssueClass:
-    """One class of findings: the issue text's subject.
-
-    Attributes
-    ----------
-    key : tuple
-        ``(op name, kind, case kind)``: what makes two findings the same defect.
-    findings : list of runner.Finding
-        Its findings; ``smallest`` is the one the script reproduces.
-    tolerance : float
-        0 for an exact comparison; else how far (relative to the expected output's largest
-        magnitude) a float may be off, for a reduction whose order is free.
-    nodes : list of str
-        Model mode: the nodes of the model that show it.
-    """
-
-    key: tuple
-    findings: list = field(default_factory=list)
-    tolerance: float = 0.0
-    nodes: list = field(default_factory=list)
-
-    @property
-    def smallest(self) -> runner.Finding:
-        """The class's finding with the fewest input elements, the one its issue shows."""
-        return min(self.findings, key=lambda f: sum(a.size for a in f.check.case.inputs))
-
-
-def classes(
-    findings: Sequence[runner.Finding],
-    *,
-    nodes: Sequence[str | None] | None = None,
-    tolerances: Sequence[float] | None = None,
-) -> list[IssueClass]:
-    """Group findings into classes: the same operator version, kind and kind of case.
-
-    Parameters
-    ----------
-    findings : sequence of runner.Finding
-    nodes : sequence of str or None, optional
-        The model node of each finding (model mode).
-    tolerances : sequence of float, optional
-        Each finding's tolerance (see :class:`IssueClass`); default exact.
-
-    Returns
-    -------
-    list of IssueClass
-        In the order their first finding came.
-    """
-    grouped: dict[tuple, IssueClass] = {}
-    for i, finding in enumerate(findings):
-        key = (finding.check.spec.name, finding.kind, finding.check.kind)
-        group = grouped.setdefault(key, IssueClass(key))
-        group.findings.append(finding)
-        if tolerances is not None:
-            group.tolerance = max(group.tolerance, tolerances[i])
-        if nodes is not None and nodes[i]:
-            group.nodes.append(nodes[i])
-    return list(grouped.values())
-
-
-# ----------------------------------------------------------------------------- what the finding is
-
-
-def _reduction(check: runner.CheckCase) -> str:
-    value = check.case.attrs.get("reduction", "none")
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _has_duplicates(check: runner.CheckCase) -> bool:
-    """Whether two updates of a scatter target the same element or slice."""
-    op = check.spec.op_type
-    if op == "ScatterND":
-        data, indices = check.case.inputs[:2]
-        k = indices.shape[-1]
-        tuples = indices.reshape(-1, k) if k else np.zeros((0, 0), np.int64)
-        tuples = np.where(tuples < 0, tuples + np.array(data.shape[:k]), tuples)
-        return len({tuple(t) for t in tuples.tolist()}) < len(tuples)
-    if op in ("ScatterElements", "Scatter"):
-        data, indices = check.case.inputs[:2]
-        axis = int(check.case.attrs.get("axis", 0)) % max(data.ndim, 1)
-        wrapped = np.where(indices < 0, indices + data.shape[axis], indices)
-        moved = np.moveaxis(wrapped, axis, -1).reshape(-1, indices.shape[axis]) if indices.size else wrapped
-        return any(len(set(row)) < len(row) for row in moved.tolist())
-    return False
-
-
-def _negative(check: runner.CheckCase) -> bool:
-    return any(a.dtype.kind == "i" and a.size and (a < 0).any() for a in check.case.inputs[1:])
-
-
-def topic(finding: runner.Finding) -> str:
-    """Which part of the spec decides ``finding``: ``bounds``, ``reduction`` or ``output``."""
-    check = finding.check
-    if "bound" in check.kind or "write index" in check.kind or "> max" in check.kind:
-        return "bounds"
-    if check.kind == "valid" and _negative(check) and finding.kind != "wrong_output":
-        return "bounds"
-    if _reduction(check) != "none" and _has_duplicates(check):
-        return "reduction"
-    return "output"
-
-
-def spec_quote(finding: runner.Finding) -> tuple[str, str]:
-    """Return the sentence of the ONNX spec that decides ``finding``, and where it is from.
-
-    Returns
-    -------
-    tuple of (str, str)
-        The quote, and its source (the operator version and the schema's address).
-    """
-    op, want = op_name(finding.check), topic(finding)
-    if want == "reduction":
-        want = (
-            f"reduction-{_reduction(finding.check)}"
-            if (op, f"reduction-{_reduction(finding.check)}") in SPEC_QUOTES
-            else want
-        )
-    quote = (
-        SPEC_QUOTES.get((op, want))
-        or SPEC_QUOTES.get((op, "reduction" if want.startswith("reduction") else "output"))
-        or SPEC_QUOTES.get((op, "output"), "")
-    )
-    spec = finding.check.spec
-    if spec.domain:
-        where = "https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md"
-    else:
-        where = f"https://onnx.ai/onnx/operators/onnx__{spec.op_type}.html"
-    return quote, f"ONNX operator schema {op}-{spec.since_version} ({where})"
-
-
-def _threads(threads: int | None) -> str:
-    return f" on {threads} threads" if threads and threads > 1 else ""
-
-
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + " ..."
-
-
-def title(group: IssueClass, engine: str, version: str, threads: int | None) -> str:
-    """Return a one-line issue title for ``group``.
-
-    For example ``[onnxruntime 1.32.0] ScatterND-18 reduction='add' loses updates to duplicate
-    indices on 2 threads``.
-    """
-    finding = group.smallest
-    check = finding.check
-    name = check.spec.name if not check.spec.domain else f"{check.spec.domain}.{check.spec.name}"
-    reduction = _reduction(check)
-    red = f" reduction='{reduction}'" if reduction != "none" else ""
-    if finding.kind == "wrong_output":
-        if red and _has_duplicates(check):
-            what = f"{red} gives a wrong result for duplicate indices{_threads(threads)}"
-        elif "dtype" in finding.detail and "expected" in finding.detail:
-            what = f" returns the wrong output type ({finding.detail.split(';')[0]})"
-        elif "shape" in finding.detail and finding.detail.startswith("shape"):
-            what = f" returns the wrong output shape ({finding.detail})"
-        else:
-            what = (
-                f"{red} returns a wrong output"
-                + (" with negative indices" if _negative(check) else "")
-                + _threads(threads)
-            )
-    elif finding.kind == "accepted_invalid":
-        what = f" returns a result for an invalid input ({check.kind}) instead of raising an error"
-    elif finding.kind == "rejected_valid":
-        message = finding.detail.removeprefix("the engine raised: ")
-        what = (
-            " rejects valid negative indices" if _negative(check) else " rejects a valid input"
-        ) + f": {_shorten(message, 90)}"
-    elif finding.kind == "crash":
-        on = f"an invalid input ({check.kind})" if check.kind != "valid" else "a valid input"
-        what = f" crashes the process on {on}"
-    else:
-        what = f" hangs on {'an invalid input (' + check.kind + ')' if check.kind != 'valid' else 'a valid input'}"
-    return f"[{engine} {version}] {name}{what}"
 
 
 # ----------------------------------------------------------------------------- the script
@@ -377,7 +201,8 @@ def issue_text(
             "## Reproduction",
             "",
             f"Standalone: numpy, onnx and {engine} only ({files}; `python {script_name}` exits with status 1 and "
-            "prints `DEFECT REPRODUCED` where the defect shows).",
+            "prints `DEFECT REPRODUCED` where the defect shows, 0 where it does not, and 125 with `COULD NOT RUN` "
+            "and the reason where it could not run the model).",
             "",
             "```python",
             script.rstrip(),
@@ -404,6 +229,30 @@ def _run_script(path: str, timeout: float) -> str:
     return "\n".join(lines[:60] + (["..."] if len(lines) > 60 else [])) + f"\n(exit status {done.returncode})"
 
 
+def _write_class(
+    group: IssueClass,
+    stem: str,
+    folder: str,
+    engine: str,
+    version: str,
+    threads: int | None,
+    tries: int,
+    timeout: float,
+    run_scripts: bool,
+) -> None:
+    """Write ``stem``.py (and .npz) and ``stem``.md of ``group`` into ``folder``."""
+    script_name, archive = stem + ".py", stem + ".npz"
+    script, stored = script_source(group, engine, version, threads, tries, timeout, archive)
+    with open(os.path.join(folder, script_name), "w") as f:
+        f.write(script)
+    if stored:
+        np.savez(os.path.join(folder, archive), **stored)  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
+    output = _run_script(os.path.join(folder, script_name), timeout * (tries + 2) + 60) if run_scripts else "(not run)"
+    text = issue_text(group, engine, version, threads, script, script_name, archive if stored else None, output)
+    with open(os.path.join(folder, stem + ".md"), "w") as f:
+        f.write(text)
+
+
 def write_reports(
     findings: Sequence[runner.Finding],
     engine: str,
@@ -416,6 +265,7 @@ def write_reports(
     nodes: Sequence[str | None] | None = None,
     tolerances: Sequence[float] | None = None,
     run_scripts: bool = True,
+    failures: list[str] | None = None,
 ) -> list[str]:
     """Write an issue text, a standalone script and its arrays per class of ``findings``.
 
@@ -441,6 +291,10 @@ def write_reports(
         Model mode: each finding's node, and its tolerance (see :func:`classes`).
     run_scripts : bool
         Run each script here and put its output into the issue text (default).
+    failures : list of str, optional
+        Where given, a class whose files cannot be made (an error of ours, whatever it is) is
+        left out and one line naming it and the error is appended here; the other classes are
+        written. Without it, the error is raised and nothing is written.
 
     Returns
     -------
@@ -449,8 +303,11 @@ def write_reports(
     """
     report_dir = os.path.abspath(os.fspath(report_dir))
     parent = os.path.dirname(report_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(report_dir)}.partial-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(report_dir)}.partial-", dir=parent)
+    except OSError as exc:  # named as the user gave it, not by our temporary name
+        raise OSError(exc.errno, exc.strerror, report_dir) from None
     if threads and threads > 1:
         tries = max(tries, 50)
     written = []
@@ -458,24 +315,26 @@ def write_reports(
         for number, group in enumerate(classes(findings, nodes=nodes, tolerances=tolerances), 1):
             op, kind, _ = group.key
             stem = f"{number:02d}-{_slug(engine)}-{_slug(op)}-{kind}"
-            script_name, archive = stem + ".py", stem + ".npz"
-            script, stored = script_source(group, engine, version, threads, tries, timeout, archive)
-            with open(os.path.join(tmp, script_name), "w") as f:
-                f.write(script)
-            if stored:
-                np.savez(os.path.join(tmp, archive), **stored)  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
-            output = (
-                _run_script(os.path.join(tmp, script_name), timeout * (tries + 2) + 60) if run_scripts else "(not run)"
-            )
-            text = issue_text(group, engine, version, threads, script, script_name, archive if stored else None, output)
-            with open(os.path.join(tmp, stem + ".md"), "w") as f:
-                f.write(text)
+            try:
+                _write_class(group, stem, tmp, engine, version, threads, tries, timeout, run_scripts)
+            except Exception as exc:  # any bug of ours in one class must not lose the others
+                if failures is None:
+                    raise
+                for suffix in (".py", ".npz", ".md"):
+                    if os.path.lexists(os.path.join(tmp, stem + suffix)):
+                        os.remove(os.path.join(tmp, stem + suffix))
+                reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                failures.append(f"{stem}.md ({len(group.findings)} finding(s)) could not be written: {reason}")
+                continue
             written.append(os.path.join(report_dir, stem + ".md"))
         old = None
-        if os.path.lexists(report_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(report_dir)}.old-", dir=parent)
-            os.rename(report_dir, os.path.join(old, "report"))
-        os.rename(tmp, report_dir)
+        try:
+            if os.path.lexists(report_dir):
+                old = tempfile.mkdtemp(prefix=f".{os.path.basename(report_dir)}.old-", dir=parent)
+                os.rename(report_dir, os.path.join(old, "report"))
+            os.rename(tmp, report_dir)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, report_dir) from None
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
