@@ -120,6 +120,23 @@ def test_dask_example_runs_as_it_says(tmp_path, monkeypatch):
     assert np.array_equal(table[:, 0], counts) and np.array_equal(table[:, 63], counts)
 
 
+def test_icechunk_example_commits_all_or_nothing(tmp_path, monkeypatch):
+    pytest.importorskip("icechunk", reason="icechunk not installed (pip install 'gather_scatter[icechunk]')")
+    pytest.importorskip("dask.array", reason="dask not installed (pip install 'gather_scatter[dask]')")
+    import icechunk
+    import zarr
+
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(_block("array-libraries.md", "icechunk.Repository.create"), scope)
+    repo = icechunk.Repository.open(icechunk.local_filesystem_storage("embeddings.icechunk"))
+    history = [snapshot.message for snapshot in repo.ancestry(branch="main")]
+    assert history[:2] == ["10,000 updates added", "an empty table"]
+    table = zarr.open_array(repo.readonly_session("main").store, path="table", mode="r")[:]
+    counts = np.bincount(scope["ids"], minlength=100_000).astype(np.float32)
+    assert np.array_equal(table[:, 0], counts) and np.array_equal(table[:, 63], counts)
+
+
 def test_session_example_runs_as_it_says():
     scope: dict = {}
     exec(_block("models.md", "gs.Session("), scope)
