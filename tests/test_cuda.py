@@ -35,9 +35,9 @@ from gather_scatter import (
     scatter_nd,
     tensor_scatter,
 )
-from gather_scatter._versions import REGISTRY
+from gather_scatter._versions import SWEPT
 
-SPECS = sorted(REGISTRY.values(), key=lambda s: (s.domain, s.op_type, s.since_version))
+SPECS = sorted(SWEPT.values(), key=lambda s: (s.domain, s.op_type, s.since_version))
 NEWEST = [s for s in SPECS if not any(t.op_type == s.op_type and t.domain == s.domain
                                       and t.since_version > s.since_version for t in SPECS)]
 BF16 = np.dtype(ml_dtypes.bfloat16)

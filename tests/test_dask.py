@@ -30,10 +30,10 @@ from gather_scatter import (  # noqa: E402
     scatter_nd,
     tensor_scatter,
 )
-from gather_scatter._versions import REGISTRY  # noqa: E402
+from gather_scatter._versions import SWEPT  # noqa: E402
 from gather_scatter.check.cases import invalid_cases, valid_cases  # noqa: E402
 
-SPECS = sorted((s for s in REGISTRY.values() if s.op_type != "TensorScatter"),
+SPECS = sorted((s for s in SWEPT.values() if s.op_type != "TensorScatter"),
                key=lambda s: (s.domain, s.op_type, s.since_version))
 
 

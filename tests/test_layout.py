@@ -1,5 +1,5 @@
 """The package is a stack without import cycles: the NumPy kernels import nothing above the
-rules (``_versions``, ``_shapes``, ``_validate``) and the settings beside them, the backends import
+rules (``_versions``, ``_shapes``, ``_quantized_rules``, ``_validate``) and the settings beside them, the backends import
 kernels but never the front door (``ops``, with its runners ``_runners``), and only ``ops``,
 ``_runners`` and ``_dispatch`` sit on top.
 
@@ -16,8 +16,8 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "gather_scatter"
 # What a kernel may import from the package: the rules and the per-process settings below them.
-KERNEL_MAY_IMPORT = {"_versions", "_shapes", "_validate", "_buffers", "_parallel", "_memory", "_settings", "errors",
-                     "kernels"}
+KERNEL_MAY_IMPORT = {"_versions", "_shapes", "_quantized_rules", "_validate", "_buffers", "_parallel", "_memory",
+                     "_settings", "errors", "kernels"}
 
 
 def _package_imports(path: pathlib.Path) -> set[str]:

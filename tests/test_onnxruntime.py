@@ -34,10 +34,10 @@ from onnx import TensorProto, helper  # noqa: E402
 import gather_scatter as gs  # noqa: E402
 import oracle  # noqa: E402
 import strategies as S  # noqa: E402
-from gather_scatter._versions import REGISTRY  # noqa: E402
+from gather_scatter._versions import REGISTRY, SWEPT  # noqa: E402
 from strategies import Case  # noqa: E402
 
-VERSIONS = sorted(REGISTRY.values(), key=lambda v: (v.op_type, v.domain, v.since_version))
+VERSIONS = sorted(SWEPT.values(), key=lambda v: (v.op_type, v.domain, v.since_version))
 NAMES = ("data", "indices", "updates")
 TENSOR_TYPES = {
     "float": TensorProto.FLOAT, "double": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,

@@ -131,7 +131,26 @@ def test_com_microsoft_gathernd_row():
     assert row.index_types == {"int32", "int64"}
     assert dict(row.attributes) == {}
     assert row.data_types == OURS[("GatherND", 11)].data_types
-    assert [k for k in REGISTRY if k[0] == "com.microsoft"] == [("com.microsoft", "GatherND", 1)]
+    assert sorted(k for k in REGISTRY if k[0] == "com.microsoft") == [
+        ("com.microsoft", "GatherBlockQuantized", 1),
+        ("com.microsoft", "GatherND", 1),
+    ]
+
+
+def test_com_microsoft_gather_block_quantized_row_matches_onnxruntime_schema():
+    """The row's per-input types and attribute defaults are onnxruntime's registry's (issue 27)."""
+    pybind = pytest.importorskip("onnxruntime.capi.onnxruntime_pybind11_state")
+    from onnx import AttributeProto
+
+    (schema,) = [s for s in pybind.get_all_operator_schema() if (s.domain, s.name) == ("com.microsoft", "GatherBlockQuantized")]
+    row = REGISTRY[("com.microsoft", "GatherBlockQuantized", 1)]
+    assert schema.since_version == row.since_version == 1
+    allowed = {t.type_param_str: {n[len("tensor("):-1] for n in t.allowed_type_strs} for t in schema.type_constraints}
+    by_input = {i.name: allowed[i.typeStr] for i in schema.inputs}
+    assert by_input == {"data": row.data_types, "indices": row.index_types, "scales": row.input_types["scales"],
+                        "zero_points": row.input_types["zero_points"]}
+    defaults = {name: AttributeProto.FromString(a._default_value).i for name, a in schema.attributes.items()}
+    assert defaults == dict(row.attributes)
 
 
 # -- (b) resolution ---------------------------------------------------------------------------
@@ -336,7 +355,8 @@ GATING = [
          + r"\(allowed: tensor\(bfloat16\), .*tensor\(uint8\)\)",
          op="GatherElements", since_version=13, input="data", value="tensor(float8e4m3fn)"),
     _row("unknown-op-Gather-in-com.microsoft", "Gather", 1, [_F, _I64_1], {}, UnsupportedOpError,
-         re.escape("operator 'Gather' of domain com.microsoft is not supported (supported: GatherND)"),
+         re.escape("operator 'Gather' of domain com.microsoft is not supported (supported: GatherBlockQuantized, "
+                   "GatherND)"),
          domain="com.microsoft", op="Gather", since_version=None, input="op_type", value="Gather"),
     _row("unknown-domain-ai.onnx.ml", "Gather", 13, [_F, _I64_1], {}, UnsupportedOpError,
          re.escape("domain 'ai.onnx.ml' is not supported (known: ai.onnx, com.microsoft)"),

@@ -3,7 +3,8 @@
 Kernels (NumPy in, NumPy out, newest semantics): :func:`gather` (Gather-13),
 :func:`gather_nd` (GatherND-13), :func:`scatter_nd` (ScatterND-18),
 :func:`gather_elements` (GatherElements-13), :func:`scatter_elements` (ScatterElements-18),
-:func:`tensor_scatter` (TensorScatter-24).
+:func:`tensor_scatter` (TensorScatter-24), :func:`gather_block_quantized` (com.microsoft
+GatherBlockQuantized-1, a block-quantized embedding lookup).
 Version-exact evaluation: :func:`run_node`; shape inference: :func:`infer_shape` (one node)
 and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_limit`.
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
@@ -26,6 +27,7 @@ from .errors import (
     UnsupportedOpError,
 )
 from .ops import gather, gather_elements, gather_nd, scatter_elements, scatter_nd, tensor_scatter
+from .quantized import gather_block_quantized
 
 __all__ = [
     "ArityError",
@@ -41,6 +43,7 @@ __all__ = [
     "ShapeError",
     "UnsupportedOpError",
     "gather",
+    "gather_block_quantized",
     "gather_elements",
     "gather_nd",
     "get_buffer_cache_size",

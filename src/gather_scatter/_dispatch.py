@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from . import _memory, _shapes
+from ._quantized_rules import plan as _quantized_plan
 from ._runners import (
     run_gather,
+    run_gather_block_quantized,
     run_gather_elements,
     run_gather_nd,
     run_scatter_elements,
@@ -67,6 +69,7 @@ class _Op:
     inputs: tuple[str, ...]
     optional: int = 0  # how many trailing inputs a node may leave out
     dtype_order: tuple[int, int, int] | None = None  # input positions of (data, indices, updates)
+    infer: Callable[..., tuple[_shapes.Shape, Any]] | None = None  # a rule of shapes and dtypes together
 
     def dtype_args(self, dtypes: Sequence[Any]) -> tuple[list, tuple[str, ...]]:
         """``dtypes`` (in input order) as output_dtype's (data, indices, updates), and those names."""
@@ -74,6 +77,14 @@ class _Op:
         padded = list(dtypes) + [None] * (3 - len(dtypes))
         names = tuple(self.inputs[i] if i < len(self.inputs) else "updates" for i in order)
         return [padded[i] for i in order], names
+
+
+def _infer_quantized(spec: OpVersion, values: Mapping[str, Any], shapes: list, dtypes: list) -> tuple:
+    """GatherBlockQuantized's shape and dtype: its output's last dim depends on data's type."""
+    given = list(shapes) + [_shapes.ABSENT] * (4 - len(shapes))
+    plan = _quantized_plan(spec, *given, dtypes=list(dtypes) + [None] * (4 - len(dtypes)), **values)
+    _shapes.check_output_bytes(spec, plan.shape, plan.dtype, limit=_memory.INT64_MAX)
+    return plan.shape, plan.dtype
 
 
 _OPS = {
@@ -89,6 +100,13 @@ _OPS = {
         ("past_cache", "update", "write_indices"),
         optional=1,
         dtype_order=(0, 2, 1),
+    ),
+    "GatherBlockQuantized": _Op(
+        run_gather_block_quantized,
+        _shapes.gather_shape,  # unused: ``infer`` reads shapes and dtypes together
+        ("data", "indices", "scales", "zero_points"),
+        optional=1,
+        infer=_infer_quantized,
     ),
 }
 
@@ -392,6 +410,8 @@ def infer_version(
     _check_arity(spec, op, len(input_shapes))
     dtypes = list(input_dtypes) if input_dtypes is not None else [None] * len(input_shapes)
     _check_arity(spec, op, len(dtypes))
+    if op.infer is not None:
+        return op.infer(spec, values, list(input_shapes), dtypes)
     ordered, names = op.dtype_args(dtypes)
     dtype = _shapes.output_dtype(spec, *ordered, names=names)
     reduction = values.pop("reduction", None)

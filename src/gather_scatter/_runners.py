@@ -28,8 +28,10 @@ import numpy as np
 
 from . import _memory
 from ._versions import Mode, OpVersion, Reduction
-from .backends import backend_for
+from .backends import backend_for, library_name
+from .errors import DTypeError
 from .kernels import _compiled
+from .kernels import block_quantized as _block_quantized
 from .kernels import elements as _elements
 from .kernels import gather as _gather
 from .kernels import gather_nd as _gather_nd
@@ -39,6 +41,7 @@ from .kernels._writes import UFUNCS, assign_last_wins, reduce_rows
 
 __all__ = [
     "run_gather",
+    "run_gather_block_quantized",
     "run_gather_elements",
     "run_gather_nd",
     "run_scatter_elements",
@@ -389,3 +392,69 @@ def run_tensor_scatter(
     if backend is not None:
         return backend.tensor_scatter(past_cache, update, write_indices, axis, mode, out)
     return _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode, out)
+
+
+def run_gather_block_quantized(
+    spec: OpVersion,
+    data,
+    indices,
+    scales,
+    zero_points=None,
+    gather_axis=0,
+    quantize_axis=1,
+    block_size=128,
+    bits=4,
+    out=None,
+) -> Any:
+    zp = zero_points
+    if (
+        out is None
+        and type(data) is _ndarray
+        and type(indices) is _ndarray
+        and type(scales) is _ndarray
+        and (zp is None or type(zp) is _ndarray)
+        and type(gather_axis) is type(quantize_axis) is type(block_size) is type(bits) is int
+    ):
+        # Every check depends on the signature alone (an index out of range is a row of zeros,
+        # not an error): an accepted one runs the compiled loop at once.
+        key = (
+            id(spec),
+            data.dtype,
+            data.shape,
+            data.flags.c_contiguous,
+            indices.dtype,
+            scales.dtype,
+            scales.shape,
+            scales.flags.c_contiguous,
+            None if zp is None else (zp.dtype, zp.shape, zp.flags.c_contiguous),
+            gather_axis,
+            quantize_axis,
+            block_size,
+            bits,
+        )
+        ready = _ACCEPTED.get(key)
+        if ready is not None:
+            return _block_quantized.run_prepared(spec, ready, data, indices, scales, zp)
+        result, ready = _block_quantized.run_gather_block_quantized(
+            spec, data, indices, scales, zp, gather_axis, quantize_axis, block_size, bits
+        )
+        if ready is not None:
+            _accept(key, ready)
+        return result
+    # NumPy only: torch, JAX and the array-API libraries have no int4/uint4/float4 arrays, and
+    # a silent round trip would hide a device-to-host copy of the table.
+    inputs = {"data": data, "indices": indices, "scales": scales}
+    if zp is not None:
+        inputs["zero_points"] = zp
+    if backend_for(spec, inputs) is not None:
+        raise DTypeError(
+            f"{spec.name}: data is a {library_name(data)}, but this operator runs on NumPy arrays only "
+            "(ml_dtypes' int4/uint4/float8/float4 for the quantized types): pass NumPy arrays",
+            op=spec.op_type,
+            since_version=spec.since_version,
+            input="data",
+            value=library_name(data),
+        )
+    return _block_quantized.run_gather_block_quantized(
+        spec, data, indices, scales, zp, gather_axis, quantize_axis, block_size, bits, out
+    )[0]

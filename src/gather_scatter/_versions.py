@@ -72,6 +72,11 @@ TYPES_BEFORE_BFLOAT16 = ALL_TYPES - {"bfloat16"}
 TENSOR_SCATTER_TYPES = ALL_TYPES | LOW_PRECISION_TYPES
 INT32_INT64 = frozenset({"int32", "int64"})
 INT64 = frozenset({"int64"})
+# com.microsoft GatherBlockQuantized-1: data and zero_points (T1), scales and output (T2).
+QUANTIZED_TYPES = frozenset(
+    {"int4", "uint4", "uint8", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1"}
+)
+DEQUANTIZED_TYPES = frozenset({"float", "float16", "bfloat16"})
 
 # The newest opset of each domain whose operator set this table was checked against.
 LATEST_OPSET: Mapping[str, int] = MappingProxyType({"": 28, "com.microsoft": 1})
@@ -104,6 +109,8 @@ class OpVersion:
     modes: tuple[str, ...] = ()  # TensorScatter's accepted ``mode`` values
     removed_in: int | None = None  # the first opset at which the operator no longer exists
     replaced_by: str | None = None  # what a model uses there instead
+    # Inputs with a type set of their own (GatherBlockQuantized: scales are T2, zero_points T1)
+    input_types: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -125,8 +132,9 @@ class OpVersion:
 
     def check_dtype(self, input: str, dtype: Any) -> None:
         """Raise DTypeError unless ``dtype`` is allowed for ``input``: an index input
-        ('indices', 'write_indices') checks the index types, any other the data types."""
-        allowed = self.index_types if input in INDEX_INPUTS else self.data_types
+        ('indices', 'write_indices') checks the index types, one of ``input_types`` its own set,
+        any other the data types."""
+        allowed = self.input_types.get(input) or (self.index_types if input in INDEX_INPUTS else self.data_types)
         type_name = onnx_type_name(dtype)
         if type_name not in allowed:
             shown = f"tensor({type_name})" if type_name else f"NumPy dtype {np.dtype(dtype)}"
@@ -200,6 +208,15 @@ _VERSIONS = (
         replaced_by="ScatterElements",
     ),
     _v("TensorScatter", 24, TENSOR_SCATTER_TYPES, INT64, {"axis": -2, "mode": "linear"}, modes=("linear", "circular")),
+    _v(
+        "GatherBlockQuantized",
+        1,
+        QUANTIZED_TYPES,
+        INT32_INT64,
+        {"gather_axis": 0, "quantize_axis": 1, "block_size": 128, "bits": 4},
+        domain="com.microsoft",
+        input_types=MappingProxyType({"scales": DEQUANTIZED_TYPES, "zero_points": QUANTIZED_TYPES}),
+    ),
 )
 
 REGISTRY: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
@@ -213,6 +230,15 @@ SCATTER_ND = REGISTRY[("", "ScatterND", 18)]
 GATHER_ELEMENTS = REGISTRY[("", "GatherElements", 13)]
 SCATTER_ELEMENTS = REGISTRY[("", "ScatterElements", 18)]
 TENSOR_SCATTER = REGISTRY[("", "TensorScatter", 24)]
+GATHER_BLOCK_QUANTIZED = REGISTRY[("com.microsoft", "GatherBlockQuantized", 1)]
+
+# The versions the family's generic sweeps make cases for (the checker's generator and
+# tests/strategies.py: data, indices, updates of one type): every version but
+# GatherBlockQuantized, whose inputs differ (T1 data, T2 scales) and whose cases live in
+# tests/test_gather_block_quantized.py until the checker gains its own (issue 27).
+SWEPT: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
+    {key: v for key, v in REGISTRY.items() if v is not GATHER_BLOCK_QUANTIZED}
+)
 
 
 def normalize_domain(domain: str) -> str:

@@ -56,6 +56,7 @@ __all__ = [
     "NEW_OPS",
     "Evaluator",
     "Gather",
+    "GatherBlockQuantized",
     "GatherElements",
     "GatherND",
     "MicrosoftGatherND",
@@ -201,6 +202,16 @@ class MicrosoftGatherND(_Node):
 # The evaluator keys new_ops by (op_domain, class __name__).
 MicrosoftGatherND.__name__ = "GatherND"
 
+
+class GatherBlockQuantized(_Node):
+    """com.microsoft GatherBlockQuantized (1): a block-quantized embedding lookup, dequantized.
+
+    https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md#com.microsoft.GatherBlockQuantized
+    """
+
+    op_domain = "com.microsoft"
+
+
 #: The classes to pass as ``ReferenceEvaluator(model, new_ops=NEW_OPS)``.
 NEW_OPS: tuple[type[OpRun], ...] = (
     Gather,
@@ -211,6 +222,7 @@ NEW_OPS: tuple[type[OpRun], ...] = (
     Scatter,
     TensorScatter,
     MicrosoftGatherND,
+    GatherBlockQuantized,
 )
 
 

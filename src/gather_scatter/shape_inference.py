@@ -1,7 +1,8 @@
 """Model-level shape inference: our rules for the family's nodes, onnx's inference for every other node.
 
 The family: Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter and
-TensorScatter of ai.onnx, and com.microsoft GatherND, which onnx does not know.
+TensorScatter of ai.onnx, and com.microsoft GatherND and GatherBlockQuantized, which onnx does
+not know.
 
 >>> import onnx.helper as oh
 >>> from onnx import TensorProto
@@ -47,7 +48,11 @@ __all__ = ["infer_model_shapes", "node_shapes"]
 
 def _ours(node: onnx.NodeProto) -> bool:
     domain = normalize_domain(node.domain)
-    return node.op_type in _OPS and domain in LATEST_OPSET and (domain == "" or node.op_type == "GatherND")
+    return (
+        node.op_type in _OPS
+        and domain in LATEST_OPSET
+        and (domain == "" or node.op_type in ("GatherND", "GatherBlockQuantized"))
+    )
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
@@ -162,7 +167,9 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
         )
     except GatherScatterError as exc:
         raise exc.in_node(node.name, node.op_type) from None
-    elem = inputs[0].tensor_type.elem_type if inputs and inputs[0] is not None else 0
+    typed = 2 if spec.op_type == "GatherBlockQuantized" else 0  # its output has scales' type (T2)
+    typed_input = inputs[typed] if len(inputs) > typed else None
+    elem = typed_input.tensor_type.elem_type if typed_input is not None else 0
     return shape, elem
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from onnx import helper
 
 from .._dispatch import run_node
-from .._versions import LATEST_OPSET, REGISTRY, OpVersion
+from .._versions import LATEST_OPSET, REGISTRY, SWEPT, OpVersion
 from ..errors import GatherScatterError
 from . import cases as C
 from .engines import Outcome, Worker
@@ -254,7 +254,7 @@ def run_one(worker: Worker, check: CheckCase) -> tuple[str, str]:
 
 
 def _versions(ops: list[str] | None) -> list[OpVersion]:
-    chosen = [v for v in REGISTRY.values() if ops is None or v.op_type in ops or v.name in ops]
+    chosen = [v for v in SWEPT.values() if ops is None or v.op_type in ops or v.name in ops]
     return sorted(chosen, key=lambda v: (v.op_type, v.domain, v.since_version))
 
 
