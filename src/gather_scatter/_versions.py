@@ -62,7 +62,10 @@ ONNX_TYPES: Mapping[str, np.dtype] = MappingProxyType(
         "float4e2m1": np.dtype(ml_dtypes.float4_e2m1fn),
     }
 )
-_NAME_OF = {dt: name for name, dt in ONNX_TYPES.items()}
+# Keyed by the dtype's name, not the dtype: torch.compile cannot compare NumPy dtypes as dict
+# keys (ml_dtypes' float8 ones); the dtype is compared too, so only the same type matches. A
+# plain dict: dynamo refuses to read a mappingproxy once the traced code has changed any dict.
+_NAME_OF = {dt.name: (name, dt) for name, dt in ONNX_TYPES.items()}
 
 LOW_PRECISION_TYPES = frozenset(
     {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0", "int4", "uint4", "float4e2m1"}
@@ -92,7 +95,8 @@ def onnx_type_name(dtype: Any) -> str | None:
         return "string"
     if dtype.byteorder not in "=|":
         dtype = dtype.newbyteorder("=")
-    return _NAME_OF.get(dtype)
+    name, same = _NAME_OF.get(dtype.name, (None, None))
+    return name if same == dtype else None
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,13 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
                     value=library_name(value),
                 )
         return None
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(first, torch.Tensor):
+        # Directly, not through array_api_compat: under torch.compile its lru_cache-wrapped
+        # helpers make dynamo warn, and a tensor's backend is known without them.
+        from .torch import TorchBackend
+
+        return TorchBackend(spec, None, first, first_name)
     import array_api_compat
 
     try:

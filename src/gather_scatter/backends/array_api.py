@@ -73,11 +73,9 @@ class ArrayAPIBackend:
     writable = False
 
     def __init__(self, spec: OpVersion, xp: Any, first: Any, first_name: str):
-        import array_api_compat
-
         self.spec, self.xp, self.kind = spec, xp, type(first)
         self.library = library_name(first)
-        self.device = array_api_compat.device(first)
+        self.device = self._device_of(first)
         self.first_name = first_name
         self.host_dtypes: dict[str, np.dtype] = {}
 

@@ -20,10 +20,16 @@
 - Any ``torch.Tensor`` is one: ``nn.Parameter`` (a model's weights, the usual gather table)
   and other subclasses mix freely with plain tensors.
 - Autograd: every op above is differentiable, so gradients reach ``data`` and ``updates``.
-- ``torch.compile``: the bounds check needs the indices' values on the host, so it runs
-  outside the graph (``torch.compiler.disable``: a graph break before it) and raises our
-  IndexOutOfBoundsError as in eager mode; the ops around it compile. With
-  ``fullgraph=True`` that break is an error.
+- ``torch.compile``: the bounds check needs the indices' values on the host, so in a graph
+  it is a custom op (``gather_scatter::bounds``, ``gather_scatter::write_positions``) that
+  the compiler does not look into: it runs on the real tensors when the compiled function
+  runs and raises our IndexOutOfBoundsError with the eager message. No graph break, so
+  ``fullgraph=True`` compiles, on every backend (inductor too), with no warning. Two things
+  stay outside the graph, each a graph break whose reason ``fullgraph=True`` prints: inputs
+  given as lists or NumPy arrays (read by NumPy's rules on the host) and ``out=`` (checked
+  against the inputs' memory addresses). The backend is picked without array-api-compat and
+  dtypes read from a table keyed by torch dtype: dynamo warned about their
+  ``functools.lru_cache`` helpers.
 - ``out=``: a tensor of the result's shape and dtype on data's device, written with ``copy_``
   after the whole result is computed. The memory rule is the NumPy path's
   (``_validate.refuse_broadcast``, ``refuse_overlap`` and ``same_memory`` on the tensors'
@@ -37,12 +43,14 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import array_api_compat.torch as torch_namespace
 import numpy as np
 import torch
 
 from .._validate import refuse_broadcast, refuse_overlap, same_memory
 from .._versions import Reduction
 from ..errors import InvalidAttributeError
+from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES
 from .array_api import ArrayAPIBackend
 
 # torch dtypes that index_select/index_copy move but arithmetic does not cover: copied as bits.
@@ -79,12 +87,38 @@ class TorchBackend(ArrayAPIBackend):
     writable = True
 
     def __init__(self, spec, xp, first, first_name):
-        super().__init__(spec, xp, first, first_name)
+        super().__init__(spec, torch_namespace if xp is None else xp, first, first_name)
         self.kind, self.library = torch.Tensor, "torch.Tensor"  # nn.Parameter and other subclasses too
         self.first = first
 
     def _device_of(self, array: Any) -> Any:
         return array.device
+
+    def array(self, name: str, value: Any, dtype: Any = None) -> Any:
+        """Return ``value`` as a tensor on data's device (:meth:`ArrayAPIBackend.array`).
+
+        Under ``torch.compile`` a list or NumPy array is converted eagerly, outside the graph.
+        """
+        if isinstance(value, torch.Tensor) or not torch.compiler.is_compiling():
+            return super().array(name, value, dtype)
+        return self.host_array(name, value, dtype)
+
+    @torch.compiler.disable(reason=HOST_INPUT)
+    def host_array(self, name: str, value: Any, dtype: Any = None) -> Any:
+        """Return ``value``, a list or NumPy array, as a tensor by NumPy's rules, outside any graph."""
+        return super().array(name, value, dtype)
+
+    def dtype(self, name: str, array: Any) -> np.dtype:
+        """Return ``array``'s dtype as NumPy's, from a table keyed by torch dtype.
+
+        :func:`numpy_dtype` gives the same answer, but its ``functools.cache`` makes
+        ``torch.compile`` warn; a dict lookup on a ``torch.dtype`` traces as a constant.
+        """
+        if name not in self.host_dtypes:
+            known = NUMPY_DTYPES.get(array.dtype)
+            if known is not None:
+                return known
+        return super().dtype(name, array)
 
     def from_numpy(self, host: np.ndarray) -> torch.Tensor:
         """Return the NumPy array ``host`` as a tensor on this device.
@@ -127,14 +161,35 @@ class TorchBackend(ArrayAPIBackend):
                 pass
         return super().take_checked(indices, size, axis, take)
 
-    # The checks read values on the host: under torch.compile they run eagerly, outside the
-    # graph (a graph break), so a bad index raises our error there too.
-    @torch.compiler.disable
+    # The checks read values on the host. Under torch.compile they are one custom op each
+    # (gather_scatter::bounds, gather_scatter::write_positions): opaque to the compiler, run
+    # eagerly on the real tensors when the compiled function runs, so a bad index raises our
+    # error from it, with no graph break (fullgraph=True compiles).
     def bounds(self, indices, sizes, axes):
-        """Return ``indices`` checked and non-negative, run outside any ``torch.compile`` graph."""
-        return super().bounds(indices, sizes, axes)
+        """Return ``indices`` checked and non-negative; under ``torch.compile`` as one custom op."""
+        if not torch.compiler.is_compiling():
+            return super().bounds(indices, sizes, axes)
+        spec, per_component = self.spec, isinstance(sizes, tuple)
+        return torch.ops.gather_scatter.bounds(
+            indices,
+            list(sizes) if per_component else [sizes],
+            list(axes) if per_component else [axes],
+            per_component,
+            spec.domain,
+            spec.op_type,
+            spec.since_version,
+        )
 
-    @torch.compiler.disable
+    def checked_writes(self, write, capacity, length, mode, ax):
+        """Return TensorScatter's checked ``write`` as int64; under ``torch.compile`` as one custom op."""
+        if not torch.compiler.is_compiling():
+            return super().checked_writes(write, capacity, length, mode, ax)
+        spec = self.spec
+        return torch.ops.gather_scatter.write_positions(
+            write, capacity, length, mode.value, ax, spec.domain, spec.op_type, spec.since_version
+        )
+
+    @torch.compiler.disable(reason=HOST_CHECK)
     def raise_first_bad(self, indices, bad, sizes, axes, error=None):
         """Raise IndexOutOfBoundsError at the first True of ``bad``, outside any ``torch.compile`` graph."""
         return super().raise_first_bad(indices, bad, sizes, axes, error)
@@ -189,22 +244,11 @@ class TorchBackend(ArrayAPIBackend):
                 cells = (targets[:, None] * width + torch.arange(width, device=data.device)).reshape(-1)
                 return data.reshape(-1).index_add(0, cells, updates.reshape(-1)).reshape(data.shape)
             return data.index_add(0, targets, updates)
+        if torch.compiler.is_compiling():  # dynamo cannot trace catch_warnings (see _torch_compile._spend_beta_warning)
+            return _index_reduce(data, targets, updates, reduction)
         with warnings.catch_warnings():  # "index_reduce() is in beta": our tests pin its results
             warnings.simplefilter("ignore", UserWarning)
-            if data.shape[1] == 1:  # as a vector: ATen's half-type prod fails on (n, 1)
-                result = (
-                    data.reshape(-1)
-                    .index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction], include_self=True)
-                    .reshape(data.shape)
-                )
-            else:
-                result = data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
-            if _zero_ties(reduction, updates):
-                order = torch.arange(targets.shape[0], device=data.device).reshape(-1, 1).expand(updates.shape)
-                last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
-                last = last.index_reduce(0, targets, torch.where(updates == 0, order, -1), "amax", include_self=True)
-                result = _last_zero(result, last, torch.gather(updates, 0, last.clamp(min=0)))
-        return result
+            return _index_reduce(data, targets, updates, reduction)
 
     def scatter_along(self, data, norm, updates, axis, reduction):
         """Return ScatterElements' bytes, by ATen's CPU ``scatter_add``/``scatter_reduce`` where it can.
@@ -244,7 +288,7 @@ class TorchBackend(ArrayAPIBackend):
         super().check_out(out, shape, dtype)
         if out is None:
             return
-        refuse_broadcast(self.spec, _memory(out))
+        self.refuse_broadcast(out)
         if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
             spec = self.spec
             raise InvalidAttributeError(
@@ -261,7 +305,12 @@ class TorchBackend(ArrayAPIBackend):
         _as_bits(out).copy_(_as_bits(result))
         return out
 
-    @torch.compiler.disable  # addresses: real tensors only, never traced ones
+    @torch.compiler.disable(reason=OUT_ADDRESSES)  # addresses: real tensors only, never traced ones
+    def refuse_broadcast(self, out: torch.Tensor) -> None:
+        """Refuse a broadcast ``out`` (one memory location for several elements), by the NumPy path's rule."""
+        refuse_broadcast(self.spec, _memory(out))
+
+    @torch.compiler.disable(reason=OUT_ADDRESSES)  # addresses: real tensors only, never traced ones
     def check_memory(self, out: torch.Tensor, inputs: dict) -> None:
         """Refuse an ``out`` that overlaps an input's memory, by the NumPy path's rule.
 
@@ -295,6 +344,27 @@ _NUMPY_NAMES = {
     "uint32",
     "uint64",
 }
+
+
+def _index_reduce(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, reduction: Reduction):
+    """Return ``data`` with rows of ``updates`` reduced into rows ``targets`` by ``index_reduce``, in order.
+
+    NumPy's sign for zero ties (:func:`_zero_ties`).
+    """
+    if data.shape[1] == 1:  # as a vector: ATen's half-type prod fails on (n, 1)
+        result = (
+            data.reshape(-1)
+            .index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction], include_self=True)
+            .reshape(data.shape)
+        )
+    else:
+        result = data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
+    if _zero_ties(reduction, updates):
+        order = torch.arange(targets.shape[0], device=data.device).reshape(-1, 1).expand(updates.shape)
+        last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
+        last = last.index_reduce(0, targets, torch.where(updates == 0, order, -1), "amax", include_self=True)
+        result = _last_zero(result, last, torch.gather(updates, 0, last.clamp(min=0)))
+    return result
 
 
 def _zero_ties(reduction: Reduction, updates: torch.Tensor) -> bool:
