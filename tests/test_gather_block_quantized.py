@@ -464,3 +464,26 @@ def test_infer_shape_unpacks_the_last_axis():
     assert gs.infer_shape("GatherBlockQuantized", [[10, 8], [3], [10, 1]], None, {"block_size": 16}, **OP)[0] == (3, None)
     assert gs.infer_shape("GatherBlockQuantized", [[10, 8, 4], [3], [10, 8, 1]], [ml_dtypes.int4, None, None],
                           {"block_size": 16, "quantize_axis": 2, "gather_axis": 1}, **OP)[0] == (10, 3, 4)
+
+
+def test_the_loops_rounding_is_numpys_and_ml_dtypes_bit_for_bit():
+    """float16/bfloat16 outputs are rounded inside the compiled loop: its conversions give the
+    bits NumPy's (float16) and ml_dtypes' (bfloat16) casts give, on 1M random float32 bit
+    patterns and the edges (zeros, subnormals, ties, overflow to inf, inf, NaN payloads)."""
+    loops = kernel.compiled()
+    if loops is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(16)
+    edges = np.array([0, 0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0x477FEFFF, 0x477FF000, 0x477FF001,
+                      0x47800000, 0x33000000, 0x33000001, 0x32FFFFFF, 0x337FFFFF, 0x33800000, 0x387FC000,
+                      0x387FE000, 0x38000000, 0x38800000, 0x3F800000, 0x3F801000, 0x3F803000, 0x3F808000,
+                      0x3F818000, 0x7F7FFFFF], np.uint32)
+    patterns = np.concatenate([rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32), edges,
+                               edges | np.uint32(0x80000000)])
+    values = patterns.view(np.float32)
+    got = np.empty(values.size, np.uint16)
+    with np.errstate(all="ignore"):
+        loops.round_into(values.copy(), got, 0, values.size, loops.FLOAT16)
+        assert (got == values.astype(np.float16).view(np.uint16)).all()
+        loops.round_into(values.copy(), got, 0, values.size, loops.BFLOAT16)
+        assert (got == values.astype(ml_dtypes.bfloat16).view(np.uint16)).all()

@@ -18,8 +18,8 @@ u64 = np.uint64
 u32 = np.uint32
 
 # params' slots (an int64 array: numba's call costs per argument)
-S, R, Q, K, ST_M, ST_S, ST_R, Z_WIDTH, PER_SHIFT, BITS, BLOCK, ZDEFAULT, IDENTITY, LO, HI, OUT_KIND = range(16)
-N_PARAMS = 16
+S, R, Q, ST_M, ST_S, ST_R, Z_WIDTH, PER_SHIFT, BITS, BLOCK, ZDEFAULT, IDENTITY, OUT_KIND = range(13)
+N_PARAMS = 13
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2  # OUT_KIND's values
 
 
@@ -78,20 +78,42 @@ def bfloat16_bits(f):  # pragma: no cover - compiled
 
 @jit
 def round_into(work, dst, start, n, kind):  # pragma: no cover - compiled
-    """``dst[start + j]`` = bits of ``work[j]`` rounded once to float16 or bfloat16."""
+    """``dst[start + j]`` = bits of ``work[j]`` rounded once to float16 or bfloat16.
+
+    One branch-free pass (it vectorizes) computes what the usual case gives (float16: zero or
+    a normal result; bfloat16: not NaN) and notes any other value; only then a second pass
+    gives those the full conversions above, so the result is theirs bit for bit.
+    """
     bits = work.view(np.uint32)
     at = u64(start)
+    other = u32(0)
     if kind == FLOAT16:
         for j in range(u64(n)):
-            dst[at + j] = half_bits(bits[j])
+            f = bits[j]
+            a = f & u32(0x7FFFFFFF)
+            h = (a - u32(0x38000000) + u32(0xFFF) + ((a >> u32(13)) & u32(1))) >> u32(13)
+            h = h if a >= u32(0x33000000) else u32(0)
+            dst[at + j] = np.uint16(h | ((f >> u32(16)) & u32(0x8000)))
+            other |= u32(a >= u32(0x33000000)) & (u32(a < u32(0x38800000)) | u32(a >= u32(0x47800000)))
+        if other:
+            for j in range(u64(n)):
+                a = bits[j] & u32(0x7FFFFFFF)
+                if a >= u32(0x33000000) and (a < u32(0x38800000) or a >= u32(0x47800000)):
+                    dst[at + j] = half_bits(bits[j])
     else:
         for j in range(u64(n)):
-            dst[at + j] = bfloat16_bits(bits[j])
+            f = bits[j]
+            dst[at + j] = np.uint16((f + u32(0x7FFF) + ((f >> u32(16)) & u32(1))) >> u32(16))
+            other |= u32((f & u32(0x7FFFFFFF)) > u32(0x7F800000))
+        if other:
+            for j in range(u64(n)):
+                if (bits[j] & u32(0x7FFFFFFF)) > u32(0x7F800000):
+                    dst[at + j] = bfloat16_bits(bits[j])
 
 
 @jit
-def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p):  # pragma: no cover - compiled
-    """Fill output rows ``[p[LO], p[HI])`` (rows of ``p[Q]`` elements).
+def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p, lo, hi):  # pragma: no cover - compiled
+    """Fill output rows ``[lo, hi)`` (rows of ``p[Q]`` elements), ``idx.size`` per (m, r).
 
     float32 output (``p[OUT_KIND]``): written into ``work``, the flat output. float16 or
     bfloat16: each row is dequantized into ``work`` (one row of float32), then rounded once
@@ -105,7 +127,7 @@ def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p):  # pragm
     points' stored bytes, ``p[Z_WIDTH]`` per (m, s, r) row (empty: ``p[ZDEFAULT]``), packed
     like data. Out-of-range indices give rows of +0.0.
     """
-    size, rr, q, kk = p[S], p[R], p[Q], p[K]
+    size, rr, q, kk = p[S], p[R], p[Q], idx.size
     per_shift, bits, block = p[PER_SHIFT], p[BITS], p[BLOCK]
     qp = (q + (1 << per_shift) - 1) >> per_shift
     nb = (q + block - 1) // block
@@ -116,7 +138,7 @@ def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p):  # pragm
     identity = p[IDENTITY] != 0
     zdefault = np.float32(p[ZDEFAULT])
     kind = p[OUT_KIND]
-    for row in range(p[LO], p[HI]):
+    for row in range(lo, hi):
         r = row % rr
         k = (row // rr) % kk
         m = row // (rr * kk)

@@ -116,7 +116,8 @@ def run_gather_block_quantized(
 class Compiled(NamedTuple):
     """A signature's constants for the compiled loop (see :func:`prepare`)."""
 
-    params: np.ndarray  # _loops_quantized's slots, K/LO/HI left to each call
+    run: Any  # _loops_quantized.dequantize_rows
+    params: np.ndarray  # _loops_quantized's slots (read-only: calls on several threads share it)
     values: np.ndarray  # the float32 value of each stored code
     table: np.ndarray  # float16/bfloat16 scales' bits -> float32 (a dummy for float32 scales)
     lead: tuple[int, ...]  # data.shape[:g]
@@ -125,6 +126,8 @@ class Compiled(NamedTuple):
     inner: int  # R
     width: int  # Q, the logical quantize dim
     dtype: np.dtype  # the output's
+    u8: bool  # data is uint8 (else viewed as its bytes)
+    f32: bool  # scales and output are float32 (else float16/bfloat16: scales read as bits)
 
 
 def prepare(p: Plan, data, scales, zp, bits) -> Compiled | None:
@@ -163,7 +166,13 @@ def prepare(p: Plan, data, scales, zp, bits) -> Compiled | None:
     params[loops.BLOCK] = p.block
     params[loops.ZDEFAULT] = 1 << (bits - 1) if p.kind == "uint8" else 0
     params[loops.IDENTITY] = p.kind == "uint8"
+    out = np.dtype(scales.dtype)
+    params[loops.OUT_KIND] = (
+        loops.FLOAT32 if out == np.float32 else loops.FLOAT16 if out == np.float16 else loops.BFLOAT16
+    )
+    params.setflags(write=False)
     return Compiled(
+        loops.dequantize_rows,
         params,
         code_values(data.dtype),
         _scale_table(scales.dtype),
@@ -172,7 +181,9 @@ def prepare(p: Plan, data, scales, zp, bits) -> Compiled | None:
         M * R,
         R,
         Q,
-        np.dtype(scales.dtype),
+        out,
+        data.dtype == np.uint8,
+        out == np.float32,
     )
 
 
@@ -210,30 +221,50 @@ def run_prepared(spec: OpVersion, ready: Compiled, data, indices, scales, zp) ->
     return result
 
 
+_NO_BYTES = np.empty(0, np.uint8)
+_NO_BITS = np.empty(0, np.uint16)
+
+
 def _compiled_rows(ready: Compiled, data, indices, scales, zp, result) -> None:
-    loops = compiled()
-    run = loops.dequantize_rows
+    """Run the compiled loop into C-contiguous ``result``.
+
+    Few steps: a decode step's call (one row) takes a few microseconds in all.
+    """
     idx = indices.reshape(-1)
     if not idx.dtype.isnative:
         idx = idx.astype(idx.dtype.newbyteorder("="))
-    src = data.reshape(-1).view(np.uint8)
-    sc = scales.reshape(-1)
-    if sc.dtype != np.float32:
-        sc = sc.view(np.uint16)
-    zps = np.empty(0, np.uint8) if zp is None else zp.reshape(-1).view(np.uint8)
+    src = data.reshape(-1) if ready.u8 else data.reshape(-1).view(np.uint8)
+    sc = scales.reshape(-1) if ready.f32 else scales.reshape(-1).view(np.uint16)
+    zps = _NO_BYTES if zp is None else zp.reshape(-1).view(np.uint8)
     rows = ready.rows_per_index * idx.size
     flat = result.reshape(-1)
-    direct = result.dtype == np.float32
-    bits16 = np.empty(0, np.uint16) if direct else flat.view(np.uint16)
-    kind = loops.FLOAT32 if direct else loops.FLOAT16 if result.dtype == np.float16 else loops.BFLOAT16
+    run, params, width = ready.run, ready.params, ready.width
+    if ready.f32:
+        work, bits16 = flat, _NO_BITS
+    else:  # each thread dequantizes one row into its own float32 row, then rounds it once
+        work, bits16 = None, flat.view(np.uint16)
+    nbytes = rows * width * 4
+    if nbytes < 2 * _parallel.MIN_CHUNK_BYTES:  # one thread's work: no hand-off
+        run(
+            src,
+            ready.values,
+            idx,
+            sc,
+            ready.table,
+            zps,
+            work if ready.f32 else np.empty(width, np.float32),
+            bits16,
+            params,
+            0,
+            rows,
+        )
+        return
 
     def part(lo: int, hi: int) -> None:
-        params = ready.params.copy()
-        params[loops.K], params[loops.LO], params[loops.HI], params[loops.OUT_KIND] = idx.size, lo, hi, kind
-        work = flat if direct else np.empty(ready.width, np.float32)  # half: one row, then rounded once
-        run(src, ready.values, idx, sc, ready.table, zps, work, bits16, params)
+        mine = work if ready.f32 else np.empty(width, np.float32)
+        run(src, ready.values, idx, sc, ready.table, zps, mine, bits16, params, lo, hi)
 
-    _parallel.run(part, _parallel.ranges(rows, rows * ready.width * 4))
+    _parallel.run(part, _parallel.ranges(rows, nbytes))
 
 
 def _normalized(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
