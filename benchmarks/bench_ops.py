@@ -41,6 +41,7 @@ _ONNX_TYPE = {
     np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.uint8): TensorProto.UINT8,
     np.dtype(object): TensorProto.STRING,
 }
 
@@ -67,7 +68,8 @@ def _names(case: Case) -> list[str]:
 def _model(case: Case) -> bytes:
     names = _names(case)
     infos = [helper.make_tensor_value_info(n, _ONNX_TYPE[a.dtype], None) for n, a in zip(names, case.inputs)]
-    out = helper.make_tensor_value_info("out", _ONNX_TYPE[case.inputs[0].dtype], None)
+    typed = 2 if case.op == "GatherBlockQuantized" else 0  # its output has scales' type
+    out = helper.make_tensor_value_info("out", _ONNX_TYPE[case.inputs[typed].dtype], None)
     node = helper.make_node(case.op, names, ["out"], domain=case.domain, **case.attrs)
     opsets = [helper.make_opsetid("", case.opset)]
     if case.domain:
@@ -81,12 +83,13 @@ def _model(case: Case) -> bytes:
 _PUBLIC = {
     "Gather": gs.gather, "GatherND": gs.gather_nd, "ScatterND": gs.scatter_nd,
     "GatherElements": gs.gather_elements, "ScatterElements": gs.scatter_elements, "TensorScatter": gs.tensor_scatter,
+    "GatherBlockQuantized": gs.gather_block_quantized,
 }
 
 
 def _ours(case: Case, inplace: bool | None = None) -> Callable[[], np.ndarray]:
     a = case.inputs
-    if case.domain:  # com.microsoft GatherND-1: int32 indices
+    if case.domain and case.op == "GatherND":  # com.microsoft GatherND-1: int32 indices
         return lambda: gs.run_node(case.op, a, opset=1, domain=case.domain)
     kernel = _PUBLIC[case.op]
     out = {"out": a[0]} if (case.inplace if inplace is None else inplace) else {}
@@ -180,6 +183,27 @@ def cases(quick: bool) -> list[Case]:
              note="ours: out=past_cache in place; onnxruntime/reference: copy then write"),
         Case("tensor_scatter_prefill_circular", "TensorScatter", [cache, prefill, near_end], {"mode": "circular"}, 24),
     ]
+    # Issue 27: the token-embedding lookup of a 4-bit (and an 8-bit) LLM, Qwen2-1.5B's table
+    # (151,936 x 1,536), as onnxruntime-genai's builder writes it: uint8 with two 4-bit codes
+    # a byte, blocks of 32 (or 128) along the hidden axis; one id (a decode step), 2,048 (a prompt).
+    vocab, hidden = 151936 // s, 1536
+    packed = rng.integers(0, 256, (vocab, hidden // 2), dtype=np.uint8)
+    scales32 = rng.random((vocab, hidden // 32), dtype=f32)
+    scales128 = rng.random((vocab, hidden // 128), dtype=f32)
+    bytes8 = rng.integers(0, 256, (vocab, hidden), dtype=np.uint8)
+    zero8 = rng.integers(0, 256, (vocab, hidden // 32), dtype=np.uint8)
+    prompt = rng.integers(0, vocab, (1, 2048))
+    decode = rng.integers(0, vocab, (1, 1))
+    for name, ids in (("1_id", decode), ("2048_ids", prompt)):
+        c.append(Case(f"gbq_4bit_b32_{name}", "GatherBlockQuantized", [packed, ids, scales32],
+                      {"block_size": 32, "bits": 4}, domain="com.microsoft"))
+    c.append(Case("gbq_4bit_b128_2048_ids", "GatherBlockQuantized", [packed, prompt, scales128],
+                  {"block_size": 128, "bits": 4}, domain="com.microsoft"))
+    c.append(Case("gbq_4bit_b32_f16_2048_ids", "GatherBlockQuantized", [packed, prompt, scales32.astype(np.float16)],
+                  {"block_size": 32, "bits": 4}, domain="com.microsoft", note="float16 scales and output"))
+    for name, ids in (("1_id", decode), ("2048_ids", prompt)):
+        c.append(Case(f"gbq_8bit_b32_zp_{name}", "GatherBlockQuantized", [bytes8, ids, scales32, zero8],
+                      {"block_size": 32, "bits": 8}, domain="com.microsoft", note="with zero points"))
     # Issue 24: a few single-element adds into a large tensor cost a copy of data, no more
     # (drawn last: the cases above keep their inputs).
     wide = rand(1200 // s, 900)
@@ -197,6 +221,8 @@ def _bytes_moved(case: Case, out: np.ndarray) -> int:
         idx = case.inputs[1].nbytes
     if case.op in ("Gather", "GatherND", "GatherElements"):
         return 2 * out.nbytes + idx  # read each gathered slice, write it, read the indices
+    if case.op == "GatherBlockQuantized":  # read the gathered codes, write the output
+        return out.nbytes + out.size * case.attrs["bits"] // 8 + idx
     if case.op != "TensorScatter":
         upd = case.inputs[2].nbytes
     if case.inplace:
@@ -276,10 +302,14 @@ def run_case(case: Case, repeats: int, ref_budget_s: float) -> dict:
         row["ort_correct"] = _same(expected, got)
     ref_inputs = list(case.inputs)
     ref_case = case
-    if case.domain:  # onnx.reference has no com.microsoft GatherND: the ai.onnx op on int64 indices
+    if case.op == "GatherBlockQuantized":
+        ref_case = None  # onnx.reference has no com.microsoft GatherBlockQuantized
+    elif case.domain:  # onnx.reference has no com.microsoft GatherND: the ai.onnx op on int64 indices
         ref_inputs[1] = ref_inputs[1].astype(np.int64)
         ref_case = Case(case.name, case.op, ref_inputs, case.attrs, case.opset)
     try:
+        if ref_case is None:
+            raise NotImplementedError("onnx.reference has no implementation")
         ref = ReferenceEvaluator(onnx.load_from_string(_model(ref_case)))
         ref_feeds = dict(zip(_names(ref_case), ref_inputs))
         t0 = time.perf_counter()

@@ -19,6 +19,8 @@ CASES = {
     "gather_elements_last_axis", "gather_elements_axis0", "scatter_elements_add_dups", "scatter_elements_max_dups",
     "scatter_elements_none_distinct", "tensor_scatter_decode", "tensor_scatter_decode_inplace",
     "tensor_scatter_prefill_circular", "scatter_nd_add_1_elements_1200x900", "scatter_nd_add_1000_elements_1200x900",
+    "gbq_4bit_b32_1_id", "gbq_4bit_b32_2048_ids", "gbq_4bit_b128_2048_ids", "gbq_4bit_b32_f16_2048_ids",
+    "gbq_8bit_b32_zp_1_id", "gbq_8bit_b32_zp_2048_ids",
 }
 
 
@@ -49,6 +51,7 @@ def test_quick_benchmark_writes_every_case(tmp_path):
     assert rows["scatter_nd_kv_cache_inplace"]["inplace_matches_copy"] is True
     assert rows["tensor_scatter_decode_inplace"]["inplace_matches_copy"] is True
     assert all(rows[name]["ort_correct"] for name in CASES if name.startswith(("gather_elements", "tensor_scatter")))
+    assert all(rows[name]["ort_correct"] for name in CASES if name.startswith("gbq_"))  # issue 27: bit for bit
     assert "ours/ort" in proc.stdout
 
 

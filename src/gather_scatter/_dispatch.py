@@ -263,11 +263,13 @@ def run_node(
 
     Parameters
     ----------
-    op_type : {'Gather', 'GatherND', 'ScatterND', 'GatherElements', 'ScatterElements', 'Scatter', 'TensorScatter'}
+    op_type : {'Gather', 'GatherND', 'ScatterND', 'GatherElements', 'ScatterElements', 'Scatter', 'TensorScatter', 'GatherBlockQuantized'}
     inputs : sequence of ndarray
         ``[data, indices]``; for the scatters ``[data, indices, updates]``; for TensorScatter
         ``[past_cache, update]`` or ``[past_cache, update, write_indices]`` (a None
-        ``write_indices`` is absent, as an empty input name in a model).
+        ``write_indices`` is absent, as an empty input name in a model); for
+        GatherBlockQuantized ``[data, indices, scales]`` or ``[data, indices, scales,
+        zero_points]``.
     attrs : mapping or sequence of onnx.AttributeProto, optional
         The node's attributes (``axis``, ``batch_dims``, ``reduction``, ``mode``), as a
         mapping of name to value or as a node's ``attribute`` list; only those the resolved
@@ -276,7 +278,7 @@ def run_node(
         The model's opset for ``domain``; the version used is the newest whose
         ``since_version <= opset`` (GatherND at opset 12 -> GatherND-12).
     domain : str, default ''
-        ``''`` or ``'ai.onnx'``, or ``'com.microsoft'`` (GatherND-1 only).
+        ``''`` or ``'ai.onnx'``, or ``'com.microsoft'`` (GatherND-1 and GatherBlockQuantized-1).
     strict : bool, default True
         False runs an off-spec node, one with an attribute or attribute value its version
         lacks but a later version of the operator has (ScatterElements ``reduction='max'`` at
@@ -360,7 +362,8 @@ def infer_shape(
         ``(None,) * k + updates.shape[q-1:]``). Symbols pass through wherever the rule copies
         a dim, and are never replaced; an unknown (None) dim is filled from another input the
         rule proves equal (a GatherND batch dim from data, a ScatterND dim from updates).
-        ``dtype`` is data's dtype, or None when it is not given.
+        ``dtype`` is data's dtype (GatherBlockQuantized: scales', its T2), or None when it is
+        not given.
 
     Raises
     ------
