@@ -487,3 +487,24 @@ def test_the_loops_rounding_is_numpys_and_ml_dtypes_bit_for_bit():
         assert (got == values.astype(np.float16).view(np.uint16)).all()
         loops.round_into(values.copy(), got, 0, values.size, loops.BFLOAT16)
         assert (got == values.astype(ml_dtypes.bfloat16).view(np.uint16)).all()
+
+
+def test_edge_shapes_and_layouts(path):
+    """No ids, a rank-0 id, an empty table (every id out of range), big-endian ids, strided
+    (non-contiguous) inputs: each equal to the oracle."""
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, (20, 24), dtype=np.uint8)
+    scales = rng.random((20, 3), dtype=np.float32).astype(np.float16)
+    zp = rng.integers(0, 256, (20, 2), dtype=np.uint8)
+    calls = [
+        (data, np.zeros((0, 3), np.int64), scales, zp),
+        (data, np.array(-20), scales, zp),
+        (data, np.array([5, -1, 20], dtype=">i8"), scales, zp),
+        (data[:, ::2], np.array([3, 19]), np.asfortranarray(scales[:, :2]), zp[:, :1]),  # none C-contiguous
+        (np.zeros((0, 24), np.uint8), np.array([0, -1, 5]), np.zeros((0, 3), np.float16), None),
+    ]
+    for data_, ids, scales_, zp_ in calls:
+        attrs = dict(block_size=16, bits=4)
+        want = oracle_quantized.gather_block_quantized(data_, ids, scales_, zp_, **attrs)
+        assert_bitwise(gather_block_quantized(data_, ids, scales_, zp_, **attrs), want)
+        assert_bitwise(gather_block_quantized(data_, ids, scales_, zp_, **attrs), want)  # an accepted signature
