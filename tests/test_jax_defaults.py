@@ -294,6 +294,62 @@ def test_big_table_element_is_read_exactly():
             gs.scatter_nd(table, np.array([[65535, 5]]), np.array([1], np.int8))
 
 
+# Issue 26.14: what reaches 2**31 is the positions an operator's index arithmetic ranges over,
+# not the data's size. TensorScatter writes rows of the dims after its sequence axis, so its
+# offsets range over batch x heads x capacity rows (and capacity + sequence_length positions);
+# GatherND/ScatterND's over the leading dims an index tuple names. Beyond those, XLA addresses
+# the elements itself.
+PAST_INT32_CALLS = [  # (name, the call, its input's shape, whether x64 off refuses)
+    ("tensor_scatter_rows_below", lambda c: gs.tensor_scatter(c, jnp.ones((2, 1, 2**15 + 64), jnp.int8),
+                                                               np.array([0, 2**15 - 1])), (2, 2**15, 2**15 + 64), False),
+    ("tensor_scatter_rows_reach", lambda c: gs.tensor_scatter(c, jnp.ones((2, 1, 1), jnp.int8),
+                                                               np.array([0, 0])), (2, 2**30, 1), True),
+    ("tensor_scatter_capacity_reach", lambda c: gs.tensor_scatter(c, jnp.ones((1, 1), jnp.int8), np.array([0]),
+                                                                  axis=-1), (1, 2**31), True),
+    ("gather_nd_leading_rows_below", lambda h: gs.gather_nd(h, np.array([[65535]])), BIG.shape, False),
+    ("scatter_nd_leading_rows_below", lambda h: gs.scatter_nd(h, np.array([[65535]]), jnp.ones((1, 32769), jnp.int8)),
+     BIG.shape, False),
+]
+
+
+@pytest.mark.parametrize("name, fn, shape, refuses", PAST_INT32_CALLS, ids=[c[0] for c in PAST_INT32_CALLS])
+def test_what_refuses_past_int32_without_x64(x64, name, fn, shape, refuses):
+    """Data of 2**31 elements or more runs without x64 where the offsets stay below 2**31."""
+    shaped = jax.ShapeDtypeStruct(shape, jnp.int8)  # never allocated
+    if refuses and not x64:
+        with pytest.raises(OutputTooLargeError, match="jax_enable_x64") as info:
+            jax.eval_shape(fn, shaped)
+        assert info.value.value >= 2**31
+    else:
+        assert jax.eval_shape(fn, shaped).shape
+
+
+def _available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+@pytest.mark.skipif(_available_bytes() < 8 * 2**30, reason="needs about 8 GiB of free memory (two 2 GiB caches)")
+def test_tensor_scatter_writes_past_2_31_elements_without_x64():
+    """The issue's case on real arrays: a (2, 2**15, 2**15 + 64) int8 cache (2**31 + 2**22
+    elements) with x64 off writes the right rows; its last element is at flat position
+    2_151_677_951, past int32. TensorScatter's offsets range over 2 x 2**15 rows only."""
+    with jax.enable_x64(False):
+        width = 2**15 + 64
+        cache = jnp.zeros((2, 2**15, width), jnp.int8)
+        update = jnp.stack([jnp.full((1, width), 5, jnp.int8), jnp.full((1, width), 7, jnp.int8)])
+        out = gs.tensor_scatter(cache, update, np.array([3, 2**15 - 1]))
+        del cache
+        assert out.shape == (2, 2**15, width) and out.dtype == jnp.int8
+        assert (np.asarray(out[1, -1]) == 7).all() and (np.asarray(out[0, 3]) == 5).all()
+        assert int(out[1, -1, -1]) == 7  # flat position 2 * 2**15 * width - 1 >= 2**31
+        assert not np.asarray(out[1, -2]).any() and not np.asarray(out[0, 2]).any() and not np.asarray(out[0, 4]).any()
+        assert np.count_nonzero(np.asarray(out)) == 2 * width  # nothing else written (a view on the CPU)
+
+
 # ---- #15.11: JAX int32 indices are JAX's int64 without x64; no warnings ----------------------
 
 

@@ -41,9 +41,15 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   jitted function, are checked as int64. A JAX int32 index array counts as JAX's int64, so
   GatherND, ScatterND and TensorScatter (int64 indices only, as in ONNX) accept it — the
   values are the same, only JAX's width differs. Index arithmetic is then int32: an operator
-  whose indices or offsets would range over 2**31 positions or more (a GatherND/ScatterND
-  block, ScatterElements' data, a cache, one axis) raises OutputTooLargeError naming
-  ``jax_enable_x64`` rather than wrap. The backend's own casts never narrow a value or warn.
+  whose offsets would range over 2**31 positions or more raises OutputTooLargeError naming
+  ``jax_enable_x64`` rather than wrap. The positions are what the offsets count, not the
+  data's elements: GatherND/ScatterND count rows of the leading dims an index tuple names
+  (``data.shape[:batch_dims + k]``), ScatterElements data's elements, TensorScatter rows up
+  to its sequence axis (``past_cache.shape[:axis + 1]``, and capacity + sequence_length),
+  Gather/GatherElements the one axis they index; 2**31 index values refuse too. Rows past
+  that are copied whole by XLA, which addresses their elements itself: a (2, 2**15,
+  2**15 + 64) int8 cache (2**31 + 2**22 elements) takes TensorScatter without x64 (tested).
+  The backend's own casts never narrow a value or warn.
 """
 
 from __future__ import annotations
