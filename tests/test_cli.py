@@ -239,7 +239,7 @@ def test_shapes_reads_no_external_data(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("args, message", [
     (["--op", "Foo"], "argument --op: unknown operator or version 'Foo'; choose from Gather, Gather-1, Gather-11, "),
-    (["--op", "GatherND-99"], "argument --op: unknown operator or version 'GatherND-99'; "),
+    (["--op", "GatherND-99"], "argument --op: unknown operator or version 'GatherND-99' (did you mean 'GatherND' or "),
     (["--opset", "99"], "argument --opset: 99 is not in [1, 28]"),
     (["--opset", "0"], "argument --opset: 0 is not in [1, 28]"),
     (["--cases", "-1"], "argument --cases: -1 is not >= 1"),
