@@ -32,7 +32,7 @@ from onnx import helper
 from . import _model_check
 from ._dispatch import _OPS, attribute_dict, infer_version, resolve_node
 from ._shapes import Shape, fmt_shape
-from ._versions import LATEST_OPSET, first_accepting, normalize_domain, resolve
+from ._versions import REGISTRY, first_accepting, normalize_domain, resolve
 from .errors import (
     ArityError,
     DTypeError,
@@ -46,13 +46,14 @@ from .errors import (
 __all__ = ["infer_model_shapes", "node_shapes"]
 
 
+# The (domain, op_type) pairs our rules infer: the registry's (com.microsoft GatherND and
+# GatherBlockQuantized included, which onnx does not know).
+_FAMILY = frozenset((v.domain, v.op_type) for v in REGISTRY.values())
+
+
 def _ours(node: onnx.NodeProto) -> bool:
     domain = normalize_domain(node.domain)
-    return (
-        node.op_type in _OPS
-        and domain in LATEST_OPSET
-        and (domain == "" or node.op_type in ("GatherND", "GatherBlockQuantized"))
-    )
+    return (domain, node.op_type) in _FAMILY
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
