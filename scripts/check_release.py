@@ -53,7 +53,7 @@ FORBIDDEN_PARTS = frozenset(
 FORBIDDEN_SUFFIXES = frozenset({".pyc", ".pyo", ".png", ".svg", ".jpg", ".jpeg", ".gif"})
 FORBIDDEN_NAMES = re.compile(r"(bench_results.*|results)\.json$|^conftest\.py$|^test_.*\.py$")
 # What the installed package cannot run without.
-REQUIRED = ("__init__.py", "py.typed", "cli.py", "data/decoder_step.onnx", "data/decoder_step_inputs.npz")
+REQUIRED = ("__init__.py", "py.typed", "cli/__init__.py", "data/decoder_step.onnx", "data/decoder_step_inputs.npz")
 
 SMOKE = """
 import sys

@@ -70,7 +70,7 @@ def test_version_without_metadata(monkeypatch):
 
 def test_wheel_problems_rule():
     rule = _release_script().wheel_problems
-    good = ["gather_scatter/__init__.py", "gather_scatter/py.typed", "gather_scatter/cli.py",
+    good = ["gather_scatter/__init__.py", "gather_scatter/py.typed", "gather_scatter/cli/__init__.py",
             "gather_scatter/data/decoder_step.onnx", "gather_scatter/data/decoder_step_inputs.npz",
             "gather_scatter-1.0.dist-info/METADATA", "gather_scatter-1.0.dist-info/entry_points.txt"]
     assert rule(good, "1.0") == []
