@@ -133,3 +133,36 @@ def test_new_engines_print_nothing_into_the_checkers_output(capfd):
         runner.run_one(worker, UNSUPPORTED["tvm"])
         runner.run_one(worker, check)
     assert "Error converting" not in capfd.readouterr().out
+
+
+ML_DTYPES_TAKEN = {"reference": "all", "onnxruntime": {"bfloat16"}, "onnx2torch": {"bfloat16"}}
+
+
+@pytest.mark.parametrize("engine", sorted(engines.ENGINES))
+def test_every_ml_dtype_feed_agrees_or_is_unsupported_by_our_own_refusal(engine):
+    """A valid TensorScatter case of each ml_dtypes type (bfloat16, float8 x 5, 4-bit x 3) on each
+    built-in engine: it agrees, or the engine module refuses the feed itself as unsupported
+    (or, for onnxruntime, its session has no kernel for the type). float8_e5m2 is NumPy kind
+    'f', not 'V': a test of the kind alone let it through to the engine's own errors."""
+    from gather_scatter._versions import LOW_PRECISION_TYPES, ONNX_TYPES
+
+    try:
+        engines.require(engine)
+    except engines.EngineMissing as missing:
+        pytest.skip(str(missing))
+    spec = REGISTRY[("", "TensorScatter", 24)]
+    taken = ML_DTYPES_TAKEN.get(engine, set())
+    with engines.Worker(engine, timeout=120) as worker:
+        worker.start()
+        for name in sorted(LOW_PRECISION_TYPES | {"bfloat16"}):
+            dtype = ONNX_TYPES[name]
+            cache = (np.arange(12).reshape(1, 4, 3) % 7).astype(np.float32).astype(dtype)
+            update = np.ones((1, 1, 3), np.float32).astype(dtype)
+            check = runner.CheckCase(spec, 24, Case("TensorScatter", [cache, update, np.array([1])], {"axis": 1}), "valid")
+            kind, detail = runner.run_one(worker, check)
+            if taken == "all" or name in taken:
+                assert kind == "agree", (name, kind, detail)
+            elif engine == "onnxruntime":
+                assert kind == "unsupported" and "NOT_IMPLEMENTED" in detail, (name, kind, detail)
+            else:
+                assert kind == "unsupported" and "ml_dtypes" in detail, (name, kind, detail)

@@ -27,7 +27,7 @@ from .._dispatch import run_node
 from .._versions import LATEST_OPSET, REGISTRY, SWEPT, OpVersion
 from ..errors import GatherScatterError
 from . import cases as C
-from .engines import Outcome, Worker
+from .engines import Outcome, Worker, is_ml_dtype
 
 __all__ = [
     "FINDING_KINDS",
@@ -100,14 +100,6 @@ class Finding:
     check: CheckCase
     detail: str
     files: dict[str, str] = field(default_factory=dict)
-
-
-def is_ml_dtype(dtype: np.dtype) -> bool:
-    """Tell whether ``dtype`` is one of ml_dtypes' (bfloat16, float8, 4-bit): NumPy cannot save or name it.
-
-    Most are kind ``V``, but float8_e5m2 is kind ``f`` (``<f1``, which ``np.load`` refuses).
-    """
-    return dtype.kind == "V" or dtype.type.__module__.startswith("ml_dtypes")
 
 
 def _elem(array: np.ndarray) -> int:

@@ -30,7 +30,7 @@ shows a complete one).
 
 from __future__ import annotations
 
-from ._protocol import Engine, EngineBroken, EngineInvalid, EngineMissing, RunOptions
+from ._protocol import Engine, EngineBroken, EngineInvalid, EngineMissing, RunOptions, is_ml_dtype
 from ._registry import ENGINES, GROUP, discover, load, repro_code, require
 from ._worker import Outcome, Worker, run_in_process
 
@@ -47,6 +47,7 @@ __all__ = [
     "describe",
     "discover",
     "engine_version",
+    "is_ml_dtype",
     "load",
     "repro_code",
     "require",

@@ -20,7 +20,17 @@ __all__ = [
     "distribution_version",
     "import_engine",
     "installed",
+    "is_ml_dtype",
 ]
+
+
+def is_ml_dtype(dtype: np.dtype) -> bool:
+    """Tell whether ``dtype`` is one of ml_dtypes' (bfloat16, float8, 4-bit), which few engines' Python APIs take.
+
+    Most are kind ``V``, but float8_e5m2 is kind ``f`` (``<f1``): a test of the kind alone
+    misses it.
+    """
+    return dtype.kind == "V" or dtype.type.__module__.startswith("ml_dtypes")
 
 
 class EngineMissing(Exception):

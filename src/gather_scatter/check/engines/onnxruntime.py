@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed, is_ml_dtype
 
 name = "onnxruntime"
 unsupported = BUILTIN_UNSUPPORTED
@@ -54,7 +54,7 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
         session_options.intra_op_num_threads = options.threads
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model, session_options, providers=["CPUExecutionProvider"])
-    if not any(a.dtype.kind == "V" for a in feeds.values()):
+    if not any(is_ml_dtype(a.dtype) for a in feeds.values()):
         return session.run(None, feeds)
     values = {key: _value(ort, a) for key, a in feeds.items()}
     if options.output is None:  # an input we refuse: only whether it is accepted matters

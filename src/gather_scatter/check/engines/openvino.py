@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed, is_ml_dtype
 
 name = "openvino"
 unsupported = BUILTIN_UNSUPPORTED
@@ -34,7 +34,7 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     """
     import openvino as ov
 
-    if any(a.dtype.kind == "V" for a in feeds.values()):
+    if any(is_ml_dtype(a.dtype) for a in feeds.values()):
         raise NotImplementedError("OpenVINO's Python API takes no ml_dtypes (bfloat16, float8, 4-bit) arrays")
     core = ov.Core()
     config = {"INFERENCE_NUM_THREADS": options.threads} if options.threads else {}

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed, is_ml_dtype
 
 name = "tinygrad"
 unsupported = (*BUILTIN_UNSUPPORTED, "is not a valid OnnxDataType")
@@ -53,7 +53,7 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     from tinygrad import Tensor
     from tinygrad.nn.onnx import OnnxRunner
 
-    if any(a.dtype.kind in "OUSV" for a in feeds.values()):
+    if any(a.dtype.kind in "OUS" or is_ml_dtype(a.dtype) for a in feeds.values()):
         raise NotImplementedError(
             "tinygrad tensors hold no string or ml_dtypes (bfloat16 from NumPy, float8, 4-bit) arrays"
         )

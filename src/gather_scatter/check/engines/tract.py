@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed, is_ml_dtype
 
 name = "tract"
 unsupported = BUILTIN_UNSUPPORTED
@@ -36,7 +36,7 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     """
     import tract
 
-    if any(a.dtype.kind in "OUSV" for a in feeds.values()):
+    if any(a.dtype.kind in "OUS" or is_ml_dtype(a.dtype) for a in feeds.values()):
         raise NotImplementedError("tract's Python API takes no string or ml_dtypes arrays")
     with tempfile.TemporaryDirectory() as tmp:  # tract reads models from a path
         path = os.path.join(tmp, "model.onnx")

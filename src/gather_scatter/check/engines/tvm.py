@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
+from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed, is_ml_dtype
 
 name = "tvm"
 unsupported = (
@@ -75,7 +75,7 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
-    if any(a.dtype.kind in "OUSV" for a in feeds.values()):
+    if any(a.dtype.kind in "OUS" or is_ml_dtype(a.dtype) for a in feeds.values()):
         raise NotImplementedError("TVM tensors hold no string or ml_dtypes (bfloat16, float8, 4-bit) arrays")
     proto = onnx.load_from_string(model)
     names = _inputs(proto)
