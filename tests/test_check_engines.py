@@ -158,7 +158,8 @@ def test_every_ml_dtype_feed_agrees_or_is_unsupported_by_our_own_refusal(engine)
             dtype = ONNX_TYPES[name]
             cache = (np.arange(12).reshape(1, 4, 3) % 7).astype(np.float32).astype(dtype)
             update = np.ones((1, 1, 3), np.float32).astype(dtype)
-            check = runner.CheckCase(spec, 24, Case("TensorScatter", [cache, update, np.array([1])], {"axis": 1}), "valid")
+            case = Case("TensorScatter", [cache, update, np.array([1])], {"axis": 1})
+            check = runner.CheckCase(spec, 24, case, "valid")
             kind, detail = runner.run_one(worker, check)
             if taken == "all" or name in taken:
                 assert kind == "agree", (name, kind, detail)
