@@ -265,6 +265,9 @@ def infer_model_shapes(
                 _opset(node, opsets)
             except UnsupportedOpError as exc:
                 raise exc.in_node(node.name, node.op_type) from None
+    if strict:  # anywhere, as Session refuses it: subgraphs and functions are not inferred below
+        for node, _, error in _model_check.off_spec_nodes(model):
+            raise error.in_node(node.name, node.op_type) if isinstance(error, GatherScatterError) else error
     declared = _known_types(model.graph)
     try:
         out = onnx.shape_inference.infer_shapes(model)  # returns a new model
