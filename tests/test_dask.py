@@ -279,10 +279,7 @@ def _read_only_targets(tmp_path: pathlib.Path, table: np.ndarray):
     z = zarr.open_array(str(tmp_path / "t.zarr"), mode="w", shape=table.shape, chunks=(5, 3), dtype=table.dtype)
     z[...] = table
     yield "zarr", zarr.open_array(str(tmp_path / "t.zarr"), mode="r"), r"out is read-only \(a zarr array opened read-only"
-    try:
-        import h5py
-    except ImportError:
-        return
+    h5py = pytest.importorskip("h5py", reason="h5py not installed (the [test] extra installs it)")
     with h5py.File(tmp_path / "t.h5", "w") as f:
         f.create_dataset("t", data=table, chunks=(5, 3))
     f = h5py.File(tmp_path / "t.h5", "r")

@@ -220,7 +220,9 @@ def infer_model_shapes(
     strict : bool, default True
         As for :func:`~gather_scatter.run_model`: False infers an off-spec node of the
         family (an attribute or value its version lacks and a later version has) as the
-        earliest version that accepts it, with one OffSpecWarning per node.
+        earliest version that accepts it, with one OffSpecWarning per node. True refuses an
+        off-spec node anywhere in the model, subgraphs and functions included, as ``Session``
+        does (their nodes are not inferred).
     check : bool, default True
         As for :func:`~gather_scatter.run_model`: validate the model first (external data
         not loaded is checked against the files beside a path); False skips it.
