@@ -310,16 +310,16 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
 def run_tensor_scatter(
     spec: OpVersion, past_cache, update, write_indices=None, axis=-2, mode="linear", out=None
 ) -> Any:
-    if (
-        out is past_cache
+    plain = (
+        (out is None or out is past_cache)
         and type(past_cache) is _ndarray
         and type(update) is _ndarray
         and type(axis) is int
         and type(mode) is str
         and (write_indices is None or type(write_indices) is _ndarray)
-    ):  # in place, a decode step's write: any cache size (nothing is copied)
+    )
+    if plain:
         key: tuple = (
-            "in place",
             id(spec),
             past_cache.dtype,
             update.dtype,
@@ -329,11 +329,12 @@ def run_tensor_scatter(
             mode,
             None if write_indices is None else (write_indices.dtype, write_indices.shape),
         )
-        plan = _ACCEPTED.get(key)
-        if plan is None:
+    if plain and out is not None:  # in place, a decode step's write: any cache size (nothing is copied)
+        in_place = _ACCEPTED.get(("in place", key))
+        if in_place is None:
             result = _tensor_scatter.run_tensor_scatter(spec, past_cache, update, write_indices, axis, mode, out)
             if past_cache.dtype.kind in "biufc":
-                _accept(key, (axis % past_cache.ndim, Mode.parse(spec, mode)))
+                _accept(("in place", key), (axis % past_cache.ndim, Mode.parse(spec, mode)))
             return result
         if (
             past_cache.flags.writeable
@@ -341,26 +342,9 @@ def run_tensor_scatter(
             and not np.may_share_memory(past_cache, update)
             and (write_indices is None or not np.may_share_memory(past_cache, write_indices))
         ):
-            _tensor_scatter.write_accepted(spec, past_cache, update, write_indices, *plan)
+            _tensor_scatter.write_accepted(spec, past_cache, update, write_indices, *in_place)
             return past_cache
-    if (
-        out is None
-        and type(past_cache) is _ndarray
-        and type(update) is _ndarray
-        and type(axis) is int
-        and type(mode) is str
-        and (write_indices is None or type(write_indices) is _ndarray)
-    ):
-        key = (
-            id(spec),
-            past_cache.dtype,
-            update.dtype,
-            past_cache.shape,
-            update.shape,
-            axis,
-            mode,
-            None if write_indices is None else (write_indices.dtype, write_indices.shape),
-        )
+    elif plain:
         plan = _ACCEPTED.get(key)
         if plan is not None:
             where, order, ramp, zeros, capacity, high = plan
