@@ -508,3 +508,11 @@ def test_edge_shapes_and_layouts(path):
         want = oracle_quantized.gather_block_quantized(data_, ids, scales_, zp_, **attrs)
         assert_bitwise(gather_block_quantized(data_, ids, scales_, zp_, **attrs), want)
         assert_bitwise(gather_block_quantized(data_, ids, scales_, zp_, **attrs), want)  # an accepted signature
+
+
+def test_a_declared_output_type_other_than_scales_is_refused():
+    model, _ = _model("float16")
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    with pytest.raises(gs.DTypeError, match=r"output 'y' is declared with type tensor\(float\), but its scales input "
+                                            r"'scales' has type tensor\(float16\)"):
+        gs.infer_model_shapes(model)

@@ -95,16 +95,17 @@ def _type_name(elem: int) -> str:
 
 
 def _merge_elem(node: onnx.NodeProto, output: str, ours: int, declared: onnx.TypeProto | None) -> int:
-    """Our element type (the data's), or the declared one where ours is unknown."""
+    """Our element type (the data's; GatherBlockQuantized: the scales'), or the declared one where ours is unknown."""
     try:
         _dtype(declared, output)
     except DTypeError as exc:
         raise exc.in_node(node.name, node.op_type) from None
     theirs = declared.tensor_type.elem_type if declared is not None else 0
     if ours and theirs and ours != theirs:
+        typed = ("scales", 2) if node.op_type == "GatherBlockQuantized" else ("data", 0)  # what types the output
         raise DTypeError(
-            f"output {output!r} is declared with type {_type_name(theirs)}, but its data input "
-            f"{node.input[0]!r} has type {_type_name(ours)}",
+            f"output {output!r} is declared with type {_type_name(theirs)}, but its {typed[0]} input "
+            f"{node.input[typed[1]]!r} has type {_type_name(ours)}",
             op=node.op_type,
             input=output,
             value=theirs,
