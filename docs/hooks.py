@@ -41,6 +41,11 @@ def _types_cell(types: frozenset[str]) -> str:
     return ", ".join(sorted(types))
 
 
+def _input_types_cell(v: _versions.OpVersion) -> str:
+    """The inputs whose types differ from data's (GatherBlockQuantized's scales), each after a semicolon."""
+    return "".join(f"; {name}: {_types_cell(types)}" for name, types in v.input_types.items())
+
+
 def _attributes_cell(v: _versions.OpVersion) -> str:
     if not v.attributes:
         return "—"
@@ -91,7 +96,7 @@ def versions_table(ops: list[str]) -> str:
     for v in _selected(ops):
         rows.append(
             f"| {v.op_type} | {_domain(v)} | {v.since_version} | {_opsets(v)} | {_attributes_cell(v)} "
-            f"| {_types_cell(v.data_types)} | {', '.join(sorted(v.index_types))} |"
+            f"| {_types_cell(v.data_types)}{_input_types_cell(v)} | {', '.join(sorted(v.index_types))} |"
         )
     return "\n".join(rows) + "\n\n" + changes(ops)
 

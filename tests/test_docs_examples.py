@@ -41,7 +41,8 @@ NUMPY_EXAMPLES = [
 def test_the_numpy_examples_are_found():
     pages = {p.id.rsplit("-", 1)[0] for p in NUMPY_EXAMPLES}
     assert pages == {"getting-started.md", "operators/gather.md", "operators/gather-nd.md",
-                     "operators/scatter-nd.md", "operators/elements.md", "operators/tensor-scatter.md"}
+                     "operators/scatter-nd.md", "operators/elements.md", "operators/tensor-scatter.md",
+                     "operators/gather-block-quantized.md"}
 
 
 @pytest.mark.parametrize("block", NUMPY_EXAMPLES)
@@ -79,12 +80,16 @@ def test_versions_table_matches_the_registry():
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
             if line.startswith("| ")][2:]  # after the header and its rule
     listed = {
-        ("" if domain == "ai.onnx" else domain, op, int(since)): (attributes, _types(data), set(index.split(", ")))
-        for op, domain, since, _opsets, attributes, data, index in rows
+        ("" if domain == "ai.onnx" else domain, op, int(since)): (attributes, types, set(index.split(", ")))
+        for op, domain, since, _opsets, attributes, types, index in rows
     }
     assert set(listed) == set(REGISTRY) and len(rows) == len(REGISTRY)
     for key, version in REGISTRY.items():
-        assert listed[key] == (_attributes_cell(version), version.data_types, version.index_types), key
+        attributes, types, index = listed[key]
+        data, *others = types.split("; ")  # inputs of other types than data's: "; scales: float, float16"
+        per_input = {name: _types(cell) for name, cell in (other.split(": ") for other in others)}
+        assert (attributes, _types(data), per_input, index) == (
+            _attributes_cell(version), version.data_types, dict(version.input_types), version.index_types), key
 
 
 def test_torch_example_runs_as_it_says():
