@@ -5,16 +5,17 @@
 
 For each engine of the entry-point group ``gather_scatter.engines`` (built in or a plugin; or
 only those given with ``--engine``), one after another, and each operator family (Gather,
-GatherND, ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter; GatherND
-includes com.microsoft.GatherND), this runs the checker's operator mode as a user would::
+GatherND, ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter,
+GatherBlockQuantized; GatherND includes com.microsoft.GatherND; GatherBlockQuantized is
+com.microsoft's), this runs the checker's operator mode as a user would::
 
     gather-scatter check --engine NAME --op FAMILY --seed S --cases N --json REPORT.json
 
 (a subprocess each, ``python -m gather_scatter``) and reads its JSON report, never its text.
-The cases of a version depend only on the seed and the version, so the seven runs of an engine
+The cases of a version depend only on the seed and the version, so the runs of an engine
 check exactly the cases of one ``gather-scatter check --engine NAME --seed S --cases N``; one
 run per family gives each family's ``unsupported`` and ``agree`` counts, which the report
-sums over all operators. An engine's time is the wall time of its seven runs, each starting
+sums over all operators. An engine's time is the wall time of its runs, each starting
 Python, the checker and the engine's worker, and shrinking each finding.
 
 Prints Markdown: the command line, date and machine; a table per engine (version, cases,
@@ -39,7 +40,8 @@ import sys
 import tempfile
 import time
 
-FAMILIES = ("Gather", "GatherND", "ScatterND", "GatherElements", "ScatterElements", "Scatter", "TensorScatter")
+FAMILIES = ("Gather", "GatherND", "ScatterND", "GatherElements", "ScatterElements", "Scatter", "TensorScatter",
+            "GatherBlockQuantized")
 FINDING_KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", "timeout")
 KINDS = (*FINDING_KINDS, "unsupported", "agree")
 ABBREVIATION = {"wrong_output": "W", "accepted_invalid": "A", "rejected_valid": "R", "crash": "C", "timeout": "T"}

@@ -139,10 +139,10 @@ def test_tract_abort_on_a_valid_negative_index_is_a_crash_and_the_run_goes_on():
 def test_generated_cases_are_reproducible_and_cover_every_version():
     a = list(runner.generate(None, None, 4, seed=3))
     b = list(runner.generate(None, None, 4, seed=3))
-    assert len(a) == 4 * len(SWEPT)
-    assert {c.spec.name for c in a} == {v.name for v in SWEPT.values()}
+    assert len(a) == 4 * len(REGISTRY)  # GatherBlockQuantized included (issue 27)
+    assert {c.spec.name for c in a} == {v.name for v in REGISTRY.values()}
     assert all(x.case.describe() == y.case.describe() and x.kind == y.kind for x, y in zip(a, b))
-    assert sum(c.kind != "valid" for c in a) == len(SWEPT)  # one in three
+    assert sum(c.kind != "valid" for c in a) == len(REGISTRY)  # one in three
     # --opset: each version at the opsets where it is the one in effect
     assert sorted((c.spec.name, c.opset) for c in runner.generate(["GatherND"], [12, 13, 20], 1, 0)) == [
         ("GatherND-12", 12), ("GatherND-13", 13), ("GatherND-13", 20), ("com.microsoft.GatherND-1", 1)]
@@ -245,7 +245,9 @@ def test_onnxruntime_reports_only_listed_divergences(tmp_path):
     pytest.importorskip("onnxruntime", reason="the onnxruntime engine needs onnxruntime")
     import test_onnxruntime as T
 
-    result = run_check("onnxruntime", cases=2000, seed=7, threads=1, out_dir=str(tmp_path), progress=False)
+    swept = sorted(v.name for v in SWEPT.values())  # GatherBlockQuantized: tests/test_check_quantized.py
+    result = run_check("onnxruntime", ops=swept, cases=2000, seed=7, threads=1, out_dir=str(tmp_path),
+                       progress=False)
     assert result["cases"] == 2000 * len(SWEPT)
     for f in result["findings"]:
         node, inputs, attrs = _reload(f)

@@ -236,10 +236,10 @@ SCATTER_ELEMENTS = REGISTRY[("", "ScatterElements", 18)]
 TENSOR_SCATTER = REGISTRY[("", "TensorScatter", 24)]
 GATHER_BLOCK_QUANTIZED = REGISTRY[("com.microsoft", "GatherBlockQuantized", 1)]
 
-# The versions the family's generic sweeps make cases for (the checker's generator and
-# tests/strategies.py: data, indices, updates of one type): every version but
-# GatherBlockQuantized, whose inputs differ (T1 data, T2 scales) and whose cases live in
-# tests/test_gather_block_quantized.py until the checker gains its own (issue 27).
+# The versions the family's generic sweeps make cases for (tests/strategies.py and the test
+# sweeps: data, indices, updates of one type): every version but GatherBlockQuantized, whose
+# inputs differ (T1 data, T2 scales). The checker generates cases for every version of REGISTRY:
+# GatherBlockQuantized's come from check/quantized_cases.py (issue 27).
 SWEPT: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
     {key: v for key, v in REGISTRY.items() if v is not GATHER_BLOCK_QUANTIZED}
 )

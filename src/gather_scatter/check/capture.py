@@ -2,8 +2,8 @@
 
 The model's inputs are made, and the model run once with our kernels while
 each indexing node (Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter,
-TensorScatter, com.microsoft GatherND; in the main graph, subgraphs and functions) records the
-inputs and attributes of its first call (:func:`capture`), to be replayed on an engine
+TensorScatter, com.microsoft GatherND and GatherBlockQuantized; in the main graph, subgraphs and
+functions) records the inputs and attributes of its first call (:func:`capture`), to be replayed on an engine
 (``model``).
 
 Inputs not given are random, reproducible from the seed (:func:`make_feeds`): integers in
@@ -43,6 +43,7 @@ FAMILY = frozenset(
         ("", "Scatter"),
         ("", "TensorScatter"),
         ("com.microsoft", "GatherND"),
+        ("com.microsoft", "GatherBlockQuantized"),
     }
 )
 
@@ -90,9 +91,18 @@ class NodeRun:
         self.check = runner.CheckCase(
             self.spec,
             self.opset,
-            C.Case(self.spec.op_type, self.inputs, self.attrs),
+            C.Case(self.spec.op_type, self.inputs, self.attrs, constants=_constants(self.spec)),
             "valid" if self.error is None else "invalid",
         )
+
+
+def _constants(spec: OpVersion) -> tuple[int, ...]:
+    """Return the inputs a replay holds as initializers: GatherBlockQuantized's data, scales, zero points."""
+    if (spec.domain, spec.op_type) == ("com.microsoft", "GatherBlockQuantized"):
+        from .quantized_cases import CONSTANTS
+
+        return CONSTANTS
+    return ()
 
 
 def _domain(node: onnx.NodeProto) -> str:

@@ -166,11 +166,17 @@ def gather_indices(rng, size: int, shape: tuple[int, ...], index_dtype: str, neg
 
 @dataclass
 class Case:
-    """One node evaluation: the op, its inputs and attributes."""
+    """One node evaluation: the op, its inputs and attributes.
+
+    ``constants`` are the positions of the inputs that the one-node model holds as
+    initializers rather than feeds (GatherBlockQuantized's data, scales and zero points,
+    constants by its spec); the others are the model's inputs.
+    """
 
     op: str
     inputs: list[np.ndarray]
     attrs: dict[str, Any] = field(default_factory=dict)
+    constants: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """Return the op with its inputs' dtypes and shapes and its attributes, for messages."""
@@ -344,6 +350,11 @@ def valid_cases(spec, rng, per_combination: int = 4):
 
     The reductions are those of the version defined for the type (:func:`reductions_for`).
     """
+    if spec.op_type == "GatherBlockQuantized":
+        from . import quantized_cases
+
+        yield from quantized_cases.valid_cases(rng, per_combination)
+        return
     index_types = sorted(spec.index_types)
     for type_name in sorted(spec.data_types):
         for index_dtype in index_types:
@@ -378,8 +389,17 @@ def _push_out_of_bounds(rng, case: Case) -> Case:
 
 
 def invalid_cases(spec, rng, type_name: str, index_dtype: str):
-    """Yield (kind, case, expected error class) for ``spec``; every case has something wrong."""
+    """Yield (kind, case, expected error class) for ``spec``; every case has something wrong.
+
+    For GatherBlockQuantized, ``type_name`` is not used (each rule picks the data types it
+    concerns; see ``quantized_cases.invalid_cases``).
+    """
     op = spec.op_type
+    if op == "GatherBlockQuantized":
+        from . import quantized_cases
+
+        yield from quantized_cases.invalid_cases(rng, index=index_dtype)
+        return
     has_batch = "batch_dims" in spec.attributes
     if op == "Gather":
         base = _nonempty(lambda r: gather_case(r, type_name, index_dtype, zero=0.0), rng)

@@ -282,7 +282,7 @@ def run_model_check(
         if not indexing_nodes(proto):
             raise ModelUsageError(
                 f"{model_path!r} has no Gather, GatherND, ScatterND, GatherElements, "
-                "ScatterElements, Scatter or TensorScatter node: nothing to check"
+                "ScatterElements, Scatter, TensorScatter or com.microsoft GatherBlockQuantized node: nothing to check"
             )
         if strict:
             _refuse_off_spec(proto)

@@ -366,8 +366,11 @@ def build(
     )
     value_infos = ",\n        ".join(
         f"helper.make_tensor_value_info({n!r}, TensorProto.{_elem_name(a)}, {list(a.shape)!r})"
-        for n, a in zip(check.names, check.case.inputs, strict=False)
+        for n, a in check.feeds().items()
     )
+    constants = list(check.initializers())  # inputs the model holds as initializers (constants by the spec)
+    output_type = _elem_name(check.case.inputs[runner.output_input(check)])  # T2 for GatherBlockQuantized
+    initializer = f", initializer=[{', '.join(f'numpy_helper.from_array({n}, {n!r})' for n in constants)}]"
     needs_ml = any(
         runner.is_ml_dtype(np.asarray(a).dtype)
         for a in [*check.case.inputs, *([expected] if isinstance(expected, np.ndarray) else [])]
@@ -410,7 +413,7 @@ def build(
         "",
         "import numpy as np  # noqa: E402",
         "import onnx  # noqa: E402",
-        "from onnx import TensorProto, helper  # noqa: E402",
+        "from onnx import TensorProto, helper, numpy_helper  # noqa: E402",
     ]
     if needs_ml:
         head.append("import ml_dtypes  # noqa: E402 - installed with onnx")
@@ -430,12 +433,13 @@ def build(
         "graph = helper.make_graph(",
         '    [node], "repro",',
         f"    [{value_infos}],",
-        f'    [helper.make_tensor_value_info("y", TensorProto.{_elem_name(check.case.inputs[0])}, None)],',
+        f'    [helper.make_tensor_value_info("y", TensorProto.{output_type}, None)]'
+        + (f"{initializer}," if constants else ","),
         ")",
         f"model = helper.make_model(graph, opset_imports=[{', '.join(opsets)}])",
         f"model.ir_version = {ir}",
         "MODEL = model.SerializeToString()",
-        f"FEEDS = {{{', '.join(f'{n!r}: {n}' for n in check.names)}}}",
+        f"FEEDS = {{{', '.join(f'{n!r}: {n}' for n in check.feeds())}}}",
         "",
         f"# How {engine} runs a model, with its own API: run(model bytes, feeds) -> outputs.",
         run_source.rstrip(),

@@ -11,12 +11,12 @@ shrunk case is always one the generators could have made.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Hashable, Iterator
 
 import numpy as np
 
-from . import cases as C
 from .runner import CheckCase
 
 
@@ -35,14 +35,14 @@ def _candidates(check: CheckCase) -> Iterator[CheckCase]:
                 target = 1 if size == 1 else n // 2
                 together.append(_cut(a, axis, target) if 1 <= target < n else a)
             if any(t is not a for t, a in zip(together, inputs, strict=False)):
-                yield CheckCase(check.spec, check.opset, C.Case(check.case.op, together, check.case.attrs), check.kind)
+                yield CheckCase(check.spec, check.opset, dataclasses.replace(check.case, inputs=together), check.kind)
     for i, a in enumerate(inputs):
         for axis in range(a.ndim):
             for target in (1, a.shape[axis] // 2):
                 if 1 <= target < a.shape[axis]:
                     alone = list(inputs)
                     alone[i] = _cut(a, axis, target)
-                    yield CheckCase(check.spec, check.opset, C.Case(check.case.op, alone, check.case.attrs), check.kind)
+                    yield CheckCase(check.spec, check.opset, dataclasses.replace(check.case, inputs=alone), check.kind)
 
 
 def size(check: CheckCase) -> int:

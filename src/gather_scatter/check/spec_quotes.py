@@ -17,6 +17,7 @@ SPEC_FILES = {
     "Scatter": "Scatter-9-11.md.txt",
     "TensorScatter": "TensorScatter-24.md.txt",
     "com.microsoft.GatherND": "com.microsoft-GatherND-1.md.txt",
+    "com.microsoft.GatherBlockQuantized": "GatherBlockQuantized-1.com.microsoft.txt",
 }
 """The schema text (as the onnx package carries it, ``onnx.defs``) each quote is taken from."""
 
@@ -92,6 +93,15 @@ SPEC_QUOTES: dict[tuple[str, str], str] = {
     ("com.microsoft.GatherND", "output"): (
         "Given data tensor of rank r >= 1, and indices tensor of rank q >= 1, gather slices of data into an "
         "output tensor of rank q - 1 + r - indices[-1]."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "bounds"): (
+        "Tensor of int32/int64 indices, of any rank q. Values in [-s, s-1] select elements along an axis of size "
+        "s. Unlike ONNX Gather, an out-of-range index produces zeros for the corresponding output slice."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "output"): (
+        "Tensor of rank r >= 1. Block-wise quantized.\n\n"
+        "3. During the op execution, `data` and `indices` are first used to generate the quantized output. Then, "
+        "`scales` and `zero_points` are used to dequantize the output."
     ),
 }
 """The sentences of the ONNX operator specification that decide a finding, by operator and topic:

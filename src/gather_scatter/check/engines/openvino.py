@@ -40,7 +40,22 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     config = {"INFERENCE_NUM_THREADS": options.threads} if options.threads else {}
     compiled = core.compile_model(core.read_model(model), "CPU", config)
     result = compiled(feeds)
-    return [np.asarray(value) for value in result.values()]
+    return [_typed(np.asarray(value), port) for port, value in zip(compiled.outputs, result.values(), strict=False)]
+
+
+def _typed(array: np.ndarray, port: Any) -> np.ndarray:
+    """Return ``array`` as its output's element type.
+
+    A bfloat16 output comes back from OpenVINO's Python API as a float16 array holding bfloat16
+    bits (GatherBlockQuantized with bfloat16 scales).
+    """
+    import openvino as ov
+
+    if array.dtype == np.float16 and port.get_element_type() == ov.Type.bf16:
+        import ml_dtypes
+
+        return array.view(ml_dtypes.bfloat16)
+    return array
 
 
 def repro(model_path: str, inputs_path: str) -> str:
@@ -58,9 +73,12 @@ def standalone_run_source(threads: int | None) -> str:
     """
     config = f'{{"INFERENCE_NUM_THREADS": {threads}}}' if threads else "{}"
     return (
-        "import openvino as ov\n\n\n"
+        "import ml_dtypes\nimport openvino as ov\n\n\n"
         "def run(model, feeds):\n"
         "    core = ov.Core()\n"
         f'    compiled = core.compile_model(core.read_model(model), "CPU", {config})\n'
-        "    return [np.asarray(value) for value in compiled(feeds).values()]\n"
+        "    outputs = [np.asarray(value) for value in compiled(feeds).values()]\n"
+        "    # a bfloat16 output comes back as a float16 array holding bfloat16 bits\n"
+        "    bf16 = [port.get_element_type() == ov.Type.bf16 for port in compiled.outputs]\n"
+        "    return [a.view(ml_dtypes.bfloat16) if b and a.dtype == np.float16 else a for a, b in zip(outputs, bf16)]\n"
     )

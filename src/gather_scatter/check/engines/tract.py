@@ -11,7 +11,9 @@ import numpy as np
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed, is_ml_dtype
 
 name = "tract"
-unsupported = BUILTIN_UNSUPPORTED
+# and, for com.microsoft GatherBlockQuantized, the T1 types its ONNX loader lacks (int4, uint4,
+# FP8, FP4; bfloat16 scales) and the widths its importer lacks (uint8 with bits 2 or 8)
+unsupported = (*BUILTIN_UNSUPPORTED, "Unknown DatumType", "only bits=4 is supported")
 
 
 def available() -> str | None:
