@@ -54,7 +54,10 @@ def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise _UserError(f"cannot read inputs file {os.fspath(path)!r}: {exc}") from None
 
 
-_FAMILY = "Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter and TensorScatter"
+_FAMILY = (
+    "Gather, GatherND, ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter and com.microsoft "
+    "GatherBlockQuantized"
+)
 
 
 def _load_array(name: str, path: str) -> np.ndarray:
