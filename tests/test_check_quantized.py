@@ -239,7 +239,8 @@ def test_a_wrong_output_finding_is_reported_and_its_script_reproduces(tmp_path, 
     (issue,) = upstream.write_reports([finding], "flipped-ort", "1", str(tmp_path / "issues"), run_scripts=False)
     issue = Path(issue)
     text = issue.read_text()
-    assert "com.microsoft.GatherBlockQuantized-1" in text and "ContribOperators.md" in text
+    assert text.startswith("# [flipped-ort 1] com.microsoft.GatherBlockQuantized-1 returns a wrong output")
+    assert "negative" not in text.splitlines()[0] and "ContribOperators.md" in text
     script = issue.with_suffix(".py")
     source = script.read_text()
     assert "numpy_helper.from_array(x0, 'x0')" in source and "FEEDS = {'x1': x1}" in source
@@ -327,3 +328,16 @@ def test_openvino_bfloat16_output_is_read_as_bfloat16():
     assert out.dtype == ml_dtypes.bfloat16 and out.shape == ours.shape
     np.testing.assert_allclose(out.astype(np.float32), ours.astype(np.float32), rtol=2**-6)
     assert _one("openvino", _packed(8, np.float16)) == ("agree", "")
+
+
+def test_an_issue_title_names_out_of_range_ids_not_negative_ones(tmp_path, monkeypatch):
+    monkeypatch.setattr(repro_script.engines, "load", lambda name: _flipping_onnxruntime())
+    data = np.arange(64, dtype=np.uint8).reshape(2, 32)
+    for ids, wanted in (([-1, 0], "returns a wrong output"), ([-3, 0], "for out-of-range indices (zeros expected)")):
+        case = Case("GatherBlockQuantized", [data, np.array(ids, np.int64), np.ones((2, 4), np.float32)],
+                    {"block_size": 16, "bits": 4}, constants=Q.CONSTANTS)
+        finding = runner.Finding("wrong_output", runner.CheckCase(SPEC, 1, case, "valid"), "as found")
+        (issue,) = upstream.write_reports([finding], "flipped-ort", "1", str(tmp_path / str(ids[0])),
+                                          run_scripts=False)
+        title = Path(issue).read_text().splitlines()[0]
+        assert title.endswith(wanted) and "negative" not in title, title
