@@ -173,3 +173,17 @@ def test_every_combination_the_table_leaves_to_onnxruntime_agrees(threads):
 
     bad = [row for row in rows if not row[3] and row[4] != "agree" and not refused_at_load(row[4], row[5])]
     assert not bad, "\n".join(f"{op} {dtype} {red}: {kind}: {detail[:200]}" for op, dtype, red, _, kind, detail in bad)
+
+
+def test_a_bfloat16_gather_block_quantized_routes_and_float_and_float16_stay():
+    # onnxruntime's CPU kernel has float and float16 scales/output only (issue 27): the rule
+    # looks at the output's type (T2); the data's (uint8, int4...) does not matter.
+    node = NodeFacts("com.microsoft", "GatherBlockQuantized", "uint8", output_dtype="bfloat16")
+    reason = route_reason(node, "1.32.0")
+    assert reason is not None and "bfloat16" in reason and "NOT_IMPLEMENTED" in reason
+    for data in ("int4", "uint4", "float8e4m3fn"):
+        assert route_reason(dataclasses.replace(node, dtype=data), "1.32.0") == reason
+    for out in ("float", "float16", None):
+        assert route_reason(dataclasses.replace(node, output_dtype=out), "1.32.0") is None
+    # Other operators' bfloat16 outputs are no concern of this rule.
+    assert route_reason(NodeFacts("", "Gather", "bfloat16", output_dtype="bfloat16"), "1.32.0") is None

@@ -205,6 +205,11 @@ def _check_arity(spec: OpVersion, op: _Op, count: int) -> None:
         )
 
 
+def check_arity(spec: OpVersion, count: int) -> None:
+    """Raise ArityError where ``count`` inputs are not as many as ``spec`` takes."""
+    _check_arity(spec, _OPS[spec.op_type], count)
+
+
 def _warn_off_spec(spec: OpVersion, used: OpVersion, attrs: Mapping[str, Any], opset: int, node: str | None) -> None:
     refused = ", ".join(f"{n} = {_choice_value(v)!r}" for n, v in attrs.items() if spec.refuses({n: v}))
     where = f"{node_label(node)} ({spec.op_type}): " if node is not None else ""

@@ -26,7 +26,10 @@ default domain imported as ``'ai.onnx'`` (read as ``''``), tensors without a sha
 ``value_info``, tensors whose external data was not loaded (checked by step 3), and the nodes
 of the family (Gather, GatherND, ScatterND, ...; com.microsoft GatherND), which our own rules
 check when they are loaded (an off-spec attribute with ``strict=False``, an input count as an
-ArityError) and the checker sees as nodes of a domain it does not know. A model too large to
+ArityError) and the checker sees as nodes of a domain it does not know; with ``engine_ops``,
+the operators the engine that runs the model registers where onnx has none (onnxruntime's
+SimplifiedLayerNormalization in the default domain, for the hosted Session), which that engine
+judges. A model too large to
 serialize (over 2 GiB, its weights loaded) is checked by its path when one is given.
 """
 
@@ -35,7 +38,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import numpy as np
@@ -53,6 +56,25 @@ _PROTO_LIMIT = 2**31 - 1  # protobuf cannot serialize a message this large
 _CONTEXT = re.compile(r"==> Context: Bad node spec for node\. Name: ?(\S*) OpType: ?(\S+)")
 _OF_NODE = re.compile(r"of node: name: ?(\S*) OpType: ?(\S+)")
 _SSA = re.compile(r"however '(.*)' has been used as output names multiple times")
+_NO_OP = re.compile(r"No Op registered for (\S+) with domain_version")
+# onnxruntime's contrib operators in the default domain (onnxruntime 1.32's schema registry, the
+# TensorRT plugins left out): named in the checker's refusal, which onnxruntime would accept.
+_ORT_DEFAULT_DOMAIN_OPS = frozenset(
+    {
+        "Affine",
+        "Crop",
+        "DynamicSlice",
+        "GRUUnit",
+        "GivenTensorFill",
+        "ImageScaler",
+        "MemcpyFromHost",
+        "MemcpyToHost",
+        "ParametricSoftplus",
+        "Scale",
+        "ScaledTanh",
+        "SimplifiedLayerNormalization",
+    }
+)
 
 
 def load_model(path: str | os.PathLike, *, external_data: bool = True) -> onnx.ModelProto:
@@ -67,7 +89,12 @@ def load_model(path: str | os.PathLike, *, external_data: bool = True) -> onnx.M
         ) from None
 
 
-def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None) -> None:
+def check_model(
+    model: onnx.ModelProto,
+    *,
+    path: str | os.PathLike | None = None,
+    engine_ops: Collection[tuple[str, str]] = (),
+) -> None:
     """Refuse a model that is not well-formed, before anything runs it.
 
     Parameters
@@ -77,6 +104,10 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
     path : str or path-like, optional
         The file it was read from: external data not loaded is checked against the files
         beside it, and a model over 2 GiB is checked by reading this file again.
+    engine_ops : collection of (domain, op_type), optional
+        Operators the engine that will run the model registers where onnx has no schema
+        (onnxruntime's SimplifiedLayerNormalization in the default domain, written by every
+        onnxruntime-genai export): onnx's checker leaves them to that engine.
 
     Raises
     ------
@@ -107,7 +138,7 @@ def check_model(model: onnx.ModelProto, *, path: str | os.PathLike | None = None
             _check_external(tensor, base_dir)
         else:
             _check_raw_size(tensor)
-    _run_checker(model, path)
+    _run_checker(model, path, frozenset((normalize_domain(d), op) for d, op in engine_ops))
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -413,7 +444,9 @@ def _check_external(tensor: onnx.TensorProto, base_dir: str | None) -> None:
         refuse(f"of {length} bytes in {location!r}, but its dims {dims} and type take {expected} bytes")
 
 
-def _run_checker(model: onnx.ModelProto, path: str | os.PathLike | None) -> None:
+def _run_checker(
+    model: onnx.ModelProto, path: str | os.PathLike | None, engine_ops: frozenset[tuple[str, str]] = frozenset()
+) -> None:
     """onnx's checker on the model as it is; where it refuses it, its verdict on the copy
     without the liberties this project accepts on purpose (see the module's docstring)."""
     big = model.ByteSize() > _PROTO_LIMIT
@@ -430,9 +463,15 @@ def _run_checker(model: onnx.ModelProto, path: str | os.PathLike | None) -> None
     except Exception:  # noqa: BLE001 - judged on the copy below
         pass
     try:
-        onnx.checker.check_model(_checker_copy(model), full_check=False)
+        onnx.checker.check_model(_checker_copy(model, engine_ops), full_check=False)
     except (onnx.checker.ValidationError, ValueError, TypeError, RuntimeError) as exc:
         text = _one_line(str(exc).split("==> Context:")[0])
+        unknown = _NO_OP.search(text)
+        if unknown and unknown.group(1) in _ORT_DEFAULT_DOMAIN_OPS:
+            text += (
+                f" ({unknown.group(1)} is an onnxruntime contrib operator registered in the default domain, "
+                "as onnxruntime-genai exports write it: engine='onnxruntime' runs this model)"
+            )
         context = _CONTEXT.search(" ".join(str(exc).split())) or _OF_NODE.search(text)
         node = context.group(1) if context else None
         twice = _SSA.search(text)
@@ -448,14 +487,15 @@ def _run_checker(model: onnx.ModelProto, path: str | os.PathLike | None) -> None
         raise ModelInputError(f"invalid model: {text}", node=node) from None
 
 
-def _checker_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+def _checker_copy(model: onnx.ModelProto, engine_ops: frozenset[tuple[str, str]] = frozenset()) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     _as_checked(copy.opset_import)
-    _graph_copy(copy.graph)
+    unchecked = _FAMILY | engine_ops
+    _graph_copy(copy.graph, unchecked)
     for function in copy.functions:
         _as_checked(function.opset_import)
-        _nodes_copy(function.node)
+        _nodes_copy(function.node, unchecked)
     return copy
 
 
@@ -469,14 +509,14 @@ def _as_checked(imports: Any) -> None:
     imports.add(domain=_UNCHECKED_DOMAIN, version=1)
 
 
-def _graph_copy(graph: onnx.GraphProto) -> None:
+def _graph_copy(graph: onnx.GraphProto, unchecked: frozenset[tuple[str, str]] = _FAMILY) -> None:
     for value in [*graph.input, *graph.output, *graph.value_info]:
         _give_shape(value.type)
     for tensor in list(graph.initializer):  # external data: checked by _check_external
         if onnx.external_data_helper.uses_external_data(tensor):
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
             graph.initializer.remove(tensor)
-    _nodes_copy(graph.node)
+    _nodes_copy(graph.node, unchecked)
 
 
 def _give_shape(t: onnx.TypeProto) -> None:
@@ -489,10 +529,10 @@ def _give_shape(t: onnx.TypeProto) -> None:
         _give_shape(t.optional_type.elem_type)
 
 
-def _nodes_copy(nodes: Any) -> None:
+def _nodes_copy(nodes: Any, unchecked: frozenset[tuple[str, str]] = _FAMILY) -> None:
     for node in nodes:
         node.domain = normalize_domain(node.domain)
-        if (node.domain, node.op_type) in _FAMILY:
+        if (node.domain, node.op_type) in unchecked:
             node.domain = _UNCHECKED_DOMAIN
         for attr in node.attribute:
             if attr.HasField("t") and onnx.external_data_helper.uses_external_data(attr.t):
@@ -500,4 +540,4 @@ def _nodes_copy(nodes: Any) -> None:
                 attr.t.data_location = onnx.TensorProto.DEFAULT
                 attr.t.raw_data = bytes(_nbytes(attr.t) or 0)
             for graph in [attr.g, *attr.graphs]:
-                _graph_copy(graph)
+                _graph_copy(graph, unchecked)

@@ -20,19 +20,22 @@ __all__ = ["RULES", "NodeFacts", "Rule", "route_reason"]
 _SCATTER_REDUCTIONS = frozenset({("", "ScatterND"), ("", "ScatterElements")})  # Scatter-9 has no reduction
 _GATHERS = frozenset({("", "Gather"), ("", "GatherElements"), ("", "GatherND"), ("com.microsoft", "GatherND")})
 _HALVES = frozenset({"float16", "bfloat16"})
+_BLOCK_QUANTIZED = frozenset({("com.microsoft", "GatherBlockQuantized")})
 
 
 @dataclass(frozen=True)
 class NodeFacts:
     """What a rule looks at: the node's ``domain`` and ``op_type``, its data's ONNX type name
     (``"float"``, ``"float16"``, ``"string"``...; None where unknown), its ``reduction``
-    attribute (``"none"`` where absent) and onnxruntime's intra-op ``threads``."""
+    attribute (``"none"`` where absent), onnxruntime's intra-op ``threads`` and its output's
+    type name (``output_dtype``; None where unknown)."""
 
     domain: str
     op_type: str
     dtype: str | None
     reduction: str = "none"
     threads: int = 1
+    output_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,8 @@ class Rule:
 
     ``kind``: ``"reduction_threads"`` (a reduction other than none on more than one thread),
     ``"reduction_half"`` (a reduction on float16/bfloat16 data, any thread count),
-    ``"bool_max_min"`` (reduction max or min on bool data), ``"string"`` (string data)."""
+    ``"bool_max_min"`` (reduction max or min on bool data), ``"string"`` (string data),
+    ``"output_bfloat16"`` (a bfloat16 output)."""
 
     ops: frozenset[tuple[str, str]]
     kind: str
@@ -63,6 +67,8 @@ class Rule:
             return node.reduction in ("max", "min") and node.dtype == "bool"
         if self.kind == "string":
             return node.dtype == "string"
+        if self.kind == "output_bfloat16":
+            return node.output_dtype == "bfloat16"
         raise ValueError(f"unknown rule kind {self.kind!r}")
 
 
@@ -95,6 +101,13 @@ RULES: tuple[Rule, ...] = (
         "onnxruntime's Gather of string rows returns empty strings past each row's first "
         "(onnxruntime 1.32: [['a', 'b'], ['c', 'd'], ['e', 'f']] at [2, 0] gave [['e', ''], "
         "['a', '']]); every gather of strings is routed until each is measured",
+    ),
+    Rule(
+        _BLOCK_QUANTIZED,
+        "output_bfloat16",
+        "onnxruntime's CPU has no GatherBlockQuantized with bfloat16 scales and output (onnxruntime "
+        "1.32: NOT_IMPLEMENTED at load, 'Could not find an implementation for GatherBlockQuantized(1)'; "
+        "its CPU kernel is registered for float and float16 only)",
     ),
 )
 

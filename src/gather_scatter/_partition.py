@@ -117,9 +117,6 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     light.opset_import.extend(model.opset_import)
     light.functions.extend(model.functions)
     light.graph.CopyFrom(graph)
-    # Inference is a help, not a requirement: where it fails, the declared types stand.
-    with contextlib.suppress(Exception):
-        light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False)
     types: dict[str, onnx.TypeProto] = {}
 
     def collect(g: onnx.GraphProto) -> None:
@@ -130,8 +127,39 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             for sub in subgraphs(node):
                 collect(sub)
 
-    collect(light.graph)
+    for _ in range(len(model.graph.node) + 1):
+        # Inference is a help, not a requirement: where it fails, the declared types stand.
+        with contextlib.suppress(Exception):
+            light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False)
+        collect(light.graph)
+        filled = _family_output_types(light.graph, types)
+        if not filled:
+            break
+        # onnx has no inference for some of the family (com.microsoft GatherBlockQuantized): its
+        # outputs' types, declared, let onnx infer the values after it.
+        light.graph.value_info.extend(filled)
     return types
+
+
+def _family_output_types(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto]) -> list[onnx.ValueInfoProto]:
+    """Declare the element type of each main-graph family node's output that ``types`` lacks,
+    where the input it follows is known: GatherBlockQuantized's output is its scales' type (T2),
+    every other operator's its data's. Returns the declarations (also put into ``types``)."""
+    filled = []
+    for node in graph.node:
+        if (normalize_domain(node.domain), node.op_type) not in FAMILY or not node.output or not node.output[0]:
+            continue
+        if node.output[0] in types:
+            continue
+        source = 2 if node.op_type == "GatherBlockQuantized" else 0
+        elem = elem_type_name(types.get(node.input[source])) if len(node.input) > source else None
+        if elem is None:
+            continue
+        value = onnx.ValueInfoProto(name=node.output[0])
+        value.type.tensor_type.elem_type = types[node.input[source]].tensor_type.elem_type
+        types[node.output[0]] = value.type
+        filled.append(value)
+    return filled
 
 
 def elem_type_name(t: onnx.TypeProto | None) -> str | None:
@@ -161,7 +189,8 @@ def _own_reason(
     if route == "all":
         return "route='all': every indexing node runs on our kernels"
     dtype = elem_type_name(types.get(node.input[0])) if node.input else None
-    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads)
+    out = elem_type_name(types.get(node.output[0])) if node.output else None
+    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads, out)
     if dtype is None:
         for guess in _UNKNOWN_TYPES:
             reason = route_reason(NodeFacts(domain, node.op_type, guess, facts.reduction, threads), ort_version)

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from ._partition import (
+    FAMILY,
     PlanStep,
     elem_type_name,
     node_label,
@@ -35,9 +36,10 @@ from ._partition import (
     subgraphs,
     value_types,
 )
+from ._versions import normalize_domain
 from .errors import ModelInputError, NodeError
 
-__all__ = ["Plan", "PlanEntry", "default_threads"]
+__all__ = ["Plan", "PlanEntry", "default_threads", "onnxruntime_only_ops"]
 
 _INSTALL = 'the onnxruntime engine needs onnxruntime: pip install "gather_scatter[onnxruntime]"'
 
@@ -56,6 +58,25 @@ def _onnxruntime() -> Any:
     except ImportError as exc:
         raise ModuleNotFoundError(_INSTALL, name="onnxruntime") from exc
     return onnxruntime
+
+
+@functools.cache
+def onnxruntime_only_ops() -> frozenset[tuple[str, str]]:
+    """Return the operators onnxruntime registers in onnx's own domain and onnx does not.
+
+    These are ``(domain, op_type)`` pairs (``SimplifiedLayerNormalization``, written by
+    onnxruntime-genai's model builder), read from the installed onnxruntime's schema registry.
+    onnx's checker refuses these ("No Op registered"); a model the hosted engine runs is
+    checked with them left to onnxruntime, which judges them as it loads the model.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        onnxruntime is not installed (the message names the pip extra).
+    """
+    ort = _onnxruntime()
+    schemas = ort.capi.onnxruntime_pybind11_state.get_all_operator_schema()
+    return frozenset(("", s.name) for s in schemas if s.domain in ("", "ai.onnx") and not onnx.defs.has(s.name))
 
 
 @dataclass(frozen=True)
@@ -297,10 +318,33 @@ class _Hosted:
                     raise ModelInputError(
                         f"onnxruntime cannot load this model ({refused.message}); engine='reference' runs it"
                     ) from None
+                node = model.graph.node[refused.index]
+                if not self._ours(node):
+                    label = node_label(node, refused.index)
+                    domain = node.domain or "ai.onnx"
+                    raise ModelInputError(
+                        f"onnxruntime's CPU cannot load node '{label}' ({node.op_type}, domain {domain}): "
+                        f"{refused.message}; {node.op_type} is not an operator our kernels or onnx.reference run, "
+                        "so neither route nor engine='reference' can run this model",
+                        node=label,
+                    ) from None
                 routed = {**routed, refused.index: f"onnxruntime refuses to load it: {refused.message}"}
         raise AssertionError("unreachable: each retry routes one more node")
 
     # -- build --
+
+    def _ours(self, node: onnx.NodeProto) -> bool:
+        """Tell whether our evaluator can run ``node``.
+
+        That is an operator of the family, one of onnx's own, or a call of a model-local
+        function (whose body it runs, or refuses naming the node).
+        """
+        domain = normalize_domain(node.domain)
+        if (domain, node.op_type) in FAMILY or any(
+            (f.domain, f.name) == (node.domain, node.op_type) for f in self.model.functions
+        ):
+            return True
+        return domain in ("", "ai.onnx.ml", "ai.onnx.preview.training") and onnx.defs.has(node.op_type, domain)
 
     def _options(self, segments: int) -> Any:
         options = self.ort.SessionOptions()

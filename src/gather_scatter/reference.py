@@ -48,7 +48,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpFunction, OpRun
 
 from . import _memory, _model_check, _model_memory
-from ._dispatch import node_attributes, resolve_node, run_version
+from ._dispatch import check_arity, node_attributes, resolve_node, run_version
 from ._reference_fixes import FIXED_OPS
 from .errors import GatherScatterError, NodeError, node_label
 
@@ -88,6 +88,12 @@ class _Node(OpRun):
                 strict=_STRICT.get(),
                 node=onnx_node.name,
             )
+            # A required input missing (a tied genai export with is_symmetric=false writes a
+            # GatherBlockQuantized without scales) is refused at load too, not at the first run.
+            given = list(onnx_node.input)
+            while given and not given[-1]:
+                given.pop()
+            check_arity(self._spec, len(given))
         except GatherScatterError as exc:
             raise exc.in_node(onnx_node.name, onnx_node.op_type) from None
 
@@ -274,15 +280,35 @@ def _origin(exc: BaseException) -> BaseException:
     return exc
 
 
-def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseException) -> NodeError:
-    """Turn a foreign error raised by (or while loading) a model's node into a NodeError naming the node."""
+def _node_error(node: onnx.NodeProto, opsets: Mapping[str, int], exc: BaseException, hint: str = "") -> NodeError:
+    """Turn a foreign error raised by (or while loading) a model's node into a NodeError naming the node.
+
+    ``hint`` (a sentence) is appended to the message.
+    """
     origin = _origin(exc)
     domain = node.domain or "ai.onnx"
     opset = opsets.get(node.domain)
     where = f"{node_label(node.name)} ({node.op_type}, domain {domain}" + (f", opset {opset})" if opset else ")")
-    err = NodeError(f"{where}: {type(origin).__name__}: {origin}", op=node.op_type, node=node.name)
+    err = NodeError(f"{where}: {type(origin).__name__}: {origin}{hint}", op=node.op_type, node=node.name)
     err.domain = domain
     return err
+
+
+def _foreign_hint(node: onnx.NodeProto) -> str:
+    """Return the way to run a node neither onnx.reference nor our kernels implement.
+
+    Where it is not one of onnx's operators (an onnxruntime contrib operator: com.microsoft
+    MatMulNBits, GroupQueryAttention, SimplifiedLayerNormalization...), a sentence naming the
+    hosted engine; otherwise ``""``.
+    """
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    if domain in ("", "ai.onnx.ml", "ai.onnx.preview.training") and onnx.defs.has(node.op_type, domain):
+        return ""
+    return (
+        f" (onnx.reference has no {node.op_type} of domain {domain or 'ai.onnx'} and it is not an operator of ours; "
+        "an onnxruntime contrib operator runs with engine='onnxruntime', where onnxruntime runs it "
+        "and our kernels the indexing nodes)"
+    )
 
 
 def _named(node: OpRun, run: Any, sizes: Mapping[str, Any], guard: list[bool] | None = None) -> Any:
@@ -440,7 +466,8 @@ class Evaluator(ReferenceEvaluator):
             loaded = len(self.rt_nodes_)
             if len(self.rt_inits_) < len({i.name for i in self.inits_}) or loaded >= len(self.nodes_):
                 raise  # an initializer, not a node
-            raise _node_error(self.nodes_[loaded], self.opsets, exc) from exc
+            node = self.nodes_[loaded]
+            raise _node_error(node, self.opsets, exc, _foreign_hint(node)) from exc
         # Our nodes check their own outputs; the others against the sizes inference fixes.
         sizes = _model_memory.static_sizes(self.proto_) if isinstance(self.proto_, onnx.ModelProto) else {}
         # The nodes check their sizes in a run only where the largest of them exceeds the

@@ -22,7 +22,7 @@ from . import _model_check
 from ._feeds import FeedPlan, check_inputs, type_str
 from ._partition import node_label
 from .errors import GatherScatterError, ModelInputError
-from .hosted import Plan, PlanEntry, _Hosted
+from .hosted import Plan, PlanEntry, _Hosted, onnxruntime_only_ops
 from .reference import Evaluator
 
 __all__ = ["NodeArg", "Session", "run_model"]
@@ -58,8 +58,13 @@ def _node_arg(value: onnx.ValueInfoProto) -> NodeArg:
     return NodeArg(value.name, type_str(t), shape)
 
 
-def _load(model: Any, check: bool, external_data: bool = True) -> onnx.ModelProto:
+def _load(
+    model: Any, check: bool, external_data: bool = True, engine_ops: frozenset[tuple[str, str]] = frozenset()
+) -> onnx.ModelProto:
     """Read the model as a ModelProto, validated with ``check``.
+
+    ``engine_ops``: operators the engine registers where onnx has none (see
+    :func:`~gather_scatter.hosted.onnxruntime_only_ops`), which onnx's checker leaves to it.
 
     ``external_data=False`` leaves a file's external data where it is (onnxruntime reads it),
     and accepts a model whose external data is not loaded only where it was read from a path.
@@ -91,7 +96,7 @@ def _load(model: Any, check: bool, external_data: bool = True) -> onnx.ModelProt
     if external_data or path is None:
         _model_check.external_data_loaded(model, from_bytes=from_bytes)
     if check:
-        _model_check.check_model(model, path=path)
+        _model_check.check_model(model, path=path, engine_ops=engine_ops)
     return model
 
 
@@ -211,7 +216,9 @@ class Session:
             raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
         hosted = engine == "onnxruntime"
         path = model if isinstance(model, (str, os.PathLike)) else None
-        proto = _load(model, check, external_data=not hosted)
+        proto = _load(
+            model, check, external_data=not hosted, engine_ops=onnxruntime_only_ops() if hosted else frozenset()
+        )
         self._feed_plan = FeedPlan(proto.graph)
         self._hosted: _Hosted | None = None
         self._evaluator: Evaluator | None = None
