@@ -374,3 +374,18 @@ def test_a_family_node_missing_a_required_input_is_refused_at_build(engine):
         with pytest.raises(ArityError, match=missing) as info:
             Session(model, engine=engine, route="all")
         assert info.value.node == node.name
+
+
+def test_the_command_line_runs_an_export_with_the_hosted_engine(tmp_path, capsys):
+    from gather_scatter.cli import main
+
+    name = "qwen2_h80_int4"
+    argv = ["run", str(DATA / f"{name}.onnx"), "--inputs", str(DATA / f"{name}_inputs.npz"), "--engine",
+            "onnxruntime", "--route", "all", "--explain", "--output", str(tmp_path / "out.npz")]
+    assert main(argv) == 0
+    assert "/model/embed_tokens/GatherBlockQuantized: route='all'" in capsys.readouterr().out
+    with np.load(tmp_path / "out.npz") as archive:
+        np.testing.assert_allclose(archive["logits"], load(name)[2]["logits"], rtol=RTOL, atol=ATOL)
+    # The reference engine refuses it, naming the hosted one.
+    assert main(["run", str(DATA / f"{name}.onnx"), "--inputs", str(DATA / f"{name}_inputs.npz")]) == 2
+    assert "engine='onnxruntime' runs this model" in capsys.readouterr().err

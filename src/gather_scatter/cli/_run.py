@@ -58,6 +58,7 @@ def _run(args: argparse.Namespace) -> int:
     from .._feeds import check_inputs
     from .._model_check import check_model
     from ..errors import GatherScatterError
+    from ..hosted import onnxruntime_only_ops
     from ..session import Session
 
     output = None
@@ -82,7 +83,9 @@ def _run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         try:
             if args.check:  # by path: a model over 2 GiB is checked from its file
-                check_model(model, path=model_path)
+                # onnxruntime judges the operators it registers in onnx's domain (genai's layer norm)
+                engine_ops = onnxruntime_only_ops() if hosted else frozenset()
+                check_model(model, path=model_path, engine_ops=engine_ops)
             with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
                 warnings.simplefilter("always", OffSpecWarning)
                 feeds = check_inputs(model.graph, inputs)  # before the nodes load, as run_model does
