@@ -516,3 +516,26 @@ def test_a_declared_output_type_other_than_scales_is_refused():
     with pytest.raises(gs.DTypeError, match=r"output 'y' is declared with type tensor\(float\), but its scales input "
                                             r"'scales' has type tensor\(float16\)"):
         gs.infer_model_shapes(model)
+
+
+@pytest.mark.parametrize("t2", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("axes", [(0, 1), (1, 1), (1, 0)])
+def test_special_values_are_ieee_and_warn_nothing(t2, axes, path):
+    """FP8 codes inf/NaN and scales 0/inf/huge: float32 IEEE results (inf * 0 is NaN, a float16
+    overflow is inf), equal to the oracle, and no NumPy RuntimeWarning on either path (the
+    NumPy path warned on inf * 0 and on the float16 cast)."""
+    import warnings
+
+    data = np.array([[np.inf, np.nan, 1, -np.inf]] * 3, dtype=ml_dtypes.float8_e5m2)
+    g, q = axes
+    big = 60000.0 if t2 is np.float16 else 3e38
+    values = np.array([0.0, np.inf, big], np.float32)
+    shape = (3, 1) if q == 1 else (1, 4)
+    scales = np.resize(values, shape).astype(t2) if g == 0 else np.full(shape, big, np.float32).astype(t2)
+    attrs = {"gather_axis": g, "quantize_axis": q, "block_size": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = gather_block_quantized(data, np.array([0, 1, 2, 7]), scales, **attrs)
+    with np.errstate(invalid="ignore", over="ignore"):  # the oracle's scalar float32 arithmetic
+        want = oracle_quantized.gather_block_quantized(data, np.array([0, 1, 2, 7]), scales, **attrs)
+    assert_bitwise(ours, want)

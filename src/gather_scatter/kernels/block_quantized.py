@@ -312,7 +312,10 @@ def _numpy_rows(p: Plan, data, idx, scales, zp, bits, result) -> None:
         zv = along_q(values[codes(along_g(zp), scales.shape[q])])
     else:
         zv = np.float32(1 << (bits - 1) if p.kind == "uint8" else 0)
-    res = (vals - zv) * sc
-    mask = valid.reshape((1,) * g + (idx.size,) + (1,) * (rank - g - 1))
-    res = np.where(mask, res, np.float32(0))
-    result[...] = res.reshape(result.shape)
+    # IEEE float32 arithmetic, as the compiled loop's: inf * 0 is NaN and a float16 overflow is
+    # inf, without NumPy's warnings (a kernel result, not a user's mistake)
+    with np.errstate(invalid="ignore", over="ignore"):
+        res = (vals - zv) * sc
+        mask = valid.reshape((1,) * g + (idx.size,) + (1,) * (rank - g - 1))
+        res = np.where(mask, res, np.float32(0))
+        result[...] = res.reshape(result.shape)
