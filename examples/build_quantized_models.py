@@ -11,13 +11,18 @@ Requirements, none of them dependencies of gather_scatter: torch (CPU is enough)
     pip install onnxruntime onnxruntime-genai onnx-ir
     pip install --no-deps transformers   # keeps the installed torch
     pip install huggingface-hub regex safetensors tokenizers typer
+    pip install --no-deps olive-ai torchmetrics   # Olive 0.13, for the olive_* models
+    pip install optuna pandas alembic colorlog lightning-utilities questionary opentelemetry-sdk
+
+(Olive's requirements are only for the ``olive_*`` models: ``--only NAME ...`` builds some.)
 
 Nothing is downloaded: each model is a random-weight Hugging Face config saved locally with
 ``save_pretrained`` (with a word-level tokenizer, which the builder copies), then exported by
 onnxruntime-genai's model builder, ``python -m onnxruntime_genai.models.builder -i HF -o OUT
--p int4 -e cpu`` (onnxruntime-genai 0.18), or quantized by onnxruntime's
+-p int4 -e cpu`` (onnxruntime-genai 0.18), or exported in float32 and quantized by onnxruntime's
 ``python -m onnxruntime.quantization.matmul_nbits_quantizer --op_types_to_quantize MatMul
-Gather``. Every model has a vocabulary of 1,000, one layer, heads of 16 and one KV head.
+Gather`` or by Olive's ``olive run --config`` (its ``OnnxBlockWiseRtnQuantization`` pass and its
+``QuantizeEmbeddingInt8`` graph surgery). Every model has a vocabulary of 1,000, one layer, heads of 16 and one KV head.
 
 The models (:data:`MODELS`):
 
@@ -37,13 +42,20 @@ The models (:data:`MODELS`):
 - ``quantizer_int4``, ``quantizer_uint4_zp``: an untied Qwen2 of hidden 48 exported in float32
   (``-p fp32``), then quantized by ``matmul_nbits_quantizer`` with Gather in blocks of 32 (48
   columns: a partial last block): symmetric (int4 data) and ``--symmetric False`` (uint4 data
-  and uint4 zero points).
+  and uint4 zero points);
+- ``olive_rtn_int4``: an untied Qwen2 of hidden 64 exported in float32, then Olive's
+  ``OnnxBlockWiseRtnQuantization`` (blocks of 32): packed uint8 4-bit data as an initializer,
+  no zero points (the default, 8);
+- ``olive_int8``: the same export, RTN for the MatMuls and Olive's ``QuantizeEmbeddingInt8``
+  surgery for the embedding: 8-bit uint8 data with zero points of 128.
 
 The ids fed (:data:`IDS`) hold every out-of-range kind onnxruntime gives a zero row for.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import pathlib
 import shutil
 import subprocess
@@ -71,6 +83,7 @@ class Spec:
     tied: bool = True
     builder: tuple[str, ...] = ("-p", "int4", "-e", "cpu")
     quantizer: tuple[str, ...] = ()  # matmul_nbits_quantizer's options, after a -p fp32 export
+    olive: str = ""  # Olive's passes (JSON), after a -p fp32 export
     seed: int = 0
     runs_on_cpu: bool = True
 
@@ -111,6 +124,22 @@ MODELS = (
         tied=False,
         seed=2,
         quantizer=("--op_types_to_quantize", "MatMul", "Gather", "--block_size", "32", "--symmetric", "False"),
+    ),
+    Spec(
+        "olive_rtn_int4",
+        "qwen2",
+        tied=False,
+        seed=7,
+        olive='{"rtn": {"type": "OnnxBlockWiseRtnQuantization", "block_size": 32}}',
+    ),
+    Spec(
+        "olive_int8",
+        "qwen2",
+        tied=False,
+        seed=7,
+        olive='{"rtn": {"type": "OnnxBlockWiseRtnQuantization", "block_size": 32, '
+        '"nodes_to_exclude": ["/model/embed_tokens/Gather"]}, '
+        '"int8": {"type": "GraphSurgeries", "surgeries": [{"surgeon": "QuantizeEmbeddingInt8"}]}}',
     ),
 )
 
@@ -179,7 +208,7 @@ def export(spec: Spec, work: pathlib.Path) -> onnx.ModelProto:
     """Build ``spec`` in ``work`` as its tools do; return the model, weights loaded."""
     hf, out = work / f"hf_{spec.name}", work / f"out_{spec.name}"
     save_hf(spec, hf)
-    builder = ("-p", "fp32", "-e", "cpu") if spec.quantizer else spec.builder
+    builder = ("-p", "fp32", "-e", "cpu") if spec.quantizer or spec.olive else spec.builder
     builder_cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(out)]
     _call([*builder_cmd, "-c", str(work / "cache"), *builder])
     path = out / "model.onnx"
@@ -189,6 +218,24 @@ def export(spec: Spec, work: pathlib.Path) -> onnx.ModelProto:
         path = quantized / "model.onnx"
         quantizer = [sys.executable, "-m", "onnxruntime.quantization.matmul_nbits_quantizer"]
         _call([*quantizer, "--input_model", str(out / "model.onnx"), "--output_model", str(path), *spec.quantizer])
+    if spec.olive:
+        config = {
+            "input_model": {"type": "ONNXModel", "model_path": str(out / "model.onnx")},
+            "systems": {
+                "local": {
+                    "type": "LocalSystem",
+                    "accelerators": [{"device": "cpu", "execution_providers": ["CPUExecutionProvider"]}],
+                }
+            },
+            "passes": json.loads(spec.olive),
+            "host": "local",
+            "target": "local",
+            "output_dir": str(work / f"olive_{spec.name}"),
+            "log_severity_level": 3,
+        }
+        (work / f"{spec.name}.json").write_text(json.dumps(config))
+        _call([sys.executable, "-m", "olive", "run", "--config", str(work / f"{spec.name}.json")])
+        path = work / f"olive_{spec.name}" / "model.onnx"
     return onnx.load(path)
 
 
@@ -233,11 +280,16 @@ def onnxruntime_outputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -
     return values
 
 
-def main() -> None:
-    """Build every model of :data:`MODELS` and save it with its inputs and outputs."""
+def main(argv: list[str] | None = None) -> None:
+    """Build the models of :data:`MODELS` (those ``--only`` names) and save them with their inputs and outputs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=[spec.name for spec in MODELS], help="build only these models")
+    args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for spec in MODELS:
+            if args.only and spec.name not in args.only:
+                continue
             model = export(spec, pathlib.Path(tmp))
             embedding_node(model)  # each writes the node
             for node in model.graph.node:
