@@ -151,7 +151,9 @@ def _worker_main(threads, per_version):
             data = case.case.inputs[0]
             dtype = "string" if data.dtype.kind in "OUS" else onnx_type_name(data.dtype)
             reduction = case.case.attrs.get("reduction", "none")
-            facts = NodeFacts(case.spec.domain, case.spec.op_type, dtype, reduction, threads)
+            # the output's type is data's, but GatherBlockQuantized's is its scales' (input 2)
+            out = onnx_type_name(case.case.inputs[2].dtype) if "scales" in case.spec.input_types else dtype
+            facts = NodeFacts(case.spec.domain, case.spec.op_type, dtype, reduction, threads, out, data.ndim)
             routed = route_reason(facts, worker.version or "0.0") is not None
             kind, detail = runner.run_one(worker, case)
             rows.append((case.spec.name, dtype, reduction, routed, kind, detail))
@@ -187,3 +189,12 @@ def test_a_bfloat16_gather_block_quantized_routes_and_float_and_float16_stay():
         assert route_reason(dataclasses.replace(node, output_dtype=out), "1.32.0") is None
     # Other operators' bfloat16 outputs are no concern of this rule.
     assert route_reason(NodeFacts("", "Gather", "bfloat16", output_dtype="bfloat16"), "1.32.0") is None
+
+
+def test_gather_block_quantized_of_rank_1_data_routes():
+    # onnxruntime's shape inference demands rank > 1 where the schema allows rank >= 1 (found by
+    # gather-scatter check): such a node fails to load, so the table routes it
+    node = NodeFacts("com.microsoft", "GatherBlockQuantized", "int4", output_dtype="float", data_rank=1)
+    assert "rank > 1" in route_reason(node, "1.32.0")
+    for rank in (2, 3, None):
+        assert route_reason(dataclasses.replace(node, data_rank=rank), "1.32.0") is None

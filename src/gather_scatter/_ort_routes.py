@@ -27,8 +27,9 @@ _BLOCK_QUANTIZED = frozenset({("com.microsoft", "GatherBlockQuantized")})
 class NodeFacts:
     """What a rule looks at: the node's ``domain`` and ``op_type``, its data's ONNX type name
     (``"float"``, ``"float16"``, ``"string"``...; None where unknown), its ``reduction``
-    attribute (``"none"`` where absent), onnxruntime's intra-op ``threads`` and its output's
-    type name (``output_dtype``; None where unknown)."""
+    attribute (``"none"`` where absent), onnxruntime's intra-op ``threads``, its output's
+    type name (``output_dtype``; None where unknown) and its data's rank (``data_rank``; None
+    where unknown)."""
 
     domain: str
     op_type: str
@@ -36,6 +37,7 @@ class NodeFacts:
     reduction: str = "none"
     threads: int = 1
     output_dtype: str | None = None
+    data_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class Rule:
     ``kind``: ``"reduction_threads"`` (a reduction other than none on more than one thread),
     ``"reduction_half"`` (a reduction on float16/bfloat16 data, any thread count),
     ``"bool_max_min"`` (reduction max or min on bool data), ``"string"`` (string data),
-    ``"output_bfloat16"`` (a bfloat16 output)."""
+    ``"output_bfloat16"`` (a bfloat16 output), ``"rank1_data"`` (data of rank 1)."""
 
     ops: frozenset[tuple[str, str]]
     kind: str
@@ -69,6 +71,8 @@ class Rule:
             return node.dtype == "string"
         if self.kind == "output_bfloat16":
             return node.output_dtype == "bfloat16"
+        if self.kind == "rank1_data":
+            return node.data_rank == 1
         raise ValueError(f"unknown rule kind {self.kind!r}")
 
 
@@ -108,6 +112,13 @@ RULES: tuple[Rule, ...] = (
         "onnxruntime's CPU has no GatherBlockQuantized with bfloat16 scales and output (onnxruntime "
         "1.32: NOT_IMPLEMENTED at load, 'Could not find an implementation for GatherBlockQuantized(1)'; "
         "its CPU kernel is registered for float and float16 only)",
+    ),
+    Rule(
+        _BLOCK_QUANTIZED,
+        "rank1_data",
+        "onnxruntime refuses GatherBlockQuantized data of rank 1, which its schema allows ('Tensor of "
+        "rank r >= 1'): FAIL at load, '[ShapeInferenceError] data tensor must have rank > 1' "
+        "(onnxruntime 1.32, found by gather-scatter check)",
     ),
 )
 

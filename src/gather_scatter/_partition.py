@@ -170,6 +170,13 @@ def elem_type_name(t: onnx.TypeProto | None) -> str | None:
     return onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
 
 
+def _rank(t: onnx.TypeProto | None) -> int | None:
+    """A tensor type's rank, or None where unknown or not a tensor."""
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+        return None
+    return len(t.tensor_type.shape.dim)
+
+
 def _reduction(node: onnx.NodeProto) -> str:
     for attr in node.attribute:
         if attr.name == "reduction":
@@ -190,7 +197,8 @@ def _own_reason(
         return "route='all': every indexing node runs on our kernels"
     dtype = elem_type_name(types.get(node.input[0])) if node.input else None
     out = elem_type_name(types.get(node.output[0])) if node.output else None
-    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads, out)
+    rank = _rank(types.get(node.input[0])) if node.input else None
+    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads, out, rank)
     if dtype is None:
         for guess in _UNKNOWN_TYPES:
             reason = route_reason(NodeFacts(domain, node.op_type, guess, facts.reduction, threads), ort_version)
