@@ -42,7 +42,7 @@ def _types_cell(types: frozenset[str]) -> str:
 
 
 def _input_types_cell(v: _versions.OpVersion) -> str:
-    """The inputs whose types differ from data's (GatherBlockQuantized's scales), each after a semicolon."""
+    """Return the inputs whose types differ from data's (GatherBlockQuantized's scales), each after a semicolon."""
     return "".join(f"; {name}: {_types_cell(types)}" for name, types in v.input_types.items())
 
 
