@@ -11,12 +11,25 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pathlib
+import re
 
-# backends/<name>.py imports the library <name> at its top.
+# A backend module that imports an optional library at its top (backends/torch.py and
+# backends/_torch_compile.py import torch, ...): read from the module itself, so a new module
+# cannot be forgotten here.
+_OPTIONAL = frozenset({"torch", "jax", "dask", "icechunk"})
+_BACKENDS = pathlib.Path(__file__).parent / "src" / "gather_scatter" / "backends"
+
+
+def _missing_libraries(module: pathlib.Path) -> set[str]:
+    imported = set(re.findall(r"^(?:import|from) (\w+)", module.read_text(encoding="utf-8"), flags=re.M))
+    return {name for name in imported & _OPTIONAL if importlib.util.find_spec(name) is None}
+
+
 collect_ignore = [
-    f"src/gather_scatter/backends/{library}.py"
-    for library in ("torch", "jax", "dask")
-    if importlib.util.find_spec(library) is None
+    f"src/gather_scatter/backends/{module.name}"
+    for module in sorted(_BACKENDS.glob("*.py"))
+    if _missing_libraries(module)
 ]
 
 

@@ -13,7 +13,7 @@ onnx's shape inference or our kernels.
    is not its output count);
 3. a tensor's ``data_type`` is one onnx defines, and its ``raw_data`` holds exactly the
    bytes its dims and type take;
-4. every tensor stored as external data names a file inside the model's folder, that file
+4. every tensor stored as external data (:mod:`._external_data`) names a file inside the model's folder, that file
    exists (also where no weights are read, as by ``shapes``), and the tensor's offset and
    length lie within it and match its dims and type;
 5. ``onnx.checker.check_model(model, full_check=False)``, the field's standard, for the rest:
@@ -35,15 +35,14 @@ serialize (over 2 GiB, its weights loaded) is checked by its path when one is gi
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Collection, Iterator
 from typing import Any
 
-import numpy as np
 import onnx
 
+from ._external_data import all_tensors, check_external, nbytes
 from ._versions import REGISTRY, normalize_domain
 from .errors import ModelInputError, node_label
 
@@ -132,10 +131,10 @@ def check_model(
     for function in model.functions:
         _check_opsets(function.opset_import, f"function {function.name!r}")
     base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         _check_data_type(tensor)
         if onnx.external_data_helper.uses_external_data(tensor):
-            _check_external(tensor, base_dir)
+            check_external(tensor, base_dir)
         else:
             _check_raw_size(tensor)
     _run_checker(model, path, frozenset((normalize_domain(d), op) for d, op in engine_ops))
@@ -247,7 +246,7 @@ def _check_raw_size(tensor: onnx.TensorProto) -> None:
     short, not one too long, which numpy then fails to reshape)."""
     if not tensor.raw_data:
         return
-    expected = _nbytes(tensor)
+    expected = nbytes(tensor)
     if expected is not None and len(tensor.raw_data) != expected:
         raise ModelInputError(
             f"tensor {tensor.name!r} has raw_data of {len(tensor.raw_data)} bytes, but its dims "
@@ -333,117 +332,6 @@ def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int
         yield from walk(function.node, imports(function.opset_import))
 
 
-def external_data_loaded(model: onnx.ModelProto, *, from_bytes: bool = False) -> None:
-    """ModelInputError for a tensor whose external data was not loaded (``onnx.load(path,
-    load_external_data=False)``), which onnx.reference would refuse with a bare RuntimeError. Run
-    whether or not the model is checked: an evaluator cannot do without the data.
-
-    ``from_bytes``: the model was given as serialized bytes, which say where the data file is
-    relative to a folder they do not carry; the message asks for the path instead."""
-    for tensor in _all_tensors(model):
-        if onnx.external_data_helper.uses_external_data(tensor):
-            location = onnx.external_data_helper.ExternalDataInfo(tensor).location
-            if from_bytes:
-                raise ModelInputError(
-                    f"tensor {tensor.name!r} is stored as external data ({location!r}, a path relative to the "
-                    "model's folder), and a model given as bytes does not say which folder that is: pass the "
-                    "path of the .onnx file instead (its external data is read beside it), or an onnx.ModelProto "
-                    "read with onnx.load(path)",
-                    input=tensor.name,
-                    value=location,
-                )
-            raise ModelInputError(
-                f"tensor {tensor.name!r} is stored as external data ({location!r}) that was not loaded (the model "
-                "was read with load_external_data=False): load it with onnx.load(path) (load_external_data=True, "
-                "the default), or call onnx.external_data_helper.load_external_data_for_model(model, base_dir) "
-                "with the folder of the .onnx file, or pass the model's path instead",
-                input=tensor.name,
-                value=location,
-            )
-
-
-def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    def of_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-        yield from graph.initializer
-        yield from of_nodes(graph.node)
-
-    def of_nodes(nodes: Any) -> Iterator[onnx.TensorProto]:
-        for node in nodes:
-            for attr in node.attribute:
-                if attr.HasField("t"):
-                    yield attr.t
-                yield from attr.tensors
-                for graph in [attr.g, *attr.graphs]:
-                    yield from of_graph(graph)
-
-    yield from of_graph(model.graph)
-    for function in model.functions:
-        yield from of_nodes(function.node)
-
-
-def _nbytes(tensor: onnx.TensorProto) -> int | None:
-    """The bytes of a tensor's data, None for a type of no fixed size (strings) or unknown."""
-    try:
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
-    except (KeyError, ValueError, TypeError):
-        return None
-    if dtype == object:  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
-        return None
-    count = math.prod(tensor.dims)
-    if tensor.data_type in _PACKED:  # 4-bit and 2-bit types, two or four to a byte
-        return -(-count * _PACKED[tensor.data_type] // 8)
-    return count * dtype.itemsize
-
-
-_PACKED = {
-    getattr(onnx.TensorProto, name): bits
-    for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
-    if hasattr(onnx.TensorProto, name)
-}
-
-
-def _check_external(tensor: onnx.TensorProto, base_dir: str | None) -> None:
-    """A tensor's external data: a relative location inside ``base_dir``, within the file's
-    size, as long as its dims and type say."""
-    what = f"tensor {tensor.name!r}"
-
-    def refuse(problem: str) -> None:
-        raise ModelInputError(f"{what} is stored as external data {problem}", input=tensor.name)
-
-    try:
-        info = onnx.external_data_helper.ExternalDataInfo(tensor)
-    except ValueError as exc:
-        refuse(f"with an invalid entry: {_one_line(exc)}")
-    location = info.location
-    if not location:
-        refuse("with no location")
-    if "\x00" in location:  # os.path raises ValueError for it
-        refuse(f"at {location!r}, a path with a NUL character")
-    if os.path.isabs(location) or os.path.splitdrive(location)[0] or location.startswith(("/", "\\")):
-        refuse(f"at {location!r}, an absolute path: it must be a path relative to the model's folder")
-    if base_dir is None:
-        return
-    root = os.path.realpath(base_dir)
-    full = os.path.realpath(os.path.join(root, location))
-    if os.path.commonpath([root, full]) != root:
-        refuse(f"at {location!r}, which points outside the model's folder {base_dir!r}")
-    if not os.path.exists(full):  # refused even where no weights are read (shapes): the model is incomplete
-        refuse(f"in {location!r}, which does not exist in the model's folder {root!r}")
-    if not os.path.isfile(full):
-        refuse(f"in {location!r}, which is not a regular file")
-    size = os.path.getsize(full)
-    offset = info.offset or 0
-    if offset > size:
-        refuse(f"at offset {offset} of {location!r}, a file of {size} bytes")
-    length = info.length if info.length is not None else size - offset
-    if offset + length > size:
-        refuse(f"at offset {offset}, length {length} of {location!r}, a file of {size} bytes")
-    expected = _nbytes(tensor)
-    if expected is not None and length != expected:
-        dims = tuple(tensor.dims)
-        refuse(f"of {length} bytes in {location!r}, but its dims {dims} and type take {expected} bytes")
-
-
 def _run_checker(
     model: onnx.ModelProto, path: str | os.PathLike | None, engine_ops: frozenset[tuple[str, str]] = frozenset()
 ) -> None:
@@ -454,9 +342,9 @@ def _run_checker(
         if path is None:
             return  # cannot be serialized for the checker; steps 1-3 have run
         model = onnx.load(os.fspath(path), load_external_data=False)
-        for tensor in _all_tensors(model):  # the file checked above may differ from the proto
+        for tensor in all_tensors(model):  # the file checked above may differ from the proto
             if onnx.external_data_helper.uses_external_data(tensor):
-                _check_external(tensor, os.path.dirname(os.path.abspath(os.fspath(path))))
+                check_external(tensor, os.path.dirname(os.path.abspath(os.fspath(path))))
     try:
         onnx.checker.check_model(model, full_check=False)
         return
@@ -538,6 +426,6 @@ def _nodes_copy(nodes: Any, unchecked: frozenset[tuple[str, str]] = _FAMILY) -> 
             if attr.HasField("t") and onnx.external_data_helper.uses_external_data(attr.t):
                 del attr.t.external_data[:]
                 attr.t.data_location = onnx.TensorProto.DEFAULT
-                attr.t.raw_data = bytes(_nbytes(attr.t) or 0)
+                attr.t.raw_data = bytes(nbytes(attr.t) or 0)
             for graph in [attr.g, *attr.graphs]:
                 _graph_copy(graph, unchecked)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import onnx
 
-from . import _model_check
+from . import _external_data, _model_check
 from ._feeds import FeedPlan, check_inputs, type_str
 from ._partition import node_label
 from .errors import GatherScatterError, ModelInputError
@@ -94,7 +94,7 @@ def _load(
         else:
             model = onnx.load(os.fspath(model), load_external_data=external_data)
     if external_data or path is None:
-        _model_check.external_data_loaded(model, from_bytes=from_bytes)
+        _external_data.external_data_loaded(model, from_bytes=from_bytes)
     if check:
         _model_check.check_model(model, path=path, engine_ops=engine_ops)
     return model
