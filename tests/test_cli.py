@@ -375,3 +375,22 @@ def test_large_gathers_and_scatters_load_numba_only_once_a_loop_pays_for_it():
     before, after = result.stdout.splitlines()[-2:]
     assert before == "False"
     assert after in ("True True", "False False")  # numba loaded by WARM_CALLS such calls (or not installed)
+
+
+def test_shapes_of_an_export_with_onnxruntime_operators_without_onnxruntime_names_its_extra(capsys, monkeypatch):
+    # onnxruntime registers SimplifiedLayerNormalization in onnx's domain; shapes accepts it where
+    # onnxruntime is installed, and says so where it is not (not the Session's engine='onnxruntime').
+    from gather_scatter import ModelInputError
+    from gather_scatter.shape_inference import infer_model_shapes
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    path = DATA / "quantized" / "qwen2_h64_int4.onnx"
+    said = ("node '/model/layers.0/input_layernorm/LayerNorm' (SimplifiedLayerNormalization): "
+            "SimplifiedLayerNormalization is an onnxruntime contrib operator registered in onnx's default domain")
+    assert main(["shapes", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and 'where onnxruntime is installed' in err and 'pip install "gather_scatter[onnxruntime]"' in err
+    assert "engine=" not in err
+    with pytest.raises(ModelInputError, match='pip install "gather_scatter\\[onnxruntime\\]"') as info:
+        infer_model_shapes(path)
+    assert info.value.node == "/model/layers.0/input_layernorm/LayerNorm" and str(info.value).startswith(said)

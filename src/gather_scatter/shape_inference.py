@@ -226,7 +226,11 @@ def infer_model_shapes(
         does (their nodes are not inferred).
     check : bool, default True
         As for :func:`~gather_scatter.run_model`: validate the model first (external data
-        not loaded is checked against the files beside a path); False skips it.
+        not loaded is checked against the files beside a path); False skips it. Where
+        onnxruntime is installed, the operators it registers in onnx's own domain where onnx
+        has none (SimplifiedLayerNormalization, in every onnxruntime-genai export) are
+        accepted, as ``Session(engine="onnxruntime")`` accepts them, and left to onnx's
+        inference, which skips them.
 
     Returns
     -------
@@ -246,8 +250,10 @@ def infer_model_shapes(
         ``onnx.TensorProto.DataType`` does not define.
     ModelInputError
         With ``check``, a model file that cannot be read, or a model that is not well-formed
-        (see :func:`~gather_scatter.run_model`); onnx's whole-model pass refusing the model
-        (its InferenceError, in one line naming the node, is the ``__context__``).
+        (see :func:`~gather_scatter.run_model`), or one with onnxruntime's default-domain
+        operators where onnxruntime is not installed (naming the pip extra); onnx's
+        whole-model pass refusing the model (its InferenceError, in one line naming the node,
+        is the ``__context__``).
     OSError, google.protobuf.message.DecodeError
         With ``check=False``, as raised by ``onnx.load`` for a path that cannot be read.
     """
@@ -260,7 +266,7 @@ def infer_model_shapes(
             else onnx.load(os.fspath(model), load_external_data=False)
         )
     if check:
-        _model_check.check_model(model, path=path)
+        _check_for_inference(model, path)
     opsets = _opsets(model)
     for node in model.graph.node:  # onnx's own error for this would not name the node
         if _ours(node):
@@ -308,6 +314,47 @@ def infer_model_shapes(
         else:
             target.type.CopyFrom(t)
     return out
+
+
+def _check_for_inference(model: onnx.ModelProto, path: str | os.PathLike | None = None) -> None:
+    """Refuse a model that is not well-formed, as :func:`infer_model_shapes` and ``shapes`` check it.
+
+    As ``_model_check.check_model``, where onnxruntime is installed with the operators it
+    registers in onnx's own domain where onnx has none (onnxruntime-genai's
+    SimplifiedLayerNormalization) left to it, as the hosted Session's check leaves them: onnx's
+    inference skips them, and our rules infer the family's nodes around them.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+    path : str or path-like, optional
+        The file it was read from (external data is checked beside it).
+
+    Raises
+    ------
+    ModelInputError
+        As ``_model_check.check_model``; without onnxruntime, a node of onnxruntime's
+        default-domain operators, naming it and the pip extra that makes it accepted.
+    """
+    from .hosted import _onnxruntime, onnxruntime_only_ops
+
+    try:
+        _onnxruntime()  # importable now (onnxruntime_only_ops is cached)
+        engine_ops = onnxruntime_only_ops()
+    except ModuleNotFoundError:
+        engine_ops = frozenset()
+        for node in _model_check._all_nodes(model):
+            op = node.op_type
+            ort_only = op in _model_check._ORT_DEFAULT_DOMAIN_OPS and not onnx.defs.has(op)
+            if normalize_domain(node.domain) == "" and ort_only:
+                raise ModelInputError(
+                    f"{node_label(node.name)} ({op}): {op} is an onnxruntime contrib operator registered in onnx's "
+                    "default domain (as onnxruntime-genai exports write it), which onnx does not know; shape "
+                    "inference accepts it where onnxruntime is installed, leaving it to onnx's inference (which "
+                    'skips it): pip install "gather_scatter[onnxruntime]"',
+                    node=node.name,
+                ) from None
+    _model_check.check_model(model, path=path, engine_ops=engine_ops)
 
 
 _INFERENCE_NODE = re.compile(r"for node name ([^ .]*)")

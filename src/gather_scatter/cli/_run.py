@@ -209,14 +209,13 @@ def _shapes(args: argparse.Namespace) -> int:
     import warnings
 
     from .._dispatch import OffSpecWarning
-    from .._model_check import check_model
     from ..errors import GatherScatterError
-    from ..shape_inference import infer_model_shapes, node_shapes
+    from ..shape_inference import _check_for_inference, infer_model_shapes, node_shapes
 
     model = _load_model(args.model, external_data=False)  # only shapes are read, not weights
     try:
         if args.check:  # external data, not loaded, checked against the files beside the model
-            check_model(model, path=args.model)
+            _check_for_inference(model, args.model)  # onnxruntime's default-domain operators left to it
         with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
             warnings.simplefilter("always", OffSpecWarning)
             lines = list(node_shapes(infer_model_shapes(model, strict=args.strict, check=False), strict=args.strict))
