@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -220,3 +221,42 @@ def test_our_error_on_given_inputs_is_a_case_too(tmp_path, capsys):
     assert code == 0, capsys.readouterr().out
     assert [row["node"] for row in result["nodes"]] == ["node_embedding"] and "out of bounds" in result["our_error"]
     assert result["not_run"] == NODES["decoder_step.onnx"][1:]
+
+
+def test_a_model_only_onnxruntime_runs_needs_onnxruntime_named_by_its_extra(tmp_path, capsys, monkeypatch):
+    # An onnxruntime-genai export (SimplifiedLayerNormalization in onnx's domain, com.microsoft
+    # MatMulNBits...): model mode captures its nodes' inputs through onnxruntime, so without it the
+    # refusal names the pip extra, not the Session's engine='onnxruntime' that check has no option for.
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    model = DATA / "quantized" / "qwen2_h64_int4.onnx"
+    code, result = _check(tmp_path, model, "--engine", "reference", "--inputs",
+                          str(DATA / "quantized" / "qwen2_h64_int4_inputs.npz"))
+    captured = capsys.readouterr()
+    assert code == 2 and result is None and captured.out == ""
+    err = captured.err
+    assert len(err.strip().splitlines()) == 1, err
+    assert 'needs onnxruntime: pip install "gather_scatter[onnxruntime]"' in err, err
+    assert "SimplifiedLayerNormalization, com.microsoft.GroupQueryAttention, com.microsoft.MatMulNBits" in err, err
+    assert "engine='onnxruntime'" not in err and not (tmp_path / "findings").exists()
+
+
+def test_foreign_ops_are_those_neither_our_kernels_nor_onnx_reference_run():
+    # Main graph, If branches and model-local functions: what sends model mode to onnxruntime.
+    from gather_scatter.check.hosted_capture import foreign_ops
+
+    vi = oh.make_tensor_value_info
+    branch = oh.make_graph([oh.make_node("SimplifiedLayerNormalization", ["x", "w"], ["n"])], "then", [],
+                           [vi("n", TensorProto.FLOAT, None)])
+    body = [oh.make_node("MatMulNBits", ["x", "q", "s"], ["y"], domain="com.microsoft"),
+            oh.make_node("GatherND", ["y", "i"], ["z"], domain="com.microsoft")]
+    local = oh.make_function("local", "F", ["x", "q", "s", "i"], ["z"], body,
+                             [oh.make_opsetid("", 18), oh.make_opsetid("com.microsoft", 1)])
+    nodes = [oh.make_node("Gather", ["x", "i"], ["g"]), oh.make_node("Relu", ["g"], ["r"]),
+             oh.make_node("F", ["x", "q", "s", "i"], ["f"], domain="local"),
+             oh.make_node("If", ["c"], ["n"], then_branch=branch, else_branch=branch)]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 2])], [vi("r", TensorProto.FLOAT, None)])
+    model = oh.make_model(graph, functions=[local], opset_imports=[oh.make_opsetid("", 18),
+                                                                   oh.make_opsetid("local", 1)])
+    assert foreign_ops(model) == ["SimplifiedLayerNormalization", "com.microsoft.MatMulNBits"]
+    del model.graph.node[3], model.functions[0].node[0]
+    assert foreign_ops(model) == []

@@ -428,3 +428,61 @@ def test_the_command_line_runs_an_export_with_the_hosted_engine(tmp_path, capsys
     # The reference engine refuses it, naming the hosted one.
     assert main(["run", str(DATA / f"{name}.onnx"), "--inputs", str(DATA / f"{name}_inputs.npz")]) == 2
     assert "engine='onnxruntime' runs this model" in capsys.readouterr().err
+
+
+# --- gather-scatter check MODEL and shapes on these exports (issue 27, the checker in model mode) ---
+
+
+def _check_model(tmp_path, name: str, engine: str) -> tuple[int, dict]:
+    import json
+
+    from gather_scatter.cli import main
+
+    report = tmp_path / "report.json"
+    code = main(["check", str(DATA / f"{name}.onnx"), "--engine", engine, "--inputs", str(DATA / f"{name}_inputs.npz"),
+                 "--out", str(tmp_path / "findings"), "--json", str(report)])
+    return code, json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("name", ["qwen2_h64_int4", "quantizer_int4", "olive_int8"])
+def test_check_model_mode_captures_an_export_through_onnxruntime(tmp_path, capsys, name):
+    # Our evaluator cannot run SimplifiedLayerNormalization, MatMulNBits, GroupQueryAttention...:
+    # the model runs in onnxruntime with route='all', each indexing node on our kernels, recording
+    # its inputs; each is replayed on the engine, and the whole model compared with that run.
+    code, result = _check_model(tmp_path, name, "onnxruntime")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (row,) = [r for r in result["nodes"] if r["op"] == "GatherBlockQuantized"]
+    assert (row["domain"], row["since_version"], row["kind"]) == ("com.microsoft", 1, "agree")
+    assert row["node"] == build.embedding_node(load(name)[0]).name
+    assert {r["kind"] for r in result["nodes"]} == {"agree"} and result["whole_model"]["kind"] == "agree"
+    assert result["captured_by"].startswith("onnxruntime with route='all'")
+    assert {NORM, f"com.microsoft.{NBITS}", f"com.microsoft.{GQA}"} <= set(result["foreign_ops"])
+    assert result["not_run"] == [] and result["our_error"] is None and result["findings"] == []
+    assert "captured by onnxruntime with route='all' (our kernels for the indexing nodes; onnxruntime computed" in out
+    assert row["node"] in out and out.rstrip().endswith("no findings")
+
+
+def test_check_model_mode_on_the_reference_engine_counts_the_node_unsupported(tmp_path, capsys):
+    # onnx.reference has no GatherBlockQuantized, nor the model's other contrib operators.
+    code, result = _check_model(tmp_path, "qwen2_h64_int4", "reference")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (row,) = [r for r in result["nodes"] if r["op"] == "GatherBlockQuantized"]
+    assert row["kind"] == "unsupported" and result["whole_model"]["kind"] == "unsupported"
+    assert {r["kind"] for r in result["nodes"] if r is not row} == {"agree"}  # the shape Gathers
+    assert result["summary"]["unsupported"] == 1 and result["findings"] == []
+    assert result["captured_by"].startswith("onnxruntime with route='all'")
+
+
+def test_shapes_infers_the_embedding_of_an_export(capsys):
+    from gather_scatter.cli import main
+    from gather_scatter.shape_inference import infer_model_shapes, node_shapes
+
+    path = DATA / "qwen2_h64_int4.onnx"
+    node = build.embedding_node(load("qwen2_h64_int4")[0])
+    line = (f"node '{node.name}' (com.microsoft.GatherBlockQuantized-1): {node.output[0]} "
+            "('batch_size', 'sequence_length', 64) float32")
+    assert main(["shapes", str(path)]) == 0
+    assert line in capsys.readouterr().out.splitlines()
+    assert line in list(node_shapes(infer_model_shapes(path)))

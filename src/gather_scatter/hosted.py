@@ -278,7 +278,9 @@ class _OurStep:
         self.hosted = hosted
         self.outputs = list(step.outputs)
         self.inputs = step.inputs
-        self.evaluator = Evaluator(step_model(hosted.model, step), strict=strict, check=False)
+        self.evaluator = Evaluator(
+            step_model(hosted.model, step), new_ops=hosted.new_ops or None, strict=strict, check=False
+        )
 
     def run(self, values: dict[str, Any]) -> None:
         c_ortvalue = self.hosted.c_ortvalue
@@ -298,12 +300,14 @@ class _Hosted:
         threads: int | None,
         route: str,
         strict: bool,
+        new_ops: Sequence[type] = (),
     ) -> None:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
         ort = self.ort = _onnxruntime()
         self.c_ortvalue = ort.capi._pybind_state.OrtValue
         self.model = model
+        self.new_ops = tuple(new_ops)  # operators our steps' evaluators use instead of ours (check's capturing ones)
         self.base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
         self.threads = threads or default_threads()
         self._constants: dict[str, Any] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,19 @@ from ..errors import GatherScatterError, InvalidAttributeError, NodeError
 from . import cases as C
 from . import runner
 
-__all__ = ["FAMILY", "ModelUsageError", "NodeRun", "capture", "indexing_nodes", "load", "make_feeds", "not_run"]
+__all__ = [
+    "FAMILY",
+    "ModelUsageError",
+    "NodeRun",
+    "capture",
+    "capturing_ops",
+    "finish",
+    "indexing_nodes",
+    "load",
+    "make_feeds",
+    "not_run",
+    "recorder",
+]
 
 #: (domain, op_type) of the operators replayed.
 FAMILY = frozenset(
@@ -250,6 +262,65 @@ def _capturing(cls: type, record) -> type:
     return Capturing
 
 
+def recorder() -> tuple[dict[int, NodeRun], Callable[..., Any]]:
+    """Return an empty record of indexing nodes, and the ``record`` callback that fills it.
+
+    ``record(op, inputs, attrs, run)`` (see :func:`capturing_ops`) runs the node and keeps its
+    first call's inputs and attributes as a :class:`NodeRun` (its error too, where our kernel
+    raises), keyed by the node; later calls count.
+    """
+    runs: dict[int, NodeRun] = {}
+
+    def record(op, inputs, attrs, run):
+        key = id(op.onnx_node)
+        if key in runs:
+            runs[key].calls += 1
+            return run()
+        while inputs and inputs[-1] is None:  # trailing optional inputs left out
+            inputs = inputs[:-1]
+        spec = op._spec
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items() if v is not None}
+        label = op.onnx_node.name or f"unnamed {op.onnx_node.op_type} #{sum(not r.name for r in runs.values()) + 1}"
+        arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in inputs]
+        opset = max(op._opset, spec.since_version)
+        try:
+            out = run()
+        except GatherScatterError as exc:
+            if not isinstance(exc, NodeError):
+                runs[key] = NodeRun(
+                    label, op.onnx_node.name, spec, opset, arrays, attrs, error=exc, model_opset=op._opset
+                )
+            raise
+        runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs, model_opset=op._opset)
+        return out
+
+    return runs, record
+
+
+def capturing_ops(record: Callable[..., Any]) -> tuple[type, ...]:
+    """Return our operators (``reference.NEW_OPS``), each calling ``record`` (see :func:`recorder`)."""
+    from ..reference import NEW_OPS
+
+    return tuple(_capturing(cls, record) for cls in NEW_OPS)
+
+
+def finish(
+    runs: dict[int, NodeRun], outputs: list[Any] | None, failure: Exception | None, who: str = "our run of the model"
+) -> tuple[list[NodeRun], list[Any] | None, GatherScatterError | None]:
+    """Return what :func:`capture` returns, from a run's record, outputs and exception.
+
+    ``failure`` not raised by one of our kernels on its inputs is a ModelUsageError saying
+    that ``who`` failed.
+    """
+    ours = next((r.error for r in runs.values() if r.error is not None), None)
+    if failure is not None and ours is None:
+        said = str(failure) if isinstance(failure, GatherScatterError) else f"{type(failure).__name__}: {failure}"
+        if isinstance(failure, InvalidAttributeError):  # the model's own fault, whatever its inputs (off-spec)
+            raise ModelUsageError(" ".join(said.split())) from None
+        raise ModelUsageError(f"{who} failed: {' '.join(said.split())}") from None
+    return list(runs.values()), outputs, ours if failure is not None else None
+
+
 def capture(
     model: onnx.ModelProto, feeds: Mapping[str, Any], *, strict: bool = False
 ) -> tuple[list[NodeRun], list[Any] | None, GatherScatterError | None]:
@@ -280,58 +351,32 @@ def capture(
     ModelUsageError
         Any other error: an operator that is not ours failed, or the model cannot be loaded.
     """
-    from ..reference import NEW_OPS, Evaluator
+    from ..reference import Evaluator
 
-    runs: dict[int, NodeRun] = {}
-
-    def record(op, inputs, attrs, run):
-        key = id(op.onnx_node)
-        if key in runs:
-            runs[key].calls += 1
-            return run()
-        while inputs and inputs[-1] is None:  # trailing optional inputs left out
-            inputs = inputs[:-1]
-        spec = op._spec
-        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items() if v is not None}
-        label = op.onnx_node.name or f"unnamed {op.onnx_node.op_type} #{sum(not r.name for r in runs.values()) + 1}"
-        arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in inputs]
-        opset = max(op._opset, spec.since_version)
-        try:
-            out = run()
-        except GatherScatterError as exc:
-            if not isinstance(exc, NodeError):
-                runs[key] = NodeRun(
-                    label, op.onnx_node.name, spec, opset, arrays, attrs, error=exc, model_opset=op._opset
-                )
-            raise
-        runs[key] = NodeRun(label, op.onnx_node.name, spec, opset, arrays, attrs, model_opset=op._opset)
-        return out
-
-    ops = tuple(_capturing(cls, record) for cls in NEW_OPS)
+    runs, record = recorder()
     outputs = None
     failure = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # strict=False: an off-spec node runs as the version it needs
         try:
-            outputs = Evaluator(model, new_ops=ops, strict=strict, check=False).run(None, dict(feeds))
+            outputs = Evaluator(model, new_ops=capturing_ops(record), strict=strict, check=False).run(None, dict(feeds))
         except Exception as exc:  # noqa: BLE001 - ours (an invalid input) or any other operator's
             failure = exc
-    ours = next((r.error for r in runs.values() if r.error is not None), None)
-    if failure is not None and ours is None:
-        said = str(failure) if isinstance(failure, GatherScatterError) else f"{type(failure).__name__}: {failure}"
-        if isinstance(failure, InvalidAttributeError):  # the model's own fault, whatever its inputs (off-spec)
-            raise ModelUsageError(" ".join(said.split())) from None
-        raise ModelUsageError(f"our run of the model failed: {' '.join(said.split())}") from None
-    return list(runs.values()), outputs, ours if failure is not None else None
+    return finish(runs, outputs, failure)
 
 
-def load(path: str) -> onnx.ModelProto:
+def load(
+    path: str, *, engine_ops: Callable[[onnx.ModelProto], Collection[tuple[str, str]]] | None = None
+) -> onnx.ModelProto:
     """Load the model at ``path``, external data loaded, checked as ``gather-scatter run`` checks it.
 
     Parameters
     ----------
     path : str
         The ``.onnx`` file.
+    engine_ops : callable, optional
+        Given the model as read, before it is checked: the ``(domain, op_type)`` pairs that
+        onnx's checker leaves to the engine that will run them (see ``_model_check.check_model``).
 
     Returns
     -------
@@ -344,7 +389,8 @@ def load(path: str) -> onnx.ModelProto:
     """
     try:
         proto = _model_check.load_model(path)
-        _model_check.check_model(proto, path=path)
+        left = engine_ops(proto) if engine_ops is not None else ()
+        _model_check.check_model(proto, path=path, engine_ops=left)
     except GatherScatterError as exc:
         raise ModelUsageError(" ".join(str(exc).split())) from None
     return proto

@@ -2,7 +2,9 @@
 
 Which indexing node of *this* model does an engine get wrong, on *its* tensors?
 
-The model runs once with our kernels, each indexing node recording what it saw (``capture``).
+The model runs once with our kernels, each indexing node recording what it saw (``capture``);
+a model with operators our evaluator cannot run (onnxruntime's contrib operators) runs in
+onnxruntime instead, its indexing nodes on our kernels (``hosted_capture``).
 Each recorded node is then replayed on the engine as a one-node model at its opset, in the
 engine's worker, and classified, shrunk and written out as operator mode does (``runner``,
 ``shrink``, ``report``); the whole model runs on the engine too, and its outputs are compared
@@ -23,6 +25,7 @@ import onnx
 from ..errors import GatherScatterError
 from . import engines, report, runner, shrink, upstream
 from .capture import ModelUsageError, NodeRun, capture, indexing_nodes, load, make_feeds, not_run
+from .hosted_capture import HOSTED, OURS, foreign_ops, hosted_capture, left_to_onnxruntime
 
 __all__ = ["ModelUsageError", "close", "print_report", "run_model_check"]
 
@@ -258,17 +261,21 @@ def run_model_check(
     Returns
     -------
     dict
-        ``{"mode": "model", "model", "engine", "engine_version", "inputs", "nodes": [...],
-        "whole_model": {...}, "not_run", "summary", "findings", "cases", "planned",
-        "interrupted"}``: a row per node that ran (``node``, ``op``, ``since_version``, ``opset``,
-        ``kind``, ``detail``), the findings with their files, the whole model's comparison.
+        ``{"mode": "model", "model", "engine", "engine_version", "inputs", "captured_by",
+        "foreign_ops", "nodes": [...], "whole_model": {...}, "not_run", "summary", "findings",
+        "cases", "planned", "interrupted"}``: a row per node that ran (``node``, ``op``,
+        ``since_version``, ``opset``, ``kind``, ``detail``), the findings with their files, the
+        whole model's comparison; who ran the model to capture the nodes' inputs and compute the
+        whole model's expected outputs (our evaluator, or onnxruntime with ``route="all"`` where
+        the model has ``foreign_ops``, operators our evaluator cannot run).
 
     Raises
     ------
     ModelUsageError
         The model cannot be read or checked, has no indexing node, or its inputs cannot be made
         (see :func:`make_feeds`); our run of it fails in an operator that is not ours; with
-        ``strict``, an off-spec node.
+        ``strict``, an off-spec node; it has operators our evaluator cannot run and onnxruntime
+        is not installed (the message names the pip extra), or onnxruntime cannot run them.
     engines.EngineMissing
         As for ``run_check``. Every usage error is raised before anything is printed or written.
     Interrupted
@@ -278,7 +285,8 @@ def run_model_check(
 
     worker = engines.Worker(engine, threads, timeout)  # an unknown engine: before the model is read
     try:
-        proto = load(model_path)
+        proto = load(model_path, engine_ops=lambda read: left_to_onnxruntime(model_path, foreign_ops(read)))
+        foreign = foreign_ops(proto)  # operators our evaluator cannot run: captured through onnxruntime
         if not indexing_nodes(proto):
             raise ModelUsageError(
                 f"{model_path!r} has no Gather, GatherND, ScatterND, GatherElements, "
@@ -287,7 +295,10 @@ def run_model_check(
         if strict:
             _refuse_off_spec(proto)
         feeds, described = make_feeds(proto.graph, dict(inputs or {}), dict(dims or {}), seed)
-        runs, ours, our_error = capture(proto, feeds, strict=strict)
+        if foreign:
+            runs, ours, our_error = hosted_capture(proto, model_path, feeds, foreign, strict=strict)
+        else:
+            runs, ours, our_error = capture(proto, feeds, strict=strict)
         try:
             whole = proto.SerializeToString()
         except ValueError:  # over 2 GiB: protobuf cannot hold it in one message
@@ -301,6 +312,8 @@ def run_model_check(
             "threads": threads,
             "seed": seed,
             "inputs": described,
+            "captured_by": HOSTED if foreign else OURS,
+            "foreign_ops": foreign,
             "not_run": not_run(proto, runs),
             "off_spec": [_off_spec(run) for run in runs if _is_off_spec(run)],
             "our_error": None if our_error is None else " ".join(str(our_error).split()),
@@ -431,6 +444,9 @@ def print_report(result: dict, stream: TextIO) -> None:
         file=stream,
     )
     print(f"inputs (seed {result['seed']}): " + ", ".join(result["inputs"]), file=stream)
+    if result.get("foreign_ops"):
+        ops = ", ".join(result["foreign_ops"])
+        print(f"captured by {result['captured_by']}: our evaluator cannot run {ops}", file=stream)
     if result["our_error"]:
         print(
             f"our kernels raise on these inputs, so the nodes after it did not run: {result['our_error']}", file=stream

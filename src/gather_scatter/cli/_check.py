@@ -191,7 +191,9 @@ def _add_check(subparsers: Any) -> None:
         "not import or does not meet the engine protocol), 130 when interrupted (Ctrl-C) once the report of the "
         "cases run so far is written. Engines are found through the entry-point group gather_scatter.engines: "
         "{engines}. With MODEL (model mode), the model "
-        "runs once with gather_scatter's kernels on its inputs (--input, --inputs; random ones otherwise), each "
+        "runs once with gather_scatter's kernels on its inputs (--input, --inputs; random ones otherwise; a model "
+        "with operators only onnxruntime runs, as LLM exports have, runs in onnxruntime with gather_scatter's "
+        "kernels for its indexing nodes), each "
         "indexing node is replayed on the engine as a one-node model with the tensors it saw, and the whole "
         "model's outputs are compared; the report names each diverging node. A model that cannot be read, has "
         "no indexing node, or a symbolic input dim without --dim is a usage error.",
