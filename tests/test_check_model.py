@@ -260,3 +260,26 @@ def test_foreign_ops_are_those_neither_our_kernels_nor_onnx_reference_run():
     assert foreign_ops(model) == ["SimplifiedLayerNormalization", "com.microsoft.MatMulNBits"]
     del model.graph.node[3], model.functions[0].node[0]
     assert foreign_ops(model) == []
+
+
+def test_our_error_in_a_model_only_onnxruntime_runs_is_a_case_too(tmp_path, capsys):
+    # Captured through onnxruntime (SimplifiedLayerNormalization), a token id past the rows: our
+    # Gather raises inside onnxruntime's plan, onnxruntime must refuse the node and the model too.
+    pytest.importorskip("onnxruntime", reason="the capture runs the model in onnxruntime")
+    vi = oh.make_tensor_value_info
+    nodes = [oh.make_node("SimplifiedLayerNormalization", ["x", "w"], ["n"], name="norm", axis=-1, epsilon=1e-5),
+             oh.make_node("Gather", ["n", "ids"], ["y"], name="embed")]
+    graph = oh.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [3, 4]), vi("ids", TensorProto.INT64, [2])],
+                          [vi("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.ones(4, np.float32), "w")])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), tmp_path / "norm_gather.onnx")
+    np.save(tmp_path / "ids.npy", np.array([2, 3], np.int64))
+    code, result = _check(tmp_path, tmp_path / "norm_gather.onnx", "--engine", "onnxruntime", "--input",
+                          f"ids={tmp_path / 'ids.npy'}")
+    assert code == 0, capsys.readouterr().out
+    assert result["foreign_ops"] == ["SimplifiedLayerNormalization"] and "out of bounds" in result["our_error"]
+    assert [(row["node"], row["kind"]) for row in result["nodes"]] == [("embed", "agree")]
+    assert result["whole_model"]["kind"] == "agree"
+    np.save(tmp_path / "ids.npy", np.array([2, -3], np.int64))  # in range: the whole model agrees on values
+    code, result = _check(tmp_path, tmp_path / "norm_gather.onnx", "--engine", "onnxruntime", "--input",
+                          f"ids={tmp_path / 'ids.npy'}")
+    assert code == 0 and result["our_error"] is None and result["whole_model"]["kind"] == "agree"

@@ -389,7 +389,8 @@ def test_shapes_of_an_export_with_onnxruntime_operators_without_onnxruntime_name
             "SimplifiedLayerNormalization is an onnxruntime contrib operator registered in onnx's default domain")
     assert main(["shapes", str(path)]) == 2
     err = capsys.readouterr().err
-    assert said in err and 'where onnxruntime is installed' in err and 'pip install "gather_scatter[onnxruntime]"' in err
+    assert said in err and "where onnxruntime is installed" in err
+    assert 'pip install "gather_scatter[onnxruntime]"' in err
     assert "engine=" not in err
     with pytest.raises(ModelInputError, match='pip install "gather_scatter\\[onnxruntime\\]"') as info:
         infer_model_shapes(path)
