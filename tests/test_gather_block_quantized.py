@@ -539,3 +539,37 @@ def test_special_values_are_ieee_and_warn_nothing(t2, axes, path):
     with np.errstate(invalid="ignore", over="ignore"):  # the oracle's scalar float32 arithmetic
         want = oracle_quantized.gather_block_quantized(data, np.array([0, 1, 2, 7]), scales, **attrs)
     assert_bitwise(ours, want)
+
+
+def test_a_signature_accepted_on_the_numpy_path_skips_the_checks_then_moves_to_the_loop(monkeypatch):
+    """Before numba is loaded (a process's first ~100 calls), a repeated signature runs the
+    NumPy path from the checks' plan, without them (a decode step: ~76 -> ~30 us): any indices
+    shape, equal to the oracle; once the compiled loop is available, the signature moves to it."""
+    monkeypatch.setattr(_runners, "_ACCEPTED", {})
+    real = _compiled.loops_for
+    available = [False]
+    monkeypatch.setattr(_compiled, "loops_for", lambda n: real(n) if available[0] else None)
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, (50, 16), dtype=np.uint8)  # 50 rows of 32 4-bit values
+    scales = rng.random((50, 2), dtype=np.float32)
+    zero_points = rng.integers(0, 256, (50, 1), dtype=np.uint8)  # 2 blocks a row, packed 2 a byte
+    calls = [[3, -1, 50], [[0, 7], [49, -51]], 5, [], [[2**31]], [-50, 49]]
+
+    def check_all():
+        for ids in calls:
+            indices = np.array(ids, dtype=np.int64)
+            ours = gs.gather_block_quantized(data, indices, scales, zero_points, block_size=16, bits=4)
+            want = oracle_quantized.gather_block_quantized(data, indices, scales, zero_points, block_size=16, bits=4)
+            assert_bitwise(ours, want)
+
+    check_all()
+    (entry,) = _runners._ACCEPTED.values()
+    assert type(entry).__name__ == "Plan"
+    check_all()  # from the plan, call after call
+    if _compiled.loops() is None:
+        pytest.skip("numba is not installed: the loop cannot take over")
+    available[0] = True
+    check_all()
+    (entry,) = _runners._ACCEPTED.values()
+    assert type(entry) is kernel.Compiled
+    check_all()

@@ -416,14 +416,19 @@ def run_gather_block_quantized(
             block_size,
             bits,
         )
-        ready = _ACCEPTED.get(key)
-        if ready is not None:
-            return _block_quantized.run_prepared(spec, ready, data, indices, scales, zp)
-        result, ready = _block_quantized.run_gather_block_quantized(
+        accepted = _ACCEPTED.get(key)
+        if type(accepted) is _block_quantized.Compiled:
+            return _block_quantized.run_prepared(spec, accepted, data, indices, scales, zp)
+        if accepted is not None:  # the NumPy path's plan: numba not loaded yet, or a layout it lacks
+            result, ready = _block_quantized.run_planned(spec, accepted, data, indices, scales, zp, bits)
+            if ready is not None:
+                _accept(key, ready)
+            return result
+        result, accepted = _block_quantized.run_gather_block_quantized(
             spec, data, indices, scales, zp, gather_axis, quantize_axis, block_size, bits
         )
-        if ready is not None:
-            _accept(key, ready)
+        if data.size:
+            _accept(key, accepted)
         return result
     # NumPy only: torch, JAX and the array-API libraries have no int4/uint4/float4 arrays, and
     # a silent round trip would hide a device-to-host copy of the table.

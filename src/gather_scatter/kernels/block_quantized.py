@@ -66,13 +66,14 @@ def run_gather_block_quantized(
     block_size=128,
     bits=4,
     out=None,
-) -> tuple[np.ndarray, Compiled | None]:
+) -> tuple[np.ndarray, Compiled | Plan]:
     """Run GatherBlockQuantized with NumPy, every check included.
 
     The kernel behind :func:`gather_scatter.gather_block_quantized` (which documents the
-    parameters, result and errors) and ``run_node``. Returns the result and, where the
-    compiled loop ran it, what :func:`run_prepared` needs to run a call of the same signature
-    (dtypes, shapes, attributes) without the checks.
+    parameters, result and errors) and ``run_node``. Returns the result and what a call of the
+    same signature (dtypes, shapes but the indices', attributes) needs to run without the
+    checks: where the compiled loop ran it, its constants for :func:`run_prepared`; else the
+    checks' :class:`Plan`, for :func:`run_planned`.
     """
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
@@ -110,7 +111,30 @@ def run_gather_block_quantized(
             _numpy_rows(p, data, idx, scales, zp, bits, result)
     if target is not None and target is not result:
         target[...] = result
-    return (result if out is None else out), ready
+    return (result if out is None else out), (p if ready is None else ready)
+
+
+def run_planned(spec: OpVersion, p: Plan, data, indices, scales, zp, bits: int) -> tuple[np.ndarray, Compiled | None]:
+    """Run a call whose signature :func:`run_gather_block_quantized` accepted on its NumPy path.
+
+    The checks' plan ``p`` stands for them (they depend on the signature alone: an index out
+    of range is a row of zeros). Where the compiled loop has become available since (numba is
+    loaded from a process's 100th call of the kind), it runs the call and its constants come
+    back, for :func:`run_prepared` from then on; else None.
+    """
+    g = p.gather_axis
+    assert g is not None
+    tail = list(data.shape[g + 1 :])
+    if p.per_byte > 1:  # packed uint8: the quantize axis is the last one, unpacked
+        tail[-1] *= p.per_byte
+    result = fresh_output(spec, (*data.shape[:g], *indices.shape, *tail), np.dtype(p.dtype))
+    ready = prepare(p, data, scales, zp, bits) if _compiled.loops_for(result.size) is not None else None
+    if result.size:
+        if ready is not None:
+            _compiled_rows(ready, data, indices, scales, zp, result)
+        else:
+            _numpy_rows(p, data, indices.reshape(-1).astype(np.int64, copy=False), scales, zp, bits, result)
+    return result, ready
 
 
 class Compiled(NamedTuple):
