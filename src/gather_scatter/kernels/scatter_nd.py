@@ -114,14 +114,7 @@ def run_accepted(
                 nd_offsets(spec, native_indices(indices), dims, 0, 1)
                 raise AssertionError("the compiled loop found a bad index that nd_offsets did not")  # pragma: no cover
             return output
-    offsets = None
-    if slices is not None:
-        # NumPy's checked indexing: negatives from the end, IndexError past either end
-        # (then nd_offsets raises the error with its facts)
-        with contextlib.suppress(IndexError):
-            offsets = slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
-    if offsets is None:
-        offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
+    offsets = _checked_offsets(spec, indices, dims, slices)
     if not _copy_and_write(output, data, dims, offsets, updates, reduction):
         copy_into(output, data)
         _write(output, dims, offsets, updates, reduction)
@@ -144,15 +137,24 @@ def write_accepted(
     indexing, else :func:`nd_offsets`, which raises the error with its facts), so a bad index
     leaves ``data`` as it was.
     """
-    k = indices.shape[-1]
-    dims = data.shape[:k]
-    offsets = None
+    dims = data.shape[: indices.shape[-1]]
+    _write(data, dims, _checked_offsets(spec, indices, dims, slices), updates, reduction)
+
+
+def _checked_offsets(
+    spec: OpVersion, indices: np.ndarray, dims: tuple[int, ...], slices: np.ndarray | None
+) -> np.ndarray:
+    """Return the flat slice number of each index tuple into ``dims``, every index checked.
+
+    ``slices`` (the slice numbers of ``dims``, or None) is indexed with NumPy's checked
+    indexing: negatives from the end, IndexError past either end, whereupon (or without
+    ``slices``) :func:`nd_offsets` computes them or raises the error with its facts.
+    """
     if slices is not None:
-        with contextlib.suppress(IndexError):  # then nd_offsets raises the error with its facts
-            offsets = slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
-    if offsets is None:
-        offsets = nd_offsets(spec, native_indices(indices), dims, 0, 1)
-    _write(data, dims, offsets, updates, reduction)
+        k = indices.shape[-1]
+        with contextlib.suppress(IndexError):
+            return slices[indices[..., 0] if k == 1 else tuple(indices[..., j] for j in range(k))].reshape(-1)
+    return nd_offsets(spec, native_indices(indices), dims, 0, 1)
 
 
 def _copy_and_write(
