@@ -95,3 +95,19 @@ def test_quick_reduction_sweep_writes_every_cell_and_the_heatmap(tmp_path):
             assert isinstance(c["ort2_equal"], bool), c
     assert "| op | reduction | dtype | W | R | U |" in proc.stdout and "Worst cells" in proc.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_quantized_sweep_runs_every_cell_bitwise_against_onnxruntime(tmp_path):
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[bench]')")
+    path = tmp_path / "quantized.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_quantized.py"), "--quick", "--json", str(path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]  # each cell asserts ours == onnxruntime's bits first
+    rows = json.loads(path.read_text())
+    # --quick: 1 shape x 5 tables x 2 output types x 2 thread counts x 2 id counts
+    assert len(rows) == 5 * 2 * 2 * 2
+    assert {r["table"] for r in rows} == {"4bit", "2bit", "8bit_zp", "int4", "fp8"}
+    assert all(r["ours_ms"] > 0 and r["ort_ms"] > 0 for r in rows)
+    assert "cells: median ratio" in proc.stdout
