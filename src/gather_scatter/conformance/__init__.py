@@ -6,7 +6,7 @@ on an engine of the checker (``gather-scatter run-tests``).
 
 from __future__ import annotations
 
-from .load import SuiteCase, SuiteError, load_suite
+from .load import SuiteError, SuiteTest, load_suite
 from .run import run_tests
 
-__all__ = ["SuiteCase", "SuiteError", "load_suite", "run_tests"]
+__all__ = ["SuiteError", "SuiteTest", "load_suite", "run_tests"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ONNX_DEFAULT_ATOL", "ONNX_DEFAULT_RTOL", "SuiteCase", "SuiteError", "load_suite"]
+__all__ = ["ONNX_DEFAULT_ATOL", "ONNX_DEFAULT_RTOL", "SuiteError", "SuiteTest", "load_suite"]
 
 ONNX_DEFAULT_RTOL = 1e-3
 ONNX_DEFAULT_ATOL = 1e-7
@@ -41,7 +41,7 @@ class SuiteError(ValueError):
 
 
 @dataclass
-class SuiteCase:
+class SuiteTest:
     """One test of a suite folder: a model and its data sets, read lazily by :meth:`data_sets`.
 
     Attributes
@@ -175,10 +175,8 @@ def _test_dirs(path: str) -> list[str]:
 
 
 def _manifest(root: str) -> dict[str, dict]:
-    """Our MANIFEST.json's cases by path relative to ``root`` (empty where there is none)."""
+    """Return our MANIFEST.json's cases by path relative to ``root`` (``root`` holds one)."""
     path = os.path.join(root, "MANIFEST.json")
-    if not os.path.isfile(path):
-        return {}
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
@@ -232,7 +230,7 @@ def _is_tensor(value_info: Any) -> bool:
     return value_info.type.HasField("tensor_type")
 
 
-def _load_case(path: str, group: str, manifest: dict | None, ours: bool) -> SuiteCase:
+def _load_case(path: str, group: str, manifest: dict | None, ours: bool) -> SuiteTest:
     import onnx
 
     model_path = os.path.join(path, "model.onnx")
@@ -266,7 +264,7 @@ def _load_case(path: str, group: str, manifest: dict | None, ours: bool) -> Suit
     if manifest:
         op, domain, version = manifest.get("op", op), manifest.get("domain", domain), manifest.get("version", version)
     odd = [v.name for v in (*inputs, *model.graph.output) if not _is_tensor(v)]
-    return SuiteCase(
+    return SuiteTest(
         name=os.path.basename(path),
         path=path,
         group=group,
@@ -285,7 +283,7 @@ def _load_case(path: str, group: str, manifest: dict | None, ours: bool) -> Suit
     )
 
 
-def load_suite(path: str | os.PathLike) -> list[SuiteCase]:
+def load_suite(path: str | os.PathLike) -> list[SuiteTest]:
     """Find and read every test under ``path``.
 
     Parameters
@@ -296,7 +294,7 @@ def load_suite(path: str | os.PathLike) -> list[SuiteCase]:
 
     Returns
     -------
-    list of SuiteCase
+    list of SuiteTest
         Sorted by group, then name. The models are read; the data sets are read when run.
 
     Raises
@@ -328,5 +326,5 @@ def load_suite(path: str | os.PathLike) -> list[SuiteCase]:
     for group, tests in groups:
         for test in tests:
             entry = manifest.get(os.path.normpath(os.path.relpath(test, suite_root))) if suite_root else None
-            cases.append(_load_case(test, group, entry, ours=bool(manifest)))
+            cases.append(_load_case(test, group, entry, ours=suite_root is not None))
     return cases

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..check.engines import Outcome, Worker, is_ml_dtype
 from ..check.runner import same
-from .load import SuiteCase, load_suite
+from .load import SuiteTest, load_suite
 
 __all__ = ["FAILURES", "OUTCOMES", "compare", "print_summary", "run_case", "run_cases", "run_tests", "score"]
 
@@ -90,7 +90,7 @@ def _line(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _outcome(case: SuiteCase, answer: Outcome, expected: list[np.ndarray]) -> tuple[str, str]:
+def _outcome(case: SuiteTest, answer: Outcome, expected: list[np.ndarray]) -> tuple[str, str]:
     """(outcome, detail) of one data set's answer."""
     if answer.kind in ("crash", "timeout", "unsupported"):
         return answer.kind, _line(answer.message)
@@ -118,7 +118,7 @@ def _outcome(case: SuiteCase, answer: Outcome, expected: list[np.ndarray]) -> tu
     return "pass", ""
 
 
-def run_case(worker: Worker, case: SuiteCase) -> tuple[str, str, float]:
+def run_case(worker: Worker, case: SuiteTest) -> tuple[str, str, float]:
     """Run every data set of ``case`` on the engine of ``worker``.
 
     Returns
@@ -174,7 +174,7 @@ def _tally(rows: list[dict]) -> tuple[dict, dict]:
 
 
 def run_cases(
-    cases: Sequence[SuiteCase],
+    cases: Sequence[SuiteTest],
     engine: str,
     *,
     threads: int | None = None,
@@ -186,7 +186,7 @@ def run_cases(
 
     Parameters
     ----------
-    cases : sequence of SuiteCase
+    cases : sequence of SuiteTest
     engine : str
         An engine of ``check.engines.discover()`` (built in or a plugin).
     threads : int, optional
