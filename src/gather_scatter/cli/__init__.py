@@ -18,12 +18,12 @@ from typing import Any
 from ._check import _add_check
 from ._common import _FAMILY, USAGE_ERROR, _paragraph, _UserError
 from ._run import _add_run, _add_shapes
-from ._suite import _add_run_tests
+from ._suite import _add_export_tests, _add_run_tests
 
 __all__ = ["main"]
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes, _add_check, _add_run_tests)
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_run, _add_shapes, _add_check, _add_export_tests, _add_run_tests)
 
 
 def _build_parser() -> argparse.ArgumentParser:

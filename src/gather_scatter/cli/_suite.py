@@ -24,7 +24,6 @@ def _unknown_engine_hint(message: str, name: str) -> str:
 
 
 def _run_tests(args: argparse.Namespace) -> int:
-    from ..check import Interrupted
     from ..check.engines import EngineMissing
     from ..conformance import SuiteError, load_suite
     from ..conformance.run import FAILURES, print_summary, run_cases
@@ -47,9 +46,11 @@ def _run_tests(args: argparse.Namespace) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
     if result["interrupted"]:
-        result["cases"] = result["tests"]
         written = f"; the outcomes so far in {args.json!r}" if args.json else ""
-        print(f"gather-scatter run-tests: {Interrupted(result)}{written}", file=sys.stderr)
+        print(
+            f"gather-scatter run-tests: interrupted after {result['tests']} of {result['planned']} tests{written}",
+            file=sys.stderr,
+        )
         return INTERRUPTED
     return 1 if any(result["counts"][o] for o in FAILURES) else 0
 
@@ -92,3 +93,90 @@ def _add_run_tests(subparsers: Any) -> None:
         help="also write every test's outcome (name, op, version, outcome, detail, seconds) and the counts as JSON",
     )
     parser.set_defaults(func=_run_tests)
+
+
+def _suite_op(text: str) -> str:
+    """``export-tests --op``: an operator (``ScatterND``), version (``ScatterND-16``) or ``com.microsoft.GatherND``."""
+    from ..conformance.suite import SuiteSelectionError, select_versions
+
+    try:
+        select_versions([text])
+    except SuiteSelectionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _export_tests(args: argparse.Namespace) -> int:
+    import os
+    import time
+
+    from ..conformance import SuiteDirError, export_tests
+
+    if os.path.isdir(args.dir):
+        _check_destination("DIR", args.dir, is_dir=True)
+    start = time.perf_counter()
+    try:
+        manifest = export_tests(args.dir, seed=args.seed, ops=args.op or None, cases_per_version=args.cases_per_version)
+    except SuiteDirError as exc:
+        raise _UserError(str(exc)) from None
+    except OSError as exc:
+        raise _UserError(f"cannot write the suite in {args.dir!r}: {exc}") from None
+    _print_export_summary(manifest, args.dir, time.perf_counter() - start, sys.stdout)
+    return 0
+
+
+def _print_export_summary(manifest: dict, folder: str, seconds: float, out: Any) -> None:
+    """One screen: cases per version (valid, invalid), totals, size, where the MANIFEST is."""
+    import os
+
+    counts = manifest["counts"]
+    rows = counts["by_op"]
+    width = max([len(name) for name in rows] + [len("version")])
+    print(f"{'version':<{width}}  {'valid':>6}  {'invalid':>7}", file=out)
+    for name, row in rows.items():
+        print(f"{name:<{width}}  {row['valid']:>6}  {row['invalid']:>7}", file=out)
+    print(f"{'total':<{width}}  {counts['valid']:>6}  {counts['invalid']:>7}", file=out)
+    print(
+        f"seed {manifest['seed']}, {manifest['cases_per_version']} random valid cases per version (plus targeted "
+        f"ones); {len(counts['by_tag'])} tags; {manifest['size_bytes'] / 1e6:.1f} MB in {seconds:.1f} s",
+        file=out,
+    )
+    print(
+        f"valid cases:   {os.path.join(folder, 'indexing')}  (onnx's load_model_tests(DIR, kind='indexing'))", file=out
+    )
+    print(f"invalid cases: {os.path.join(folder, 'indexing_invalid')}  (error.json in each)", file=out)
+    print(f"manifest:      {os.path.join(folder, 'MANIFEST.json')}", file=out)
+
+
+def _add_export_tests(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "export-tests",
+        help="write the conformance suite as ONNX backend-test folders any runtime's harness reads",
+        description="Write the conformance suite of ONNX's indexing operators into DIR, in ONNX's backend-test layout: "
+        "DIR/indexing/test_*/ (model.onnx, test_data_set_0/input_K.pb and output_0.pb, data.json with rtol/atol "
+        "only where a float reduction's rounding order is left open; elsewhere the comparison is exact), "
+        "DIR/indexing_invalid/test_*/ (no output; error.json: the error kind, class, input, our message and the "
+        "spec sentence) and DIR/MANIFEST.json (every case's op, version, opset, dtypes, shapes, attributes and "
+        "tags; counts; seed). Every version of the registry by default; expected outputs from gather_scatter's "
+        "kernels. The same seed writes byte-identical files. DIR must be new, empty, or a suite written by "
+        "export-tests (replaced whole). Exit status: 0, or 2 for a usage error.",
+    )
+    parser.add_argument("dir", metavar="DIR", help="the folder to write (new, empty, or a previous suite)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="the suite's seed (default 0)")
+    parser.add_argument(
+        "--op",
+        action="append",
+        default=[],
+        type=_suite_op,
+        metavar="OP[-VERSION]",
+        help="only this operator (every version: ScatterND; com.microsoft.GatherND) or version (ScatterND-16); "
+        "repeatable (default: every version)",
+    )
+    parser.add_argument(
+        "--cases-per-version",
+        type=_int_in(0),
+        default=None,
+        metavar="N",
+        help="random valid cases per version (default 150); targeted and invalid cases come on top",
+    )
+    parser.set_defaults(func=_export_tests)
