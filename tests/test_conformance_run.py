@@ -207,8 +207,9 @@ def test_a_wrong_plugin_engine_gives_every_outcome(liar, tmp_path, capsys):
     assert result["by_family"]["Gather"]["counts"] == result["counts"]
     assert (result["engine"], result["engine_version"], result["timeout"]) == ("liar", "0.1", 2.0)
     for row in result["results"]:
-        assert set(row) == {"name", "group", "family", "op", "domain", "version", "valid", "outcome", "detail",
-                            "seconds"}
+        assert set(row) == {"name", "group", "family", "op", "domain", "version", "valid", "tags", "outcome",
+                            "detail", "seconds"}
+        assert row["tags"] == (["negative_indices", "float32"] if row["valid"] else ["invalid_bounds"])
         assert (row["op"], row["domain"], row["version"]) == ("Gather", "ai.onnx", 13) and row["seconds"] >= 0
     assert next(r for r in result["results"] if "hang" in r["name"])["seconds"] >= 2  # the hang's time
     lines = out.splitlines()
@@ -299,6 +300,7 @@ def test_onnx_backend_layout_with_several_data_sets_and_outputs(tmp_path, capsys
     two = cases[0]
     assert (two.op, two.domain, two.version, two.input_names, two.output_names) == (
         "Gather+GatherElements", "", None, ["data", "i", "j"], ["y0", "y1"])
+    assert two.family == "(several operators)" and cases[-1].family == "Gather"
     assert (two.rtol, two.atol) == (1e-3, 1e-7)  # onnx's loader defaults, without data.json
     assert [len(outs) for _, outs in two.data_sets()] == [2, 2]
     result = run_cases(cases, "reference")
@@ -331,7 +333,8 @@ def test_the_tolerance_comes_from_data_json(tmp_path):
                                                          ("test_tight", 1e-6, 0.0)]
     rows = run_cases(cases, "reference")["results"]
     assert [r["outcome"] for r in rows] == ["fail", "pass", "fail"]
-    assert "3 of 4 elements differ; first at flat position 1: np.float32(1.0), expected np.float32(1.00001)" in rows[0]["detail"]  # exact: bits
+    exact = "3 of 4 elements differ; first at flat position 1: np.float32(1.0), expected np.float32(1.00001)"
+    assert exact in rows[0]["detail"]  # exact: bits
     assert "3 of 4 elements differ beyond rtol=1e-06, atol=0; first at flat position 1" in rows[2]["detail"]
 
 
@@ -365,7 +368,7 @@ def test_a_bad_tensor_file_is_named(tmp_path):
     folder = _write_test(tmp_path / "test_x", _gather_model(), [([DATA, np.array([0], np.int64)], [DATA[:1]])])
     (folder / "test_data_set_0" / "output_0.pb").write_bytes(b"\xff\xff not a proto")
     (case,) = load_suite(folder)
-    with pytest.raises(SuiteError, match="output_0.pb: not a readable TensorProto"):
+    with pytest.raises(SuiteError, match=r"output_0\.pb: not a readable TensorProto"):
         case.data_sets()
 
 
@@ -376,3 +379,30 @@ def test_run_tests_is_the_command_line(tmp_path):
                            "--threads", "1"], capture_output=True, text=True, timeout=120, env={**os.environ})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"reference {onnx.__version__} on {suite} (2 tests): score 2/2 (100.0%)")
+
+
+def test_the_scoreboard_script_runs_and_fills_its_markers(tmp_path):
+    # benchmarks/scoreboard.py --quick: a small export run on onnx.reference, its table written between the markers.
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\nbefore\n\n<!-- scoreboard:start -->\nold table\n<!-- scoreboard:end -->\n\nafter\n")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scoreboard.py"), "--quick", "--engine",
+                           "reference", "--engine", "no-such-engine", "--sample", "reference=20", "--doc", str(page),
+                           "--json", str(tmp_path / "raw.json")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = page.read_text()
+    assert text.startswith("# Page\n\nbefore\n\n<!-- scoreboard:start -->\n`python benchmarks/scoreboard.py ")
+    assert text.endswith("\n<!-- scoreboard:end -->\n\nafter\n") and "old table" not in text
+    raw = json.loads((tmp_path / "raw.json").read_text())
+    reference, missing = raw["engines"]
+    assert reference["tests"] == 20 and reference["sampled"] and raw["suite"]["tests"] > 20
+    assert sum(reference["counts"].values()) == 20 and reference["engine_version"] == onnx.__version__
+    assert {r["family"] for r in reference["results"]} == {"Gather", "ScatterND"}  # stratified: both families
+    s = reference["score"]
+    row = next(line for line in text.splitlines() if line.startswith("| reference |"))
+    assert row.startswith(f"| reference | {onnx.__version__} | 20 of {raw['suite']['tests']} (seeded sample) | "
+                          f"{s['passed']}/{s['scored']} (")
+    grid = next(line for line in text.splitlines() if line.startswith("| engine | Gather | ScatterND |"))
+    assert grid and (f"**reference {onnx.__version__}**: every supported test passed" in text
+                     or f'??? note "reference {onnx.__version__}: ' in text)
+    assert missing["status"].startswith("unknown engine 'no-such-engine'") and "- no-such-engine: unknown" in text
+    assert "--engine=reference --engine=no-such-engine --sample=reference=20 --seed 0 --threads 1 --quick" in text

@@ -39,12 +39,12 @@ def _run_tests(args: argparse.Namespace) -> int:
         raise _UserError(_unknown_engine_hint(str(exc), args.engine)) from None
     except SuiteError as exc:
         raise _UserError(str(exc)) from None
-    print_summary(result, sys.stdout)
-    if args.json:
+    if args.json:  # first: a reader that stops early (| head) does not lose it
         import json
 
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
+    print_summary(result, sys.stdout)
     if result["interrupted"]:
         written = f"; the outcomes so far in {args.json!r}" if args.json else ""
         print(

@@ -93,7 +93,12 @@ class SuiteTest:
 
     @property
     def family(self) -> str:
-        """The operator family the scoreboard counts it under: ``ScatterND``, ``com.microsoft.GatherND``."""
+        """The operator family the scores count it under: ``ScatterND``, ``com.microsoft.GatherND``.
+
+        A model of several operators counts under ``(several operators)``.
+        """
+        if "+" in self.op:
+            return "(several operators)"
         return f"{self.domain}.{self.op}" if self.domain not in ("", "ai.onnx") else self.op
 
     def data_sets(self) -> list[tuple[dict[str, Any], list[Any]]]:
@@ -214,7 +219,7 @@ def _operator(model: Any) -> tuple[str, str, int | None]:
     types = list(dict.fromkeys(n.op_type for n in nodes))
     domain = nodes[0].domain if len(types) == 1 else ""
     domain = "" if domain == "ai.onnx" else domain
-    if len(types) > 1:
+    if len(types) > 1:  # onnx's *_expanded tests: a function's body
         return "+".join(types), "", None
     opsets = {o.domain if o.domain != "ai.onnx" else "": o.version for o in model.opset_import}
     opset = opsets.get(domain)

@@ -204,9 +204,9 @@ def run_cases(
         ``{"suite", "engine", "engine_version", "threads", "timeout", "tests", "planned",
         "interrupted", "restarts", "seconds", "counts": {outcome: n}, "score": {"passed",
         "scored", "ratio"}, "by_family": {family: {"counts", "passed", "scored", "ratio"}},
-        "results": [{"name", "group", "family", "op", "domain", "version", "valid", "outcome",
-        "detail", "seconds"}]}``. A Ctrl-C stops the run: ``interrupted`` is True and the
-        results hold the tests run so far.
+        "results": [{"name", "group", "family", "op", "domain", "version", "valid", "tags",
+        "outcome", "detail", "seconds"}]}`` (``tags`` from our MANIFEST.json; empty elsewhere).
+        A Ctrl-C stops the run: ``interrupted`` is True and the results hold the tests run so far.
 
     Raises
     ------
@@ -237,6 +237,7 @@ def run_cases(
                         "domain": case.domain or "ai.onnx",
                         "version": case.version,
                         "valid": case.valid,
+                        "tags": case.tags,
                         "outcome": outcome,
                         "detail": detail,
                         "seconds": round(seconds, 4),
@@ -357,11 +358,11 @@ def run_tests(
     result = run_cases(
         cases, engine, threads=threads, timeout=timeout, progress=progress, suite=os.path.abspath(os.fspath(path))
     )
-    print_summary(result, stream if stream is not None else sys.stdout)
     if json_path is not None:
         with open(json_path, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
+    print_summary(result, stream if stream is not None else sys.stdout)
     if result["interrupted"]:
-        result["cases"] = result["tests"]  # the fields Interrupted's message reads
+        result["cases"] = result["tests"]  # what Interrupted's message reads: "interrupted after 3 of 60 cases"
         raise Interrupted(result)
     return result
