@@ -6,12 +6,23 @@ last one and the gather axis comes before it: data is read as ``(M, S, R, Qp)`` 
 elements (``Qp = ceil(Q / per)`` bytes of ``per`` logical elements each, low-order bits first),
 the output as ``(M, K, R, Q)`` float32. Only the gathered rows are read: their codes, their
 scales (float32, or float16/bfloat16 bits through an exact table) and their zero points.
+
+uint8 tables (2, 4 or 8 bits a code) are dequantized 16 codes at a time by one vector of LLVM's
+(``_chunk16``): a block is 16 to a few hundred codes, too short for LLVM's loop vectorizer
+on numba's loops (it vectorizes a loop of 64 at a time, after runtime checks that the output
+does not overlap the table), which ran them one element at a time. float16 output is rounded
+in the same vector by the CPU's conversion where it has one (x86's F16C), else row by row by
+bit arithmetic (:func:`round_into`). Every other layout (int4, FP8/FP4 codes through their
+value table, a partial last block's tail) takes the scalar loop.
 """
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
+
+from ._loops_reduce import F16C, _f16c_bits
 
 jit = numba.njit(nogil=True, cache=True)
 u64 = np.uint64
@@ -111,13 +122,68 @@ def round_into(work, dst, start, n, kind):  # pragma: no cover - compiled
                     dst[at + j] = bfloat16_bits(bits[j])
 
 
+def _chunk16(bits: int, half: bool):
+    """An intrinsic ``(src, at, dst, to, z, s)``: the 16 codes stored from ``src[at]`` (bytes,
+    ``bits`` each, low-order bits first: 16, 8 or 4 bytes), dequantized as
+    ``(float32(code) - z) * s`` into ``dst[to:to + 16]``, float32 or (``half``) float16 bits
+    rounded by the CPU's conversion (F16C's vcvtps2ph: NumPy's rounding for every non-signalling
+    value, and a product is never a signalling NaN). One vector of 16 lanes, in LLVM's own
+    vector types: a chunk is too short for numba's loops to vectorize (no alias information)."""
+    lanes = 16
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v32, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
+
+    def splat(builder, value, vtype):
+        one = builder.insert_element(ir.Constant(vtype, ir.Undefined), value, i32(0))
+        return builder.shuffle_vector(one, ir.Constant(vtype, ir.Undefined), ir.Constant(v32, [0] * lanes))
+
+    @intrinsic
+    def chunk(typingctx, src, at, dst, to, z, s):
+        def codegen(context, builder, signature, args):
+            source = context.make_array(signature.args[0])(context, builder, args[0]).data
+            target = context.make_array(signature.args[2])(context, builder, args[2]).data
+            start = builder.gep(source, [args[1]])
+            if bits == 8:
+                raw = builder.load(builder.bitcast(start, ir.VectorType(i8, lanes).as_pointer()), align=1)
+                codes = builder.zext(raw, v32)
+            elif bits == 4:  # 8 bytes: 16 nibbles
+                v64 = ir.VectorType(i64, lanes)
+                word = builder.load(builder.bitcast(start, i64.as_pointer()), align=1)
+                shifted = builder.lshr(splat(builder, word, v64), ir.Constant(v64, [4 * t for t in range(lanes)]))
+                codes = builder.and_(builder.trunc(shifted, v32), ir.Constant(v32, [15] * lanes))
+            else:  # 4 bytes: 16 2-bit codes
+                word = builder.load(builder.bitcast(start, i32.as_pointer()), align=1)
+                shifted = builder.lshr(splat(builder, word, v32), ir.Constant(v32, [2 * t for t in range(lanes)]))
+                codes = builder.and_(shifted, ir.Constant(v32, [3] * lanes))
+            values = builder.fmul(
+                builder.fsub(builder.sitofp(codes, vf), splat(builder, args[4], vf)), splat(builder, args[5], vf)
+            )
+            at_out = builder.gep(target, [args[3]])
+            if half:
+                v16 = ir.VectorType(ir.IntType(16), lanes)
+                bits16 = builder.bitcast(builder.fptrunc(values, ir.VectorType(ir.HalfType(), lanes)), v16)
+                builder.store(bits16, builder.bitcast(at_out, v16.as_pointer()), align=2)
+            else:
+                builder.store(values, builder.bitcast(at_out, vf.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return types.void(src, types.uint64, dst, types.uint64, types.float32, types.float32), codegen
+
+    return chunk
+
+
+CHUNK2, CHUNK4, CHUNK8 = _chunk16(2, False), _chunk16(4, False), _chunk16(8, False)
+CHUNK2_HALF, CHUNK4_HALF, CHUNK8_HALF = _chunk16(2, True), _chunk16(4, True), _chunk16(8, True)
+
+
 @jit
 def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p, lo, hi):  # pragma: no cover - compiled
     """Fill output rows ``[lo, hi)`` (rows of ``p[Q]`` elements), ``idx.size`` per (m, r).
 
     float32 output (``p[OUT_KIND]``): written into ``work``, the flat output. float16 or
     bfloat16: each row is dequantized into ``work`` (one row of float32), then rounded once
-    into ``dst16``, the flat output's uint16 bits.
+    into ``dst16``, the flat output's uint16 bits; float16 from uint8 codes on a CPU with F16C:
+    rounded in the chunks' vectors, straight into ``dst16`` (``work`` unused).
 
     ``src``: data's stored elements as uint8, flat C order. ``lut``: float32 value of each
     stored code (a nibble's, a byte's; ``p[IDENTITY]``: the code itself, uint8 data).
@@ -138,51 +204,77 @@ def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p, lo, hi): 
     identity = p[IDENTITY] != 0
     zdefault = np.float32(p[ZDEFAULT])
     kind = p[OUT_KIND]
+    # the vector path: uint8 codes of 2, 4 or 8 bits, whole chunks of 16 codes
+    width = bits if identity and bits << per_shift == 8 else 0
+    direct = kind == FLOAT16 and F16C and width != 0  # float16 written by the chunks themselves
+    # (m, k, r) of row lo, then stepped row by row: no division per row
+    r = lo % rr
+    k = (lo // rr) % kk
+    m = lo // (rr * kk)
     for row in range(lo, hi):
-        r = row % rr
-        k = (row // rr) % kk
-        m = row // (rr * kk)
         i = np.int64(idx[k])
         if i < 0:
             i += size
         if i < 0 or i >= size:
-            for j in range(u64(q)):
-                if kind == FLOAT32:
+            if kind == FLOAT32:
+                for j in range(u64(q)):
                     work[u64(row * q) + j] = np.float32(0.0)
-                else:
+            else:
+                for j in range(u64(q)):
                     dst16[u64(row * q) + j] = np.uint16(0)
-            continue
-        # positions as uint64 from here: numba then skips its negative-index wraparound on every
-        # access (10x on the 4-bit loop)
-        stored = u64((m * size + i) * rr + r)
-        base = stored * u64(qp)
-        srow = u64(m * p[ST_M] + i * p[ST_S] + r * p[ST_R])
-        out = u64(row * q) if kind == FLOAT32 else u64(0)
-        for b in range(u64(nb)):
-            s = np.float32(scale_at(scales, srow + b, table))
-            if has_zp:
-                zb = zps[stored * u64(zwidth) + (b >> u64(per_shift))]
-                z = lut[(zb >> ((b & u64(pmask)) * u64(bits))) & u64(mask)]
-            else:
-                z = zdefault
-            j0 = b * u64(block)
-            j1 = min(u64(q), j0 + u64(block))
-            if identity and per_shift == 1:  # 4-bit: two per byte, low nibble first (j0 is even)
-                half = (j1 - j0) >> u64(1)
-                at = base + (j0 >> u64(1))
-                to = out + j0
-                for t in range(half):
-                    byte = src[at + t]
-                    work[to + u64(2) * t] = (np.float32(byte & np.uint8(15)) - z) * s
-                    work[to + u64(2) * t + u64(1)] = (np.float32(byte >> np.uint8(4)) - z) * s
-                if (j1 - j0) & u64(1):
-                    work[out + j1 - u64(1)] = (np.float32(src[at + half] & np.uint8(15)) - z) * s
-            elif identity and per_shift == 0:
-                for j in range(j0, j1):
-                    work[out + j] = (np.float32(src[base + j]) - z) * s
-            else:
-                for j in range(j0, j1):
+        else:
+            stored = u64((m * size + i) * rr + r)
+            base = stored * u64(qp)
+            srow = u64(m * p[ST_M] + i * p[ST_S] + r * p[ST_R])
+            out = u64(row * q) if kind == FLOAT32 or direct else u64(0)
+            for b in range(u64(nb)):
+                s = np.float32(scale_at(scales, srow + b, table))
+                if has_zp:
+                    zb = zps[stored * u64(zwidth) + (b >> u64(per_shift))]
+                    z = lut[(zb >> ((b & u64(pmask)) * u64(bits))) & u64(mask)]
+                else:
+                    z = zdefault
+                j0 = b * u64(block)
+                j1 = min(u64(q), j0 + u64(block))
+                tail = j0
+                if width != 0:
+                    step = u64(16 >> per_shift)  # stored bytes a chunk
+                    at = base + (j0 >> u64(per_shift))
+                    while tail + u64(16) <= j1:
+                        if direct:
+                            if width == 2:
+                                CHUNK2_HALF(src, at, dst16, out + tail, z, s)
+                            elif width == 4:
+                                CHUNK4_HALF(src, at, dst16, out + tail, z, s)
+                            else:
+                                CHUNK8_HALF(src, at, dst16, out + tail, z, s)
+                        elif width == 2:
+                            CHUNK2(src, at, work, out + tail, z, s)
+                        elif width == 4:
+                            CHUNK4(src, at, work, out + tail, z, s)
+                        else:
+                            CHUNK8(src, at, work, out + tail, z, s)
+                        tail += u64(16)
+                        at += step
+                for j in range(tail, j1):  # the rest: a partial last block's tail, other layouts
                     code = (src[base + (j >> u64(per_shift))] >> ((j & u64(pmask)) * u64(bits))) & u64(mask)
-                    work[out + j] = (lut[code] - z) * s
-        if kind != FLOAT32:
-            round_into(work, dst16, row * q, q, kind)
+                    value = (lut[code] - z) * s
+                    if direct:
+                        dst16[out + j] = _f16c_bits(value)
+                    else:
+                        work[out + j] = value
+            if direct:
+                pass  # rounded in the chunks
+            elif kind == FLOAT16 and F16C:
+                at = u64(row * q)
+                for j in range(u64(q)):
+                    dst16[at + j] = _f16c_bits(work[j])
+            elif kind != FLOAT32:
+                round_into(work, dst16, row * q, q, kind)
+        r += 1
+        if r == rr:
+            r = 0
+            k += 1
+            if k == kk:
+                k = 0
+                m += 1
