@@ -31,6 +31,10 @@ _ELEMENTS_OUTPUT = (
     "dimension = axis is obtained from the value of the corresponding entry in `indices` and the "
     "index-value for dimension != axis is obtained from the index of the entry itself."
 )
+_GATHER_AXIS = (
+    "Which axis to gather on. Negative value means counting dimensions from the back. Accepted range is [-r, r-1] "
+    "where r = rank(data)."
+)
 _REDUCTION = (
     "`reduction` allows specification of an optional reduction operation, which is applied to all values "
     "in `updates` tensor into `output` at the specified `indices`."
@@ -89,6 +93,104 @@ SPEC_QUOTES: dict[tuple[str, str], str] = {
         "The optional `write_indices` input indicates the write index for each sample in the batch, assumed to "
         'be zero if not provided. When the `mode` attribute is set to "circular", the write index is modulo '
         "max_sequence_length."
+    ),
+    # The sentences an invalid case of the conformance suite breaks (its error.json ``spec``), by
+    # (op, kind) or, more precisely, (op, kind-<first word of the case>): issue 28.
+    ("Gather", "attribute"): _GATHER_AXIS,
+    ("GatherND", "shape"): (
+        "4) The `indices_shape[-1]` should have a value between 1 (inclusive) and rank `r-b` (inclusive)"
+    ),
+    ("GatherND", "shape-batch"): (
+        "2) The first `b` dimensions of the shape of `indices` tensor and `data` tensor must be equal."
+    ),
+    ("GatherND", "attribute"): "3) b < min(q, r) is to be honored.",
+    ("GatherND", "type"): "**indices** (heterogeneous) - **tensor(int64)**: Tensor of rank q >= 1.",
+    ("ScatterND", "shape"): (
+        "Thus, the shape of `updates` must equal indices.shape[0:q-1] ++ data.shape[k:r-1], where ++ denotes "
+        "the concatenation of shapes."
+    ),
+    ("ScatterND", "shape-indices"): "Hence, k can be a value at most the rank of `data`.",
+    ("ScatterND", "type"): "**indices** (heterogeneous) - **tensor(int64)**: Tensor of rank q >= 1.",
+    ("ScatterND", "type-updates"): (
+        "**updates** (heterogeneous) - **T**: Tensor of rank q + r - indices_shape[-1] - 1."
+    ),
+    ("ScatterND", "attribute"): (
+        "Type of reduction to apply: none (default), add, mul. 'none': no reduction applied. 'add': reduction "
+        "using the addition operation. 'mul': reduction using the multiplication operation."
+    ),
+    ("GatherElements", "shape"): "GatherElements takes two inputs `data` and `indices` of the same rank r >= 1",
+    ("GatherElements", "attribute"): (
+        "Which axis to gather on. Negative value means counting dimensions from the back. Accepted range is "
+        "[-r, r-1] where r = rank(data)."
+    ),
+    ("ScatterElements", "shape"): "- `updates` (T): Tensor of rank r >=1 (same rank and shape as indices)",
+    ("ScatterElements", "shape-rank"): (
+        "ScatterElements takes three inputs `data`, `updates`, and `indices` of the same rank r >= 1"
+    ),
+    ("ScatterElements", "attribute"): (
+        "Type of reduction to apply: none (default), add, mul, max, min. 'none': no reduction applied."
+    ),
+    ("Scatter", "shape"): "- `updates` (T): Tensor of rank r >=1 (same rank and shape as indices)",
+    ("Scatter", "shape-rank"): (
+        "Given `data`, `updates` and `indices` input tensors of rank r >= 1, write the values provided by `updates`"
+    ),
+    ("ScatterElements", "attribute-axis"): (
+        "Which axis to scatter on. Negative value means counting dimensions from the back. Accepted range is "
+        "[-r, r-1] where r = rank(data)."
+    ),
+    ("Scatter", "attribute"): (
+        "- `axis` (default 0): Which axis to scatter on. Negative value means counting dimensions from the back."
+    ),
+    ("TensorScatter", "shape"): (
+        "The `update` tensor's shape only differs from the cache tensors in the sequence dimension: (batch_size, "
+        "D1, D2, ..., sequence_length, ..., Dn), where sequence_length <= max_sequence_length."
+    ),
+    ("TensorScatter", "shape-write"): (
+        "Write indices for the incoming update tensor in the cache. Shape is `(batch_size,)`."
+    ),
+    ("TensorScatter", "attribute"): "It cannot be 0 (the batch dimension).",
+    ("TensorScatter", "attribute-mode"): "Supported modes include `linear` and `circular`.",
+    ("com.microsoft.GatherBlockQuantized", "attribute"): (
+        "`block_size` must be a power of 2 and not smaller than 16, like 16, 32, 64, 128, ..."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-block_size_0"): (
+        "A value of 0 is only valid for an FP8 or FP4 `data` type and means the entire `quantize_axis` dimension "
+        "forms a single block."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-bits"): (
+        "Number of bits used for weight quantization. Must be 2, 4 or 8."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-gather_axis_not"): (
+        "5. For uint8 data, the `gather_axis` must be 0."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-gather_axis_out"): (
+        "(Optional) Which axis to gather on. Negative value means counting dimensions from the back. Accepted "
+        "range is [-r, r-1] where r = rank(data)."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-quantize_axis_out"): (
+        "(Optional) Which axis to block-wise quantize. Negative value means counting dimensions from the back. "
+        "Accepted range is [-r, r-1] where r = rank(data)."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-quantize_axis_not"): (
+        "for `bits` < 8 the values are packed along the last dimension (low-order bits first), and `gather_axis` "
+        "and `quantize_axis` must differ."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "attribute-uint8"): (
+        "for `bits` < 8 the values are packed along the last dimension (low-order bits first), and `gather_axis` "
+        "and `quantize_axis` must differ."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "shape-zero_points"): (
+        "2. Input `data`'s scale and zero point are specified by input `scales` and `zero_points`."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "shape"): (
+        "On any axis other than `quantize_axis`, the corresponding `scales` dimension must either equal `data`'s "
+        "dimension, or be 1, in which case the scale is broadcast along that axis"
+    ),
+    ("com.microsoft.GatherBlockQuantized", "arity"): (
+        "`zero_points` must not be provided when `data` is an FP8 or FP4 type: FP8/FP4 quantization is symmetric."
+    ),
+    ("com.microsoft.GatherBlockQuantized", "type"): (
+        "4. The `output` and `scales` have the same type. The `data` and `zero_points` have the same type."
     ),
     ("com.microsoft.GatherND", "output"): (
         "Given data tensor of rank r >= 1, and indices tensor of rank q >= 1, gather slices of data into an "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections import Counter
 from collections.abc import Iterable
@@ -125,9 +126,22 @@ def _tensor_bytes(array: np.ndarray, name: str) -> bytes:
     return bytes(numpy_helper.from_array(np.asarray(array), name).SerializeToString())
 
 
-def _spec_quote(spec: OpVersion, kind: str) -> tuple[str, str]:
+def _spec_quote(spec: OpVersion, kind: str, case_kind: str) -> tuple[str, str]:
+    """Return the spec sentence an invalid case breaks, and the schema file it is quoted from.
+
+    The most precise key of ``check.spec_quotes.SPEC_QUOTES`` wins: ``(op, "<kind>-<words>")``
+    for the longest leading words of the case's description (``gather_axis out of range`` tries
+    ``attribute-gather_axis_out_of_range``, ``attribute-gather_axis_out_of``... ``attribute-gather``),
+    then ``(op, kind)``, then the operator's ``output`` sentence.
+    """
     key = f"{spec.domain}.{spec.op_type}" if spec.domain else spec.op_type
-    quote = SPEC_QUOTES.get((key, kind)) or SPEC_QUOTES.get((key, "output"), "")
+    words = re.sub(r"[^a-z0-9]+", "_", case_kind.lower()).strip("_").split("_")
+    for n in range(len(words), 0, -1):
+        quote = SPEC_QUOTES.get((key, f"{kind}-{'_'.join(words[:n])}"))
+        if quote:
+            break
+    else:
+        quote = SPEC_QUOTES.get((key, kind)) or SPEC_QUOTES.get((key, "output"), "")
     return quote, SPEC_FILES.get(key, "")
 
 
@@ -175,7 +189,7 @@ def _write_case(root: Path, suite_case: SuiteCase) -> dict[str, Any]:
     else:
         error = suite_case.result
         kind = suite_case.error_kind or ""
-        quote, spec_file = _spec_quote(spec, kind)
+        quote, spec_file = _spec_quote(spec, kind, suite_case.kind)
         described = {
             "kind": kind,
             "error": type(error).__name__,
