@@ -64,9 +64,30 @@ def draw(
         else:
             options = {"duplicates": False if reduction in (None, "none") else None, **kw}
             case = C.elements_case(rng, op, type_name, index_dtype, reduction, **options)
+            if op != "GatherElements" and reduction in (None, "none"):
+                case = _distinct_along_axis(rng, case)
         if not _undefined(spec, case):
             return case
     raise AssertionError(f"{spec.name}: no case without duplicate targets in 200 draws")
+
+
+def _distinct_along_axis(rng: np.random.Generator, case: C.Case) -> C.Case:
+    """Return an elements scatter case whose updates never meet: distinct indices along each line of the axis.
+
+    A line longer than the axis is cut to its length (indices and updates alike). Drawing
+    again until no two updates met instead would favour empty and one-element cases.
+    """
+    data, indices, updates = case.inputs
+    ax = int(case.attrs.get("axis", 0)) % data.ndim
+    size = data.shape[ax]
+    length = min(indices.shape[ax], size)
+    indices, updates = (np.take(a, np.arange(length), axis=ax) for a in (indices, updates))
+    lines = np.moveaxis(indices, ax, -1)
+    n = math.prod(lines.shape[:-1])
+    distinct = np.argsort(rng.random((n, size)), axis=1)[:, :length] if size else np.zeros((n, 0), np.int64)
+    distinct = np.where(rng.random(distinct.shape) < 0.35, distinct - size, distinct)
+    indices = np.moveaxis(distinct.reshape(lines.shape), -1, ax).astype(indices.dtype)
+    return C.Case(case.op, [data, np.ascontiguousarray(indices), np.ascontiguousarray(updates)], case.attrs)
 
 
 def _negate(spec: OpVersion, case: C.Case) -> C.Case:
@@ -126,6 +147,31 @@ def _empty_cases(spec, rng) -> Iterator[C.Case]:
             if op != "GatherElements":
                 inputs.append(C.values(rng, type_name, shape))
             yield C.Case(op, inputs, {"axis": axis})
+
+
+def _empty_data_cases(spec, rng) -> Iterator[C.Case]:
+    """Data with a zero dim off the indexed axis: indices can still name elements of a non-empty axis."""
+    op = spec.op_type
+    type_name = _types(spec, ("float", "int64"))[0]
+    index = _index_types(spec)[-1]
+    dtype = C.INDEX_DTYPES[index]
+    if op == "Gather":
+        yield C.Case(op, [C.values(rng, type_name, (0, 3)), np.array([2, -1], dtype)], {"axis": 1})
+    elif op == "GatherND":
+        yield C.Case(op, [C.values(rng, type_name, (2, 0)), np.array([[1], [-2]], dtype)], {})
+    elif op == "ScatterND":
+        updates = C.values(rng, type_name, (2, 0))
+        yield C.Case(op, [C.values(rng, type_name, (2, 0)), np.array([[1], [-2]], dtype), updates], {})
+    elif op == "TensorScatter":
+        past, update = C.values(rng, type_name, (2, 3, 0)), C.values(rng, type_name, (2, 1, 0))
+        yield C.Case(op, [past, update, np.array([0, 2], np.int64)], {"axis": 1})
+        past, update = C.values(rng, type_name, (0, 3, 2)), C.values(rng, type_name, (0, 1, 2))
+        yield C.Case(op, [past, update, np.zeros(0, np.int64)], {"axis": 1, "mode": "circular"})
+    else:
+        inputs = [C.values(rng, type_name, (2, 0)), np.zeros((1, 0), dtype)]
+        if op != "GatherElements":
+            inputs.append(C.values(rng, type_name, (1, 0)))
+        yield C.Case(op, inputs, {"axis": 0})
 
 
 def _rank5_shape(rng) -> tuple[int, ...]:
@@ -268,6 +314,7 @@ def _quantized_cases(spec, rng) -> Iterator[C.Case]:
 _GENERATORS = (
     _negative_cases,
     _empty_cases,
+    _empty_data_cases,
     _rank5_cases,
     _batch_dims_cases,
     _reduction_cases,
