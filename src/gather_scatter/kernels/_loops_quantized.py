@@ -177,19 +177,21 @@ CHUNK2_HALF, CHUNK4_HALF, CHUNK8_HALF = _chunk16(2, True), _chunk16(4, True), _c
 
 
 @jit
-def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p, lo, hi):  # pragma: no cover - compiled
+def dequantize_rows(src, values, idx, scales, zps, work, dst16, p, lo, hi):  # pragma: no cover - compiled
     """Fill output rows ``[lo, hi)`` (rows of ``p[Q]`` elements), ``idx.size`` per (m, r).
 
     float32 output (``p[OUT_KIND]``): written into ``work``, the flat output. float16 or
-    bfloat16: each row is dequantized into ``work`` (one row of float32), then rounded once
-    into ``dst16``, the flat output's uint16 bits; float16 from uint8 codes on a CPU with F16C:
-    rounded in the chunks' vectors, straight into ``dst16`` (``work`` unused).
+    bfloat16 (``work`` unused): each row is dequantized into a row of float32 of its own, then
+    rounded once into ``dst16``, the flat output's uint16 bits; float16 from uint8 codes on a
+    CPU with F16C: rounded in the chunks' vectors, straight into ``dst16``.
 
-    ``src``: data's stored elements as uint8, flat C order. ``lut``: float32 value of each
-    stored code (a nibble's, a byte's; ``p[IDENTITY]``: the code itself, uint8 data).
+    ``src``: data's stored elements as uint8, flat C order. ``values``: the float32 value of
+    each stored code 0..255 (a nibble's, a byte's; ``p[IDENTITY]``: the code itself, uint8
+    data), then (float16/bfloat16 scales) the exact float32 value of each of their 65,536 bit
+    patterns.
     ``idx``: the indices, flat (int32 or int64). ``scales``: the whole table, flat, element
     strides ``p[ST_M], p[ST_S], p[ST_R]`` for data's (m, s, r) (0 on an FP8/FP4 broadcast
-    axis), blocks contiguous; float32, or uint16 bits read through ``table``. ``zps``: the zero
+    axis), blocks contiguous; float32, or uint16 bits read through ``values[256:]``. ``zps``: the zero
     points' stored bytes, ``p[Z_WIDTH]`` per (m, s, r) row (empty: ``p[ZDEFAULT]``), packed
     like data. Out-of-range indices give rows of +0.0.
     """
@@ -207,6 +209,9 @@ def dequantize_rows(src, lut, idx, scales, table, zps, work, dst16, p, lo, hi): 
     # the vector path: uint8 codes of 2, 4 or 8 bits, whole chunks of 16 codes
     width = bits if identity and bits << per_shift == 8 else 0
     direct = kind == FLOAT16 and F16C and width != 0  # float16 written by the chunks themselves
+    lut, table = values[:256], values[256:]
+    if kind != FLOAT32 and not direct:
+        work = np.empty(q, np.float32)  # a row's float32 values, then rounded
     # (m, k, r) of row lo, then stepped row by row: no division per row
     r = lo % rr
     k = (lo // rr) % kk
