@@ -336,3 +336,62 @@ def test_every_type_round_trips_through_the_files(suite):
         for ours, read in zip(suite_case.case.inputs, _node_inputs(case_dir, model), strict=True):
             assert same(read, ours) is None, suite_case.name
         assert same(_tensor(case_dir / "test_data_set_0" / "output_0.pb"), suite_case.result) is None
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "conformance.md"
+
+
+def test_the_docs_say_what_the_default_suite_holds(suite):
+    """docs/conformance.md's counts and tag table are the default export's."""
+    _, manifest = suite
+    page = DOCS.read_text(encoding="utf-8")
+    counts = manifest["counts"]
+    assert (
+        f"**{counts['valid']:,} valid and {counts['invalid']:,} invalid cases, {manifest['size_bytes'] / 1e6:.1f} MB**"
+        in page
+    )
+    table = page.split("<!-- tags:start -->")[1].split("<!-- tags:end -->")[0]
+    rows = {
+        line.split("|")[1].strip(" `"): int(line.split("|")[3]) for line in table.splitlines() if line.startswith("| `")
+    }
+    assert set(COVERAGE_TAGS) <= set(rows)
+    assert rows == {tag: counts["by_tag"].get(tag, 0) for tag in rows}
+
+
+def test_the_docs_pytest_harness_runs_as_written(suite, monkeypatch):
+    """The page's harness, with run() set to our run_model, passes a sample of valid cases and every invalid one."""
+    from doc_examples import python_block
+
+    folder, manifest = suite
+    monkeypatch.setenv("INDEXING_SUITE", str(folder))
+    namespace: dict = {}
+    exec(compile(python_block(DOCS, "test_indexing_suite.py"), str(DOCS), "exec"), namespace)
+    namespace["run"] = lambda path, feeds: list(gather_scatter.run_model(str(path), feeds).values())
+    cases = namespace["CASES"]
+    assert len(cases) == len(manifest["cases"])
+    for case in [c for c in cases if not c["valid"]] + [c for c in cases if c["valid"]][::10]:
+        with np.errstate(all="ignore"):
+            namespace["test_case"](case)
+    # and it fails a wrong answer: an output off by one bit, a refused case accepted
+    case = next(
+        c
+        for c in cases
+        if c["valid"]
+        and c["output"]["dtype"] == "float"
+        and not c.get("rtol")
+        and c["output"]["shape"]
+        and all(c["output"]["shape"])
+    )
+
+    def off_by_one_bit(path, feeds):
+        (out,) = gather_scatter.run_model(str(path), feeds).values()
+        out = out.copy()
+        out.reshape(-1).view(np.uint32)[0] ^= 1
+        return [out]
+
+    namespace["run"] = off_by_one_bit
+    with pytest.raises(AssertionError):
+        namespace["test_case"](case)
+    namespace["run"] = lambda path, feeds: [np.zeros(1)]
+    with pytest.raises(pytest.fail.Exception):
+        namespace["test_case"](next(c for c in cases if not c["valid"]))

@@ -150,7 +150,7 @@ def _empty_cases(spec, rng) -> Iterator[C.Case]:
 
 
 def _empty_data_cases(spec, rng) -> Iterator[C.Case]:
-    """Data with a zero dim off the indexed axis: indices can still name elements of a non-empty axis."""
+    """Yield cases whose data has a zero dim off the indexed axis (indices may still name a non-empty axis)."""
     op = spec.op_type
     type_name = _types(spec, ("float", "int64"))[0]
     index = _index_types(spec)[-1]
