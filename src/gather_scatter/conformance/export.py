@@ -110,7 +110,7 @@ def model_proto(suite_case: SuiteCase) -> Any:
         output = helper.make_tensor_value_info(out, _elem(suite_case.result), suite_case.result.shape)
     else:
         typed = case.inputs[2] if spec.op_type == "GatherBlockQuantized" else case.inputs[0]
-        output = helper.make_tensor_value_info(out, _elem(typed), None)
+        output = helper.make_tensor_value_info(out, _elem(typed), _static_shape(suite_case))
     opsets = [helper.make_opsetid("", suite_case.opset if not spec.domain else 13)]
     if spec.domain:
         opsets.append(helper.make_opsetid(spec.domain, suite_case.opset))
@@ -118,6 +118,30 @@ def model_proto(suite_case: SuiteCase) -> Any:
     model = helper.make_model(graph, opset_imports=opsets, producer_name="gather_scatter export-tests")
     model.ir_version = max(8, helper.find_min_ir_version_for(opsets[:1]))
     return model
+
+
+def _static_shape(suite_case: SuiteCase) -> tuple[int, ...] | None:
+    """Return an invalid case's output shape where shapes, types and attributes alone allow one, else None.
+
+    An index out of bounds is a fault of values: its model is well formed (``onnx.checker``
+    with shape inference accepts it), so an engine refuses it at run time, for the index.
+    """
+    from .._dispatch import infer_shape
+    from ..errors import GatherScatterError
+
+    case = suite_case.case
+    try:
+        shape, _ = infer_shape(
+            suite_case.spec.op_type,
+            [a.shape for a in case.inputs],
+            [a.dtype for a in case.inputs],
+            case.attrs,
+            opset=suite_case.opset,
+            domain=suite_case.spec.domain,
+        )
+    except GatherScatterError:
+        return None
+    return tuple(shape) if shape is not None and all(isinstance(d, int) for d in shape) else None
 
 
 def _tensor_bytes(array: np.ndarray, name: str) -> bytes:
