@@ -242,6 +242,12 @@ def test_every_tag_appears_for_every_version_that_can_carry_it(suite):
             for e in manifest["cases"]
             if e["valid"] and _spec(e) is spec and e["op"] != "TensorScatter"
         }
+        reductions = [r for r in spec.reductions if r != "none"] if "reduction" in spec.attributes else []
+        for r in reductions:  # duplicates under every reduction, on float16 and bfloat16 too
+            with_r = [set(e["tags"]) for e in manifest["cases"] if e["valid"] and _spec(e) is spec]
+            with_r = [t for t in with_r if f"reduction_{r}" in t and "duplicates_with_reduction" in t]
+            for needed in ("float16", "bfloat16", "float", "double", "int32", "bool"):
+                assert any(needed in t for t in with_r), (spec.name, r, needed)
         if spec.op_type != "GatherBlockQuantized":  # its data types are T1: every one is in the suite too
             assert types == set(spec.data_types), spec.name
             if spec.op_type != "TensorScatter":
