@@ -141,7 +141,9 @@ def _static_shape(suite_case: SuiteCase) -> tuple[int, ...] | None:
         )
     except GatherScatterError:
         return None
-    return tuple(shape) if shape is not None and all(isinstance(d, int) for d in shape) else None
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    return tuple(int(d) for d in shape if isinstance(d, int))
 
 
 def _tensor_bytes(array: np.ndarray, name: str) -> bytes:

@@ -204,8 +204,8 @@ def _attribute_invalid(spec: OpVersion, rng: np.random.Generator) -> Iterable[tu
         yield "batch_dims on a version without it", C.Case(op, case.inputs, {"batch_dims": 0}), IAE
     if op in ("GatherElements", "ScatterElements", "Scatter"):
         case = draw(spec, rng, "float", sorted(spec.index_types)[-1], None, zero=0.0)
-        r = case.inputs[0].ndim
-        yield "axis out of range", C.Case(op, case.inputs, {**case.attrs, "axis": r}), IAE
+        rank = case.inputs[0].ndim
+        yield "axis out of range", C.Case(op, case.inputs, {**case.attrs, "axis": rank}), IAE
     if op == "TensorScatter":
         case = C.tensor_scatter_case(rng, "float", "linear", with_write=True, zero=0.0)
         yield "mode wrap", C.Case(op, case.inputs, {**case.attrs, "mode": "wrap"}), IAE
