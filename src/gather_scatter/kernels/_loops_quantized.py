@@ -22,6 +22,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
+from ._loops import _prefetch
 from ._loops_reduce import F16C, _f16c_bits
 
 jit = numba.njit(nogil=True, cache=True)
@@ -32,6 +33,7 @@ u32 = np.uint32
 S, R, Q, ST_M, ST_S, ST_R, Z_WIDTH, PER_SHIFT, BITS, BLOCK, ZDEFAULT, IDENTITY, OUT_KIND = range(13)
 N_PARAMS = 13
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2  # OUT_KIND's values
+AHEAD = 4  # rows
 
 
 def scale_at(scales, x, table):  # pragma: no cover - replaced by the overload in compiled code
@@ -216,7 +218,25 @@ def dequantize_rows(src, values, idx, scales, zps, work, dst16, p, lo, hi):  # p
     r = lo % rr
     k = (lo // rr) % kk
     m = lo // (rr * kk)
+    ahead = AHEAD if rr == 1 and qp >= 256 else 0  # long rows: their lines are asked for ahead
     for row in range(lo, hi):
+        if ahead and row + ahead < hi:
+            k2 = k + ahead
+            m2 = m
+            while k2 >= kk:
+                k2 -= kk
+                m2 += 1
+            i2 = np.int64(idx[k2])
+            if i2 < 0:
+                i2 += size
+            if 0 <= i2 < size:
+                stored2 = u64(m2 * size + i2)
+                first = stored2 * u64(qp)
+                for line in range(first - (first & u64(63)), first + u64(qp), u64(64)):
+                    _prefetch(src, line)
+                _prefetch(scales, u64(m2 * p[ST_M] + i2 * p[ST_S]))
+                if has_zp:
+                    _prefetch(zps, stored2 * u64(zwidth))
         i = np.int64(idx[k])
         if i < 0:
             i += size
