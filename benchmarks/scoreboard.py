@@ -99,7 +99,7 @@ def _cell(part: dict | None) -> str:
 
 
 def _escape(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace("`", "'")
 
 
 def markdown(results: list[dict], suite: dict, args: argparse.Namespace, command: str, date: str) -> str:
@@ -110,6 +110,10 @@ def markdown(results: list[dict], suite: dict, args: argparse.Namespace, command
     ran = [r for r in results if r["status"] == "ok"]
     total = suite["tests"]
     lines = [
+        "Written by `benchmarks/scoreboard.py`: the default suite run on every engine installed here, one after "
+        "another, as `gather-scatter run-tests` runs it (each test in the checker's worker process, restarted after "
+        "a crash). Time: each engine's wall time for the whole run, its worker's start and restarts included.",
+        "",
         f"`{command}` — {date}; gather_scatter {gather_scatter.__version__}, onnx {onnx.__version__}, "
         f"numpy {np.__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} CPUs; the engines' threads: {args.threads or 'their default'}, timeout {args.timeout:g} s "

@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 
 from gather_scatter.cli import main
 from gather_scatter.conformance import SuiteError, load_suite
-from gather_scatter.conformance.run import OUTCOMES, compare, run_cases
+from gather_scatter.conformance.run import OUTCOMES, _signal_named, compare, run_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -194,6 +194,8 @@ def test_a_wrong_plugin_engine_gives_every_outcome(liar, tmp_path, capsys):
     assert outcomes["shape"][1] == "output 0 ('output'): shape (1, 2), expected (2, 2)"
     assert outcomes["raise"][1] == "the engine raised on a valid test: RuntimeError: liar refuses these inputs"
     assert outcomes["crash"][1].startswith("the engine's process died (exit code 3)")
+    assert _signal_named("the engine's process died (exit code -8): x") == (
+        "the engine's process died (exit code -8, SIGFPE): x")
     assert outcomes["hang"][1] == "no answer within 2 s"
     assert outcomes["unsupported"][1] == "liar lacks this operator"
     assert outcomes["accept"][1] == ("the spec requires IndexOutOfBoundsError: indices[0] = 7 is out of bounds; "
@@ -390,7 +392,8 @@ def test_the_scoreboard_script_runs_and_fills_its_markers(tmp_path):
                            "--json", str(tmp_path / "raw.json")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     text = page.read_text()
-    assert text.startswith("# Page\n\nbefore\n\n<!-- scoreboard:start -->\n`python benchmarks/scoreboard.py ")
+    assert text.startswith("# Page\n\nbefore\n\n<!-- scoreboard:start -->\nWritten by `benchmarks/scoreboard.py`: ")
+    assert "\n`python benchmarks/scoreboard.py " in text
     assert text.endswith("\n<!-- scoreboard:end -->\n\nafter\n") and "old table" not in text
     raw = json.loads((tmp_path / "raw.json").read_text())
     reference, missing = raw["engines"]
@@ -406,3 +409,25 @@ def test_the_scoreboard_script_runs_and_fills_its_markers(tmp_path):
                      or f'??? note "reference {onnx.__version__}: ' in text)
     assert missing["status"].startswith("unknown engine 'no-such-engine'") and "- no-such-engine: unknown" in text
     assert "--engine=reference --engine=no-such-engine --sample=reference=20 --seed 0 --threads 1 --quick" in text
+
+
+def test_the_docs_way_to_write_onnx_node_tests_to_disk(tmp_path, monkeypatch):
+    # docs/conformance.md's block, run on onnx's Gather and ScatterND node tests only (loading all ~1,900 takes
+    # seconds): it writes the backend-test layout that load_suite reads and onnx.reference passes.
+    import importlib
+
+    import onnx.backend.test.case.node as node
+    import onnx.backend.test.loader as loader
+    from doc_examples import python_block
+
+    for module in ("gather", "scatternd"):  # importing a module of onnx's node tests registers its cases
+        importlib.import_module(f"onnx.backend.test.case.node.{module}")
+    wanted = [c for c in node._NodeTestCases if c.name.startswith(("test_gather_", "test_scatternd"))]
+    monkeypatch.setattr(loader, "load_node_model_tests", lambda: wanted)
+    monkeypatch.chdir(tmp_path)
+    exec(python_block(ROOT / "docs" / "conformance.md", "load_node_model_tests()"), {})
+    cases = load_suite(tmp_path / "onnx-node-tests")
+    assert sorted(c.name for c in cases) == sorted({c.name for c in wanted}) and len(cases) >= 10
+    assert {c.family for c in cases} == {"Gather", "ScatterND"} and all(c.rtol is not None for c in cases)
+    result = run_cases(cases, "reference")
+    assert result["counts"]["pass"] == len(cases), [r for r in result["results"] if r["outcome"] != "pass"]
