@@ -431,3 +431,25 @@ def test_the_docs_way_to_write_onnx_node_tests_to_disk(tmp_path, monkeypatch):
     assert {c.family for c in cases} == {"Gather", "ScatterND"} and all(c.rtol is not None for c in cases)
     result = run_cases(cases, "reference")
     assert result["counts"]["pass"] == len(cases), [r for r in result["results"] if r["outcome"] != "pass"]
+
+
+def test_an_exported_suite_runs_with_its_manifest(tmp_path, capsys):
+    # export-tests' own files: every case run once, named and tagged as MANIFEST.json says.
+    from gather_scatter.conformance import export_tests
+
+    manifest = export_tests(tmp_path / "suite", ops=["GatherND-13", "TensorScatter"], cases_per_version=2)
+    report = tmp_path / "out.json"
+    status = main(["run-tests", str(tmp_path / "suite"), "--engine", "reference", "--json", str(report)])
+    result = json.loads(report.read_text())
+    entries = {c["name"]: c for c in manifest["cases"]}
+    assert result["tests"] == len(entries) == manifest["counts"]["valid"] + manifest["counts"]["invalid"]
+    for row in result["results"]:
+        entry = entries[row["name"]]
+        assert (row["op"], row["version"], row["valid"], row["tags"]) == (
+            entry["op"], entry["version"], entry["valid"], entry["tags"])
+        assert row["group"] == ("indexing" if entry["valid"] else "indexing_invalid")
+    assert set(result["by_family"]) == {"GatherND", "TensorScatter"}
+    assert result["counts"]["pass"] > len(entries) / 2
+    assert status == (1 if any(result["counts"][o] for o in ("fail", "error", "accepted_invalid", "crash",
+                                                             "timeout")) else 0)
+    assert capsys.readouterr().out.startswith(f"reference {onnx.__version__} on {tmp_path / 'suite'} ")
