@@ -38,6 +38,11 @@ from onnx.reference import ReferenceEvaluator
 name = "liar"
 
 
+def prepare():
+    if os.path.exists(os.environ.get("LIAR_BROKEN", "")):
+        raise RuntimeError("liar cannot start")
+
+
 def version():
     return "0.1"
 
@@ -46,6 +51,9 @@ def run(model, feeds, options):
     m = onnx.load_from_string(model)
     how = m.graph.name
     if how == "crash":
+        os._exit(3)
+    if how == "crash_for_good":  # and the worker cannot start again
+        open(os.environ["LIAR_BROKEN"], "w").close()
         os._exit(3)
     if how == "hang":
         time.sleep(60)
@@ -453,3 +461,14 @@ def test_an_exported_suite_runs_with_its_manifest(tmp_path, capsys):
     assert status == (1 if any(result["counts"][o] for o in ("fail", "error", "accepted_invalid", "crash",
                                                              "timeout")) else 0)
     assert capsys.readouterr().out.startswith(f"reference {onnx.__version__} on {tmp_path / 'suite'} ")
+
+
+def test_an_engine_that_does_not_start_again_after_a_crash_costs_each_test_not_the_run(liar, tmp_path, monkeypatch):
+    monkeypatch.setenv("LIAR_BROKEN", str(tmp_path / "broken"))
+    suite = _our_suite(tmp_path / "suite", {"test_gather_13_a_0": "right", "test_gather_13_b_0": "crash_for_good",
+                                            "test_gather_13_c_0": "right"}, {})
+    rows = run_cases(load_suite(suite), "liar")["results"]
+    assert [r["outcome"] for r in rows] == ["pass", "crash", "crash"]
+    assert rows[1]["detail"].startswith("the engine's process died (exit code 3)")
+    assert rows[2]["detail"].startswith("the engine's worker did not restart: engine 'liar' is installed but cannot "
+                                        "run: RuntimeError: liar cannot start")

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..check.engines import Outcome, Worker, is_ml_dtype
+from ..check.engines import EngineBroken, Outcome, Worker, is_ml_dtype
 from ..check.runner import same
 from .load import SuiteTest, load_suite
 
@@ -222,6 +222,8 @@ def run_cases(
         "results": [{"name", "group", "family", "op", "domain", "version", "valid", "tags",
         "outcome", "detail", "seconds"}]}`` (``tags`` from our MANIFEST.json; empty elsewhere).
         A Ctrl-C stops the run: ``interrupted`` is True and the results hold the tests run so far.
+        Where the engine's worker does not start again after a crash, the test is a ``crash``
+        saying so, and the next test tries again.
 
     Raises
     ------
@@ -242,7 +244,10 @@ def run_cases(
             bar = tqdm(total=len(cases), desc=f"run-tests {engine}", unit="test", file=sys.stderr, leave=False)
         try:
             for case in cases:
-                outcome, detail, seconds = run_case(worker, case)
+                try:
+                    outcome, detail, seconds = run_case(worker, case)
+                except EngineBroken as exc:  # its worker would not start again after a crash: this test's crash
+                    outcome, detail, seconds = "crash", _line(f"the engine's worker did not restart: {exc}"), 0.0
                 rows.append(
                     {
                         "name": case.name,
