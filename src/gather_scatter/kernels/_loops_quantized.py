@@ -9,8 +9,9 @@ scales (float32, or float16/bfloat16 bits through an exact table) and their zero
 
 uint8 tables (2, 4 or 8 bits a code) are dequantized 16 codes at a time by one vector of LLVM's
 (``_chunk16``): a block is 16 to a few hundred codes, too short for LLVM's loop vectorizer
-on numba's loops (it vectorizes a loop of 64 at a time, after runtime checks that the output
-does not overlap the table), which ran them one element at a time. float16 output is rounded
+on numba's loops (it vectorizes long loops only, several vectors an iteration, after runtime
+checks that the output does not overlap the table), which ran them one element at a time
+(0.3-1.0 ns an element, now 0.14-0.18 on an AVX-512 CPU). float16 output is rounded
 in the same vector by the CPU's conversion where it has one (x86's F16C), else row by row by
 bit arithmetic (:func:`round_into`). Every other layout (int4, FP8/FP4 codes through their
 value table, a partial last block's tail) takes the scalar loop.
