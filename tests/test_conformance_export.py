@@ -378,6 +378,11 @@ def test_the_docs_pytest_harness_runs_as_written(suite, monkeypatch):
     for case in [c for c in cases if not c["valid"]] + [c for c in cases if c["valid"]][::10]:
         with np.errstate(all="ignore"):
             namespace["test_case"](case)
+    monkeypatch.setenv("INDEXING_SUITE_SKIP_TAGS", "nan_max_min,string")
+    skipping: dict = {}
+    exec(compile(python_block(DOCS, "test_indexing_suite.py"), str(DOCS), "exec"), skipping)
+    kept = [c["name"] for c in manifest["cases"] if not {"nan_max_min", "string"} & set(c["tags"])]
+    assert [c["name"] for c in skipping["CASES"]] == kept and len(kept) < len(cases)
     # and it fails a wrong answer: an output off by one bit, a refused case accepted
     case = next(
         c
