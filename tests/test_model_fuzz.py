@@ -7,7 +7,7 @@ The cases run in a worker process (tests/model_fuzz.py), restarted after a crash
 so one bad case is a failure naming its mutation and the file it is saved in, not a dead
 pytest. The short run (a few hundred cases, fixed seeds) is part of the suite; the long
 run, which also compares every accepted model's outputs with onnxruntime's and prints a
-summary, is ``GATHER_SCATTER_FUZZ=3000 pytest tests/test_model_fuzz.py -s -n 0``.
+summary, is ``GATHER_SCATTER_FUZZ=3000 pytest tests/test_model_fuzz.py -s``.
 """
 
 from __future__ import annotations
