@@ -362,6 +362,9 @@ def test_the_docs_say_what_the_default_suite_holds(suite):
     }
     assert set(COVERAGE_TAGS) <= set(rows)
     assert rows == {tag: counts["by_tag"].get(tag, 0) for tag in rows}
+    readme = " ".join((DOCS.parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert f"{counts['valid']:,} valid and {counts['invalid']:,} invalid cases at the default seed" in readme
+    assert f"{manifest['size_bytes'] / 1e6:.1f} MB" in readme
 
 
 def test_the_docs_pytest_harness_runs_as_written(suite, monkeypatch):

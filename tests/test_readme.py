@@ -109,24 +109,25 @@ def test_readme_check_commands_run(tmp_path):
 
 
 def test_readme_suite_commands_run(tmp_path):
-    """The README's export-tests and run-tests lines run as written: the suite is written, onnxruntime scored on it."""
+    """The README's export-tests and run-tests lines run as written, the export on one version.
+
+    (The default export, whose counts the README gives, is tests/test_conformance_export.py's.)
+    """
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[onnxruntime]')")
     text = README.read_text(encoding="utf-8")
-    commands = [line.split("#", 1)[0].strip() for block in text.split("```bash\n")[1:]
+    commands = [shlex.split(line.split("#", 1)[0]) for block in text.split("```bash\n")[1:]
                 for line in block.split("```", 1)[0].splitlines()
                 if line.startswith(("gather-scatter export-tests", "gather-scatter run-tests"))]
-    assert [c.split()[1] for c in commands] == ["export-tests", "run-tests"]
-    results = [subprocess.run([sys.executable, "-m", "gather_scatter", *shlex.split(c)[1:]], cwd=tmp_path,
+    assert [c[1] for c in commands] == ["export-tests", "run-tests"]
+    commands[0] += ["--op", "Gather-13"]  # the whole default suite is exported and checked elsewhere
+    results = [subprocess.run([sys.executable, "-m", "gather_scatter", *c[1:]], cwd=tmp_path,
                               capture_output=True, text=True, timeout=300) for c in commands]
     assert results[0].returncode == 0, results[0].stderr
     manifest = json.loads((tmp_path / "indexing_suite" / "MANIFEST.json").read_text(encoding="utf-8"))
-    valid = sum(c["valid"] for c in manifest["cases"])
-    invalid = len(manifest["cases"]) - valid
-    assert f"{valid:,} valid and {invalid:,} invalid cases" in " ".join(text.split())  # the README's counts
     assert results[1].returncode == 1, results[1].stderr  # onnxruntime fails some cases (docs/conformance.md)
     outcomes = json.loads((tmp_path / "outcomes.json").read_text(encoding="utf-8"))
-    assert outcomes["engine"] == "onnxruntime" and outcomes["tests"] == len(manifest["cases"])
+    assert outcomes["engine"] == "onnxruntime" and outcomes["tests"] == len(manifest["cases"]) > 100
     by_name = {row["name"]: row["outcome"] for row in outcomes["results"]}
     assert set(by_name) == {c["name"] for c in manifest["cases"]}
-    assert sum(o == "pass" for o in by_name.values()) > 0.9 * valid  # most pass; strings along axis 0 do not:
-    assert any(o == "fail" and "_string_" in n and n.startswith("test_gather_") for n, o in by_name.items())
+    assert sum(o == "pass" for o in by_name.values()) > 0.8 * len(by_name)  # most pass; strings on axis 0 do not:
+    assert any(o == "fail" and "_string_" in n for n, o in by_name.items())
