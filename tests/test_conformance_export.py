@@ -43,7 +43,10 @@ def suite(tmp_path_factory):
 
 
 def _tensor(path: Path) -> np.ndarray:
-    return numpy_helper.to_array(onnx.load_tensor(str(path)))
+    """The .pb file's array, a writable copy: onnx's to_array gives read-only arrays, and numba compiles each
+    loop once more for read-only inputs; that second set (~3 minutes of compiling in CI's fresh process) tests
+    nothing about the files. Read-only inputs have their own tests (test_hostile_inputs.py, test_fast_path.py)."""
+    return np.array(numpy_helper.to_array(onnx.load_tensor(str(path))))
 
 
 def _feeds(folder: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -53,7 +56,7 @@ def _feeds(folder: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 def _node_inputs(folder: Path, model: onnx.ModelProto) -> list[np.ndarray]:
     """The node's inputs in node order: graph inputs from their .pb files, initializers from the model."""
-    values = {**_feeds(folder, model), **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}}
+    values = {**_feeds(folder, model), **{t.name: np.array(numpy_helper.to_array(t)) for t in model.graph.initializer}}
     return [values[n] for n in model.graph.node[0].input]
 
 
@@ -104,10 +107,7 @@ def test_every_valid_case_loads_through_onnx_and_runs_to_its_output(suite):
         entry = by_name[test.name]
         case_dir = Path(test.model_dir)
         model = onnx.load(str(case_dir / "model.onnx"))
-        # Writable copies: onnx's to_array gives read-only arrays, and numba compiles each loop once more for
-        # read-only inputs; that second set (~3 minutes of compiling in a fresh CI process) tests nothing about
-        # the files. Read-only inputs have their own tests (test_hostile_inputs.py, test_fast_path.py).
-        feeds = {name: np.array(array) for name, array in _feeds(case_dir, model).items()}
+        feeds = _feeds(case_dir, model)
         expected = _tensor(case_dir / "test_data_set_0" / "output_0.pb")
         assert [n["dtype"] for n in entry["inputs"] if not n.get("initializer")] == [
             C.onnx_name(a.dtype) for a in feeds.values()
@@ -378,7 +378,9 @@ def test_the_docs_pytest_harness_runs_as_written(suite, monkeypatch):
     monkeypatch.setenv("INDEXING_SUITE", str(folder))
     namespace: dict = {}
     exec(compile(python_block(DOCS, "test_indexing_suite.py"), str(DOCS), "exec"), namespace)
-    namespace["run"] = lambda path, feeds: list(gather_scatter.run_model(str(path), feeds).values())
+    namespace["run"] = lambda path, feeds: list(  # writable copies, as _tensor's
+        gather_scatter.run_model(str(path), {k: np.array(v) for k, v in feeds.items()}).values()
+    )
     cases = namespace["CASES"]
     assert len(cases) == len(manifest["cases"])
     for case in [c for c in cases if not c["valid"]] + [c for c in cases if c["valid"]][::10]:
