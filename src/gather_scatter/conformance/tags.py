@@ -22,6 +22,7 @@ from ..check.runner import CheckCase
 
 __all__ = [
     "COVERAGE_TAGS",
+    "QUANTIZED_TAGS",
     "SCATTERS",
     "applicable_tags",
     "index_input",
@@ -32,6 +33,17 @@ __all__ = [
 ]
 
 SCATTERS = ("ScatterND", "ScatterElements", "Scatter")
+
+#: The coverage tags only GatherBlockQuantized's cases carry.
+QUANTIZED_TAGS = (
+    "broadcast_scales",
+    "zero_points",
+    "partial_block",
+    "out_of_range_zero_rows",
+    "bits_2",
+    "bits_4",
+    "bits_8",
+)
 
 #: The tags the suite guarantees for every version that can carry them (see :func:`applicable_tags`).
 COVERAGE_TAGS = (
@@ -58,13 +70,7 @@ COVERAGE_TAGS = (
     "circular_wrap_batch_ge_max_seq",
     "tensor_scatter_linear",
     "tensor_scatter_circular",
-    "broadcast_scales",
-    "zero_points",
-    "partial_block",
-    "out_of_range_zero_rows",
-    "bits_2",
-    "bits_4",
-    "bits_8",
+    *QUANTIZED_TAGS,
 )
 
 
@@ -244,24 +250,8 @@ def applicable_tags(spec: OpVersion) -> frozenset[str]:
     if "batch_dims" in spec.attributes:
         tags |= {"batch_dims_1", "batch_dims_2"}
     if op == "GatherBlockQuantized":
-        tags = {
-            "int32_indices",
-            "int64_indices",
-            "negative_indices",
-            "empty_indices",
-            "rank_0_indices",
-            "nan",
-            "inf",
-            "low_precision",
-            "broadcast_scales",
-            "zero_points",
-            "partial_block",
-            "out_of_range_zero_rows",
-            "bits_2",
-            "bits_4",
-            "bits_8",
-        }
-        return frozenset(tags)
+        common = ("int32_indices", "int64_indices", "negative_indices", "empty_indices", "rank_0_indices")
+        return frozenset((*common, "nan", "inf", "low_precision", *QUANTIZED_TAGS))
     types = spec.data_types
     if types & {"float", "double", "float16", "bfloat16"}:
         tags |= {"nan", "inf", "negative_zero"}
