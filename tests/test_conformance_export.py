@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -332,6 +333,26 @@ def test_the_command_selects_refuses_and_replaces(tmp_path, capsys):
     (target / "notes.txt").write_text("mine")
     assert main(["export-tests", str(target), "--op", "Gather-1"]) == 2
     assert (target / "notes.txt").exists() and os.listdir(target / "indexing")[0].startswith("test_gathernd_12_")
+
+
+def test_a_seed_below_zero_or_not_an_integer_is_refused_before_anything_is_written(tmp_path, capsys):
+    """NumPy's generators take seeds >= 0 only: a usage error, not NumPy's traceback (issue 36)."""
+    from gather_scatter.conformance import SuiteSelectionError
+
+    target = tmp_path / "suite"
+    for seed in (-1, -5, 1.5, "3", True, None):
+        with pytest.raises(SuiteSelectionError, match=r"seed must be an integer >= 0, got "):
+            export_tests(target, seed=seed, ops=["Gather-1"], cases_per_version=1)
+        with pytest.raises(ValueError, match=r"seed must be an integer >= 0, got " + re.escape(repr(seed))):
+            build_suite(seed=seed, ops=["Gather-1"], cases_per_version=1)
+    assert not target.exists()
+    with pytest.raises(SystemExit) as exited:
+        main(["export-tests", str(target), "--seed", "-5", "--op", "Gather-1"])
+    assert exited.value.code == 2
+    assert "error: argument --seed: -5 is not >= 0" in capsys.readouterr().err and not target.exists()
+    # any integer type >= 0 is taken, and the manifest holds it as a JSON int
+    manifest = export_tests(target, seed=np.int64(3), ops=["Gather-1"], cases_per_version=1)
+    assert manifest["seed"] == 3 and json.loads((target / "MANIFEST.json").read_text())["seed"] == 3
 
 
 def test_every_type_round_trips_through_the_files(suite):

@@ -162,7 +162,7 @@ def _add_export_tests(subparsers: Any) -> None:
         "export-tests (replaced whole). Exit status: 0, or 2 for a usage error.",
     )
     parser.add_argument("dir", metavar="DIR", help="the folder to write (new, empty, or a previous suite)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="the suite's seed (default 0)")
+    parser.add_argument("--seed", type=_int_in(0), default=0, metavar="S", help="the suite's seed (default 0)")
     parser.add_argument(
         "--op",
         action="append",

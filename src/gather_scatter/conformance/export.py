@@ -31,7 +31,7 @@ import numpy as np
 
 from .._versions import OpVersion, onnx_type_name
 from ..check.spec_quotes import SPEC_FILES, SPEC_QUOTES
-from .suite import DEFAULT_CASES_PER_VERSION, SuiteCase, build_suite
+from .suite import DEFAULT_CASES_PER_VERSION, SuiteCase, _check_seed, build_suite
 
 __all__ = ["FORMAT", "SuiteDirError", "export_tests", "input_names", "model_proto", "output_name"]
 
@@ -315,13 +315,14 @@ def export_tests(
     SuiteDirError
         ``directory`` is a file, or a non-empty folder that is not a previous suite.
     suite.SuiteSelectionError
-        An ``ops`` entry names no operator or version.
+        An ``ops`` entry names no operator or version, or ``seed`` is not an integer >= 0.
     """
     import onnx
 
     from .. import __version__
 
     ops = list(ops) if ops is not None else None
+    seed = _check_seed(seed)  # an int in the manifest, whatever integer type was given
     cases = build_suite(seed=seed, ops=ops, cases_per_version=cases_per_version)
     root = Path(directory)
     _prepare(root)

@@ -66,7 +66,24 @@ ERROR_KINDS: dict[type, str] = {
 
 
 class SuiteSelectionError(ValueError):
-    """An ``ops`` entry that names no operator or version of the registry."""
+    """An ``ops`` entry that names no operator or version of the registry, or a ``seed`` that is not an integer >= 0."""
+
+
+def _check_seed(seed: object) -> int:
+    """Return ``seed`` as an int; raise :class:`SuiteSelectionError` for anything but an integer >= 0.
+
+    The suite seeds NumPy's generators with it, which take non-negative integers only (of any size).
+    """
+    import contextlib
+    import operator
+
+    value = None
+    if not isinstance(seed, (bool, np.bool_)):
+        with contextlib.suppress(TypeError):
+            value = operator.index(seed)  # type: ignore[arg-type]
+    if value is None or value < 0:
+        raise SuiteSelectionError(f"seed must be an integer >= 0, got {seed!r}")
+    return value
 
 
 @dataclass
@@ -338,10 +355,11 @@ def build_suite(
     Raises
     ------
     SuiteSelectionError
-        An ``ops`` entry names nothing in the registry.
+        An ``ops`` entry names nothing in the registry, or ``seed`` is not an integer >= 0.
     ValueError
         ``cases_per_version`` below 0.
     """
+    seed = _check_seed(seed)
     per_version = DEFAULT_CASES_PER_VERSION if cases_per_version is None else int(cases_per_version)
     if per_version < 0:
         raise ValueError(f"cases_per_version must be >= 0, got {per_version}")
