@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -355,6 +357,29 @@ def test_the_tolerance_comes_from_data_json(tmp_path):
     exact = "3 of 4 elements differ; first at flat position 1: np.float32(1.0), expected np.float32(1.00001)"
     assert exact in rows[0]["detail"]  # exact: bits
     assert "3 of 4 elements differ beyond rtol=1e-06, atol=0; first at flat position 1" in rows[2]["detail"]
+
+
+def test_a_tolerance_that_is_not_a_finite_number_at_least_0_is_a_usage_error_naming_the_file(tmp_path, capsys):
+    """data.json's rtol/atol: a string, null, a bool, a list, a negative or NaN: exit 2, not a traceback (issue 36)."""
+    indices = np.array([0, 2], np.int64)
+    sets = [([DATA, indices], [np.take(DATA, indices, 0)])]
+    bad = [("rtol", "x", '"x"'), ("atol", None, "null"), ("rtol", [1e-3], "[0.001]"), ("atol", True, "true"),
+           ("rtol", "1e-3", '"1e-3"'), ("atol", -1e-7, "-1e-07"), ("rtol", float("nan"), "NaN"),
+           ("atol", float("inf"), "Infinity")]
+    for n, (key, value, shown) in enumerate(bad):
+        folder = _write_test(tmp_path / f"s{n}" / "test_x", _gather_model(), sets,
+                             data_json={"rtol": 1e-3, "atol": 0, key: value})
+        for suite in (folder.parent, tmp_path / f"o{n}"):  # onnx's layout, and ours (a MANIFEST above)
+            if suite.name.startswith("o"):
+                shutil.copytree(folder.parent, suite)
+                (suite / "MANIFEST.json").write_text(json.dumps({"format": 1, "cases": []}))
+            message = f"{suite / 'test_x' / 'data.json'}: {key} must be a finite number >= 0, got {shown}"
+            with pytest.raises(SuiteError, match=re.escape(message)):
+                load_suite(suite)
+            assert main(["run-tests", str(suite), "--engine", "reference"]) == 2
+            assert capsys.readouterr().err == f"gather-scatter run-tests: error: {message}\n"
+    good = _write_test(tmp_path / "good" / "test_x", _gather_model(), sets, data_json={"rtol": 0, "atol": 0})
+    assert [(c.rtol, c.atol) for c in load_suite(good.parent)] == [(0.0, 0.0)]  # ints are numbers (onnx writes 0)
 
 
 def test_compare():

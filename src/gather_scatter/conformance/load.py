@@ -209,6 +209,16 @@ def _read_json(path: str) -> dict:
     return value
 
 
+def _tolerance(path: str, data: dict, key: str, default: float) -> float:
+    """``data[key]`` (data.json's ``rtol`` or ``atol``) if it is a finite number >= 0, else a SuiteError naming it."""
+    import math
+
+    value = data.get(key, default)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    raise SuiteError(f"{path}: {key} must be a finite number >= 0, got {json.dumps(value)}")
+
+
 def _operator(model: Any) -> tuple[str, str, int | None]:
     """(op, domain, since_version) of a model's node(s), from onnx's schemas at its opset."""
     import onnx
@@ -261,8 +271,8 @@ def _load_case(path: str, group: str, manifest: dict | None, ours: bool) -> Suit
     rtol: float | None
     atol: float | None
     if tolerance or not ours:
-        rtol = float(tolerance.get("rtol", ONNX_DEFAULT_RTOL))
-        atol = float(tolerance.get("atol", ONNX_DEFAULT_ATOL))
+        rtol = _tolerance(data_json, tolerance, "rtol", ONNX_DEFAULT_RTOL)
+        atol = _tolerance(data_json, tolerance, "atol", ONNX_DEFAULT_ATOL)
     else:
         rtol = atol = None
     op, domain, version = _operator(model)
@@ -307,7 +317,8 @@ def load_suite(path: str | os.PathLike) -> list[SuiteTest]:
     SuiteError
         ``path`` is not a folder, holds no test folder (one with ``model.onnx``) at any of
         these levels, or a test folder cannot be read (no data set, no outputs and no
-        ``error.json``, an unreadable model, manifest or JSON file).
+        ``error.json``, an unreadable model, manifest or JSON file, a ``data.json`` ``rtol`` or
+        ``atol`` that is not a finite number >= 0).
     """
     root = os.path.abspath(os.fspath(path))
     if not os.path.isdir(root):
