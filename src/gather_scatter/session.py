@@ -214,6 +214,17 @@ class Session:
             raise ValueError(f"engine must be 'reference' or 'onnxruntime', not {engine!r}")
         if route not in ("needed", "all"):
             raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
+        if engine == "reference" and threads is not None:  # not ignored: the caller meant onnxruntime's threads
+            raise ValueError(
+                f"threads={threads!r} is an option of engine='onnxruntime' (its intra-op thread count), not of "
+                "engine='reference'; pass engine='onnxruntime', or set our kernels' threads with "
+                "gather_scatter.set_num_threads"
+            )
+        if engine == "reference" and route != "needed":
+            raise ValueError(
+                f"route={route!r} is an option of engine='onnxruntime' (which nodes of the family our kernels run), "
+                "not of engine='reference', which runs every one on our kernels; pass engine='onnxruntime'"
+            )
         hosted = engine == "onnxruntime"
         path = model if isinstance(model, (str, os.PathLike)) else None
         proto = _load(

@@ -61,6 +61,16 @@ def _run(args: argparse.Namespace) -> int:
     from ..hosted import onnxruntime_only_ops
     from ..session import Session
 
+    if args.engine != "onnxruntime" and args.threads is not None:  # not ignored: the user meant onnxruntime's
+        raise _UserError(
+            f"--threads {args.threads} is an option of --engine onnxruntime (its intra-op threads), not of --engine "
+            f"{args.engine}; add --engine onnxruntime (our kernels' threads: GATHER_SCATTER_NUM_THREADS)"
+        )
+    if args.engine != "onnxruntime" and args.route != "needed":
+        raise _UserError(
+            f"--route {args.route} is an option of --engine onnxruntime (which nodes of the family our kernels run), "
+            f"not of --engine {args.engine}, which runs every one on our kernels; add --engine onnxruntime"
+        )
     output = None
     if args.output:  # checked before the run, not after it
         # As np.savez, .npz is appended to a name without it: say the path really written.
@@ -189,14 +199,14 @@ def _add_run(subparsers: Any) -> None:
         type=_int_in(1),
         default=None,
         metavar="N",
-        help="onnxruntime's intra-op threads, with --engine onnxruntime (default: the cores this process may use)",
+        help="onnxruntime's intra-op threads, with --engine onnxruntime only (default: the cores this process may use)",
     )
     parser.add_argument(
         "--route",
         choices=("needed", "all"),
         default="needed",
-        help="with --engine onnxruntime: 'needed' runs on our kernels only the nodes onnxruntime gets wrong or "
-        "cannot load, 'all' every node of the family (default: needed)",
+        help="with --engine onnxruntime only: 'needed' runs on our kernels only the nodes onnxruntime gets wrong "
+        "or cannot load, 'all' every node of the family (default: needed)",
     )
     parser.add_argument(
         "--explain", action="store_true", help="print what runs where (each step's engine, and why each node is routed)"
