@@ -338,6 +338,25 @@ def test_arity_and_other_libraries():
     assert info.value.input == "data"
 
 
+def test_another_librarys_input_beside_numpy_data_is_told_to_be_numpy_not_to_move_data_too():
+    """Issue 36: torch indices with NumPy data were told '(or data as a torch.Tensor)', which is refused too."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: the advice for torch inputs is not reachable")
+    zero_points = np.full((8, 1), 0x88, np.uint8)
+    for given in ("indices", "scales", "zero_points"):
+        args = {"data": U8, "indices": IDS, "scales": U8_SCALES, "zero_points": zero_points}
+        args[given] = torch.from_numpy(np.asarray(args[given]))
+        with pytest.raises(gs.DTypeError) as info:
+            gather_block_quantized(**args, block_size=16)
+        assert str(info.value) == (
+            f"{NAME}: {given} is a torch.Tensor, but this operator runs on NumPy arrays only (ml_dtypes' "
+            "int4/uint4/float8/float4 for the quantized types): pass every input as a NumPy array"
+        )
+        assert (info.value.input, info.value.value) == (given, "torch.Tensor") and "or data as" not in str(info.value)
+        # the advice leads somewhere: every input as a NumPy array runs
+        args[given] = args[given].numpy()
+        assert gather_block_quantized(**args, block_size=16).shape == (2, 32)  # 16 bytes: 32 nibbles a row
+
+
 def test_int4_gather_and_quantize_axis_may_be_equal():
     """The schema forbids gather_axis == quantize_axis for uint8 only (and onnxruntime runs it for
     int4): row i takes the scales of block i // block_size."""

@@ -431,19 +431,20 @@ def run_gather_block_quantized(
             _accept(key, accepted)
         return result
     # NumPy only: torch, JAX and the array-API libraries have no int4/uint4/float4 arrays, and
-    # a silent round trip would hide a device-to-host copy of the table.
-    inputs = {"data": data, "indices": indices, "scales": scales}
-    if zp is not None:
-        inputs["zero_points"] = zp
-    if backend_for(spec, inputs) is not None:
-        raise DTypeError(
-            f"{spec.name}: data is a {library_name(data)}, but this operator runs on NumPy arrays only "
-            "(ml_dtypes' int4/uint4/float8/float4 for the quantized types): pass NumPy arrays",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input="data",
-            value=library_name(data),
-        )
+    # a silent round trip would hide a device-to-host copy of the table. Each input is asked
+    # alone: with NumPy data, backend_for's rule for the others would advise data of their
+    # library, which this operator refuses.
+    inputs = {"data": data, "indices": indices, "scales": scales, "zero_points": zp}
+    for name, value in inputs.items():
+        if value is not None and backend_for(spec, {name: value}) is not None:
+            raise DTypeError(
+                f"{spec.name}: {name} is a {library_name(value)}, but this operator runs on NumPy arrays only "
+                "(ml_dtypes' int4/uint4/float8/float4 for the quantized types): pass every input as a NumPy array",
+                op=spec.op_type,
+                since_version=spec.since_version,
+                input=name,
+                value=library_name(value),
+            )
     return _block_quantized.run_gather_block_quantized(
         spec, data, indices, scales, zp, gather_axis, quantize_axis, block_size, bits, out
     )[0]
