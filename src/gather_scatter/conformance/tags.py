@@ -4,8 +4,8 @@
 ``tags`` field; ``docs/conformance.md`` has the table); :func:`applicable_tags` says which of
 the coverage tags a version can carry at all, so a test can check that the suite holds each
 of them for every version. :func:`tolerance` gives the float tolerance of a valid case where the
-order of a float reduction's roundings is left to the engine, and None where the comparison is
-exact.
+order of a float reduction's roundings, or how a complex product rounds, is left to the engine,
+and None where the comparison is exact.
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ _EPS = {
 
 
 def tolerance(spec: OpVersion, case: C.Case) -> tuple[float, float] | None:
-    """Return ``(rtol, atol)`` where a float reduction's rounding order is the engine's to choose, else None.
+    """Return ``(rtol, atol)`` where the rounding of a float reduction is the engine's to choose, else None.
 
     That is a scatter with reduction ``add`` or ``mul`` of float (or complex) data where two
     updates reach one element: the spec's loop applies them in row-major order of ``indices``
@@ -313,6 +313,14 @@ def tolerance(spec: OpVersion, case: C.Case) -> tuple[float, float] | None:
     for ``add``, ``2 m eps`` times the largest sum of magnitudes that can reach one element
     (``(m + 1)`` times the largest finite input: a sum's rounding error scales with it, not with
     the result, which can cancel to 0); for ``mul`` the type's smallest normal number.
+
+    Complex ``mul``, every case (one update per element, or none, included): the spec does not
+    say how a complex product rounds, and ``ac - bd`` rounded twice differs in the last bit from
+    a fused multiply-add. Each way lands within ``sqrt(5) u`` (``u = eps / 2``) of the exact
+    product in modulus (Brent, Percival and Zimmermann, 2007; ``2 u`` with a fused
+    multiply-add), so two engines' products of ``k = max(m, 1)`` updates differ by at most
+    ``2 sqrt(5) k u = sqrt(5) k eps``: ``rtol = 3 k eps``, ``atol`` the smallest normal number
+    of the parts' type (a comparison of complex numbers is by modulus, as ``numpy.isclose``'s).
     Everywhere else (one update per element, integers, max/min) the comparison is exact.
     """
     reduction = reduction_of(spec, case.attrs)
@@ -320,9 +328,12 @@ def tolerance(spec: OpVersion, case: C.Case) -> tuple[float, float] | None:
     if reduction not in ("add", "mul") or name not in _EPS:
         return None
     m = most_hits(spec, case)
+    eps = _EPS[name]
+    if reduction == "mul" and name in C.COMPLEX:
+        part = np.float32 if name == "complex64" else np.float64
+        return _round_up(3 * max(m, 1) * eps), _round_up(float(np.finfo(part).tiny))
     if m < 2:
         return None
-    eps = _EPS[name]
     rtol = 2 * m * eps
     if reduction == "add":
         magnitudes = np.abs(np.concatenate([_finite(case.inputs[0]), _finite(case.inputs[2])]))
