@@ -138,7 +138,33 @@ def test_check_model_reads_void_inputs_as_the_declared_type(tmp_path, capsys):
                           [f("y", onnx.TensorProto.BFLOAT16, [2])])
     onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), tmp_path / "m.onnx")
     np.savez(tmp_path / "in.npz", d=np.arange(4).astype(ml_dtypes.bfloat16), i=np.array([3, 0]))
-    assert main(["check", str(tmp_path / "m.onnx"), "--engine", "reference", "--inputs", str(tmp_path / "in.npz"),
+    assert main(["check", str(tmp_path / "m.onnx"), "--engine", "onnx-reference", "--inputs", str(tmp_path / "in.npz"),
                  "--out", str(tmp_path / "findings"), "--tries", "1"]) == 0
     out = capsys.readouterr().out
     assert "inputs (seed 0): d bfloat16[4] given, i int64[2] given" in out and "no findings" in out
+
+
+def test_the_output_table_fits_each_column_to_its_widest_entry(tmp_path, capsys):
+    """Issue 36: a dtype longer than 8 characters (float8_e4m3fn) or a shape longer than 12 pushed its row's
+    later columns right of the others'."""
+    f8, f32, i64 = onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    graph = oh.make_graph(
+        [oh.make_node("TensorScatter", ["cache", "update", "at"], ["cache_out"]),  # float8 since TensorScatter-24
+         oh.make_node("Identity", ["f"], ["same"]), oh.make_node("Identity", ["at"], ["ids"])], "g",
+        [oh.make_tensor_value_info("cache", f8, [1, 4, 2]), oh.make_tensor_value_info("update", f8, [1, 1, 2]),
+         oh.make_tensor_value_info("at", i64, [1]), oh.make_tensor_value_info("f", f32, [1, 2, 3, 4, 5])],
+        [oh.make_tensor_value_info("cache_out", f8, [1, 4, 2]), oh.make_tensor_value_info("same", f32, [1, 2, 3, 4, 5]),
+         oh.make_tensor_value_info("ids", i64, [1])],
+    )
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 24)]), tmp_path / "m.onnx")
+    cache = np.arange(8).reshape(1, 4, 2).astype(ml_dtypes.float8_e4m3fn)
+    update = np.full((1, 1, 2), 9).astype(ml_dtypes.float8_e4m3fn)
+    np.savez(tmp_path / "in.npz", cache=cache, update=update, at=np.array([1]), f=np.zeros((1, 2, 3, 4, 5), np.float32))
+    assert main(["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in.npz")]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:4]
+    assert [line.split()[:2] for line in lines] == [["cache_out", "float8_e4m3fn"], ["same", "float32"],
+                                                    ["ids", "int64"]]
+    assert lines[0].startswith("  cache_out  float8_e4m3fn (1, 4, 2)       [0 1 9 ... 5 6 7]"), lines[0]
+    for column in ("(", "["):  # the shapes, then the previews, start at one position in every row
+        assert len({line.index(column) for line in lines}) == 1, lines
+    assert lines[1].index("[") == lines[1].index("(1, 2, 3, 4, 5)") + len("(1, 2, 3, 4, 5) ")

@@ -126,10 +126,13 @@ def _run(args: argparse.Namespace) -> int:
     print(f"model: {shown}")
     if args.explain:
         print(session.plan)
-    width = max(map(len, outputs), default=0)
-    for name, value in outputs.items():
-        dtype, shape, preview = _describe(value)
-        print(f"  {name:<{width}}  {dtype:<8} {shape:<12} {preview}")
+    rows = [(name, *_describe(value)) for name, value in outputs.items()]
+    # each column as wide as its widest entry (float8_e4m3fn, a rank-5 shape), never narrower than before
+    width = max((len(r[0]) for r in rows), default=0)
+    dtype_width = max([8, *(len(r[1]) for r in rows)])
+    shape_width = max([12, *(len(r[2]) for r in rows)])
+    for name, dtype, shape, preview in rows:
+        print(f"  {name:<{width}}  {dtype:<{dtype_width}} {shape:<{shape_width}} {preview}")
     print(f"wall time: {elapsed * 1e3:.1f} ms")
     if args.repeat > 1:
         median = statistics.median(runs)
