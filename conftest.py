@@ -14,6 +14,8 @@ import os
 import pathlib
 import re
 
+import pytest
+
 # A backend module that imports an optional library at its top (backends/torch.py and
 # backends/_torch_compile.py import torch, ...): read from the module itself, so a new module
 # cannot be forgotten here.
@@ -53,3 +55,13 @@ def pytest_runtest_logreport(report):
 def pytest_collectreport(report):
     """Record a skipped module (pytest hook, called for each collector's report)."""
     _record_skip(report)
+
+
+@pytest.fixture(scope="session")
+def default_suite(tmp_path_factory):
+    """The default conformance suite (``export_tests`` with its defaults: seed 0), written once
+    per test run: ``(folder, manifest)``. Tests read it; none writes into it."""
+    from gather_scatter.conformance import export_tests
+
+    folder = tmp_path_factory.mktemp("conformance") / "suite"
+    return folder, export_tests(folder)

@@ -37,10 +37,8 @@ from gather_scatter.conformance.tags import COVERAGE_TAGS, applicable_tags, redu
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("conformance") / "suite"
-    manifest = export_tests(folder)
-    return folder, manifest
+def suite(default_suite):
+    return default_suite  # conftest.py's: written once for this module and tests/test_hosted_suite.py
 
 
 def _tensor(path: Path) -> np.ndarray:

@@ -290,3 +290,29 @@ def test_run_model_and_the_cli_take_the_engine(tmp_path, capsys):
 def test_the_reference_engine_plan_is_one_step():
     plan = gs.Session(_pooling()).plan
     assert plan.engine == "reference" and [s.nodes for s in plan.steps] == [("relu", "pool", "square")]
+
+
+def test_a_node_routed_inside_a_model_local_function_gives_its_own_rules_reason():
+    """A float32 ScatterND add inside a function, at 2 threads: the plan's reason is the race
+    rule's own text (the function's body is typed from its call), not a guess at another type."""
+    from gather_scatter import _ort_routes
+
+    f = oh.make_tensor_value_info
+    body = oh.make_function(
+        "local", "pool", ["x", "i", "u"], ["y"],
+        [oh.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="add")],
+        opset_imports=[oh.make_opsetid("", 18)],
+    )
+    graph = oh.make_graph(
+        [oh.make_node("pool", ["x", "i", "u"], ["y"], domain="local", name="call")], "g",
+        [f("x", 1, [4]), f("i", 7, [2, 1]), f("u", 1, [2])], [f("y", 1, [4])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("local", 1)],
+                          functions=[body])
+    session = gs.Session(model, engine="onnxruntime", threads=2)
+    (reason,) = session.plan.routed.values()
+    race = next(rule for rule in _ort_routes.RULES if rule.kind == "reduction_threads")
+    assert race.reason in reason and "no type" not in reason and "float16" not in reason
+    feeds = {"x": np.zeros(4, np.float32), "i": np.array([[1], [1]]), "u": np.array([1.0, 2.0], np.float32)}
+    np.testing.assert_array_equal(session.run(None, feeds)[0], [0, 3, 0, 0])
+    assert gs.Session(model, engine="onnxruntime", threads=1).plan.routed == {}  # one thread: exact

@@ -14,7 +14,7 @@ from gather_scatter._versions import REGISTRY
 
 @pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
 def test_scatter_nd_reductions_route_on_more_than_one_thread(reduction):
-    node = NodeFacts("", "ScatterND", "float", reduction, threads=2)
+    node = NodeFacts("", "ScatterND", "int32" if reduction in ("max", "min") else "float", reduction, threads=2)
     assert "race" in route_reason(node, "1.32.0")
     assert route_reason(dataclasses.replace(node, threads=1), "1.32.0") is None  # one thread: exact
     assert route_reason(dataclasses.replace(node, reduction="none"), "1.32.0") is None  # no reduction: no race
@@ -44,6 +44,41 @@ def test_bool_max_min_scatter_reductions_route(op_type, reduction):
 def test_string_gathers_route(domain, op_type):
     assert "empty strings" in route_reason(NodeFacts(domain, op_type, "string"), "1.32.0")
     assert route_reason(NodeFacts(domain, op_type, "float"), "1.32.0") is None
+
+
+@pytest.mark.parametrize("dtype", ["float", "double", "float16", "bfloat16"])
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("op_type", ["ScatterND", "ScatterElements"])
+def test_float_max_min_scatter_reductions_route_for_the_nan_rule(op_type, reduction, dtype):
+    """onnxruntime drops a NaN under max/min: every float max/min routes, at any thread count."""
+    reason = route_reason(NodeFacts("", op_type, dtype, reduction, threads=1), "1.32.0")
+    assert reason is not None and ("NaN" in reason or "NOT_IMPLEMENTED" in reason)
+    for integer in ("int32", "int64", "uint8"):
+        assert route_reason(NodeFacts("", op_type, integer, reduction, threads=1), "1.32.0") is None
+
+
+@pytest.mark.parametrize("op_type", ["ScatterND", "ScatterElements"])
+def test_string_max_min_scatter_reductions_route(op_type):
+    for reduction in ("max", "min"):
+        assert "string" in route_reason(NodeFacts("", op_type, "string", reduction, threads=1), "1.32.0")
+    # add concatenates in onnxruntime as the spec's loop does; mul is refused by both (a type error)
+    for reduction in ("add", "mul", "none"):
+        assert route_reason(NodeFacts("", op_type, "string", reduction, threads=1), "1.32.0") is None
+
+
+def test_gather_nd_with_batch_dims_routes():
+    node = NodeFacts("", "GatherND", "float", batch_dims=1)
+    assert "batch dims" in route_reason(node, "1.32.0")
+    assert route_reason(dataclasses.replace(node, batch_dims=0), "1.32.0") is None
+    assert route_reason(dataclasses.replace(node, op_type="Gather"), "1.32.0") is None
+
+
+def test_every_rule_says_what_onnxruntime_does_wrong():
+    outcomes = {"wrong_value", "wrong_shape", "accepts_invalid", "refuses_at_load", "refuses_at_run", "crash"}
+    for rule in routes.RULES:
+        assert rule.outcome in outcomes, rule
+        if not rule.suite:  # shown outside the suite only: the reason must say why
+            assert "suite" in rule.reason, rule.kind
 
 
 def test_nodes_no_rule_names_stay_in_onnxruntime():
@@ -122,9 +157,12 @@ def test_scatter_elements_reductions_left_to_onnxruntime_are_exact_on_two_thread
     data = rng.standard_normal((64, 256)).astype(np.float32)
     indices = rng.integers(0, 64, (4096, 256))
     updates = rng.standard_normal((4096, 256)).astype(np.float32)
-    for reduction in ("add", "max"):
-        session, version = _session(_one_node("ScatterElements", TensorProto.FLOAT, {"reduction": reduction}, 3, 18), 2)
-        assert route_reason(NodeFacts("", "ScatterElements", "float", reduction, threads=2), version) is None
+    # float max/min are routed for the NaN rule: int32 max is what stays in onnxruntime
+    for reduction, onnx_type, dtype in (("add", TensorProto.FLOAT, "float"), ("max", TensorProto.INT32, "int32")):
+        if dtype == "int32":
+            data, updates = (data * 1000).astype(np.int32), (updates * 1000).astype(np.int32)
+        session, version = _session(_one_node("ScatterElements", onnx_type, {"reduction": reduction}, 3, 18), 2)
+        assert route_reason(NodeFacts("", "ScatterElements", dtype, reduction, threads=2), version) is None
         expected = gs.scatter_elements(data, indices, updates, reduction=reduction)
         feeds = {"data": data, "indices": indices, "updates": updates}
         for _ in range(5):

@@ -332,6 +332,59 @@ def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int
         yield from walk(function.node, imports(function.opset_import))
 
 
+def check_family_nodes(model: onnx.ModelProto, *, strict: bool = True) -> None:
+    """Load every node of the family as our evaluator loads it, without running anything.
+
+    For the onnxruntime engine, which otherwise meets a family node's attributes only in
+    onnxruntime, which runs some that the spec refuses (``reduction='sum'`` on ScatterND-18 and
+    ScatterElements-18): the version in effect at the node's opset (the later one an off-spec
+    node runs as with ``strict=False``), its attributes, their values (``reduction``, ``mode``)
+    and the count of its inputs, in the main graph, subgraphs and functions.
+
+    Raises
+    ------
+    GatherScatterError
+        The first node refused (UnsupportedOpError, InvalidAttributeError, ArityError), with
+        ``node`` set to its name.
+    """
+    import warnings
+
+    from ._dispatch import check_arity, resolve_node
+    from ._versions import Mode, Reduction
+    from .errors import GatherScatterError
+
+    def walk(nodes: Any, opsets: dict[str, int]) -> None:
+        for node in nodes:
+            for attr in node.attribute:
+                for graph in [attr.g, *attr.graphs]:
+                    walk(graph.node, opsets)
+            domain = normalize_domain(node.domain)
+            if (domain, node.op_type) not in _FAMILY or domain not in opsets:
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # an off-spec node warns once, where the Session builds
+                    spec, values = resolve_node(
+                        node.op_type, node.attribute, opset=opsets[domain], domain=domain, strict=strict
+                    )
+                for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
+                    if name in values:
+                        parse(spec, values[name])
+                given = list(node.input)
+                while given and not given[-1]:
+                    given.pop()
+                check_arity(spec, len(given))
+            except GatherScatterError as exc:
+                raise exc.in_node(node.name, node.op_type) from None
+
+    def imports(entries: Any) -> dict[str, int]:
+        return {normalize_domain(o.domain): o.version for o in entries}
+
+    walk(model.graph.node, imports(model.opset_import))
+    for function in model.functions:
+        walk(function.node, imports(function.opset_import))
+
+
 def _run_checker(
     model: onnx.ModelProto, path: str | os.PathLike | None, engine_ops: frozenset[tuple[str, str]] = frozenset()
 ) -> None:

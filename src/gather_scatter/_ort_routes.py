@@ -20,6 +20,7 @@ __all__ = ["RULES", "NodeFacts", "Rule", "route_reason"]
 _SCATTER_REDUCTIONS = frozenset({("", "ScatterND"), ("", "ScatterElements")})  # Scatter-9 has no reduction
 _GATHERS = frozenset({("", "Gather"), ("", "GatherElements"), ("", "GatherND"), ("com.microsoft", "GatherND")})
 _HALVES = frozenset({"float16", "bfloat16"})
+_FLOATS = frozenset({"float", "double", "float16", "bfloat16"})
 _BLOCK_QUANTIZED = frozenset({("com.microsoft", "GatherBlockQuantized")})
 
 
@@ -28,8 +29,8 @@ class NodeFacts:
     """What a rule looks at: the node's ``domain`` and ``op_type``, its data's ONNX type name
     (``"float"``, ``"float16"``, ``"string"``...; None where unknown), its ``reduction``
     attribute (``"none"`` where absent), onnxruntime's intra-op ``threads``, its output's
-    type name (``output_dtype``; None where unknown) and its data's rank (``data_rank``; None
-    where unknown)."""
+    type name (``output_dtype``; None where unknown), its data's rank (``data_rank``; None
+    where unknown) and its ``batch_dims`` attribute (0 where absent)."""
 
     domain: str
     op_type: str
@@ -38,6 +39,7 @@ class NodeFacts:
     threads: int = 1
     output_dtype: str | None = None
     data_rank: int | None = None
+    batch_dims: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,22 @@ class Rule:
     ``kind``: ``"reduction_threads"`` (a reduction other than none on more than one thread),
     ``"reduction_half"`` (a reduction on float16/bfloat16 data, any thread count),
     ``"bool_max_min"`` (reduction max or min on bool data), ``"string"`` (string data),
-    ``"output_bfloat16"`` (a bfloat16 output), ``"rank1_data"`` (data of rank 1)."""
+    ``"output_bfloat16"`` (a bfloat16 output), ``"rank1_data"`` (data of rank 1),
+    ``"nan_max_min"`` (reduction max or min on floating-point data), ``"string_max_min"``
+    (reduction max or min on string data), ``"batch_dims"`` (``batch_dims`` other than 0).
+
+    ``outcome`` is what onnxruntime does wrong: ``"wrong_value"``, ``"wrong_shape"``,
+    ``"accepts_invalid"``, ``"refuses_at_load"``, ``"refuses_at_run"`` or ``"crash"``.
+    ``suite``: True where the conformance suite shows it (``tests/test_hosted_suite.py``
+    checks that each such rule matches a test onnxruntime fails); False where it shows only
+    outside the suite (a race between threads), which the reason says."""
 
     ops: frozenset[tuple[str, str]]
     kind: str
     reason: str
     fixed_in: tuple[int, int] | None = None
+    outcome: str = "wrong_value"
+    suite: bool = True
 
     def matches(self, node: NodeFacts, version: tuple[int, int]) -> bool:
         if (node.domain, node.op_type) not in self.ops:
@@ -73,6 +85,12 @@ class Rule:
             return node.output_dtype == "bfloat16"
         if self.kind == "rank1_data":
             return node.data_rank == 1
+        if self.kind == "nan_max_min":
+            return node.reduction in ("max", "min") and node.dtype in _FLOATS
+        if self.kind == "string_max_min":
+            return node.reduction in ("max", "min") and node.dtype == "string"
+        if self.kind == "batch_dims":
+            return node.batch_dims != 0
         raise ValueError(f"unknown rule kind {self.kind!r}")
 
 
@@ -81,16 +99,29 @@ RULES: tuple[Rule, ...] = (
         frozenset({("", "ScatterND")}),
         "reduction_threads",
         "onnxruntime splits ScatterND's updates among its threads, which race on duplicate "
-        "indices and lose updates (onnxruntime 1.32, a dynamo export of index_add: 18 of 20 "
-        "two-thread runs differed from the spec's loop; bench_reductions 2026-11-26: 298 of the "
+        "indices and lose updates (onnxruntime 1.32: bench_reductions 2026-11-26, 298 of the "
         "624 ScatterND cells at 2 threads, and none of the 312 ScatterElements cells, whose "
-        "reductions onnxruntime runs on one thread)",
+        "reductions onnxruntime runs on one thread); a race, so the suite's small tests seldom show it",
+        suite=False,
     ),
     Rule(
         _SCATTER_REDUCTIONS,
         "reduction_half",
-        "onnxruntime has no float16/bfloat16 scatter reductions: the node fails at run time "
-        "(NOT_IMPLEMENTED), and a few such failures in one process end it (onnxruntime 1.32)",
+        "onnxruntime has no float16/bfloat16 ScatterND reductions and no float16/bfloat16 "
+        "ScatterElements add or mul: the node fails at run time (NOT_IMPLEMENTED, 'CPU execution "
+        "provider: ... not supported'), and a few such failures in one process end it; its "
+        "ScatterElements max/min of float16 drop a NaN as below (onnxruntime 1.32)",
+        outcome="refuses_at_run",
+    ),
+    Rule(
+        _SCATTER_REDUCTIONS,
+        "nan_max_min",
+        "onnxruntime's max/min scatter reductions drop a NaN of data or updates (std::max/std::min: "
+        "[nan, 2, 3] with update 1.0 at 0 under max gives [1, 2, 3]); the project's rule, as "
+        "onnx.reference, numpy.maximum and IEEE 754-2019 maximum, propagates it (onnxruntime 1.32, "
+        "the suite's nan_max_min tests). Routed for every float type: whether a NaN is present is "
+        "known only at run time, and looking costs a pass over data and updates, about what our "
+        "kernel costs",
     ),
     Rule(
         _SCATTER_REDUCTIONS,
@@ -98,6 +129,15 @@ RULES: tuple[Rule, ...] = (
         "onnxruntime has no max/min scatter reduction of bool data: the node fails at run time "
         "('CPU execution provider: bool data type is not supported'; onnxruntime 1.32, found by "
         "gather-scatter check at 1 and 2 threads)",
+        outcome="refuses_at_run",
+    ),
+    Rule(
+        _SCATTER_REDUCTIONS,
+        "string_max_min",
+        "onnxruntime has no max/min scatter reduction of string data, which the spec's loop defines "
+        "(code point order): the node fails at run time ('CPU execution provider: string data type "
+        "is not supported with ScatterND opset 18 when reduction is 'max''; onnxruntime 1.32)",
+        outcome="refuses_at_run",
     ),
     Rule(
         _GATHERS,
@@ -107,11 +147,21 @@ RULES: tuple[Rule, ...] = (
         "['a', '']]); every gather of strings is routed until each is measured",
     ),
     Rule(
+        frozenset({("", "GatherND")}),
+        "batch_dims",
+        "onnxruntime's GatherND does not check that data's and indices' batch dims agree: data "
+        "(2, 3, 2) and indices (3, 2, 1) with batch_dims=1 return a (3, 2, 2) array of whatever "
+        "memory held (onnxruntime 1.32). Routed for every batch_dims > 0: the dims are known only "
+        "at run time, inside onnxruntime's segment",
+        outcome="accepts_invalid",
+    ),
+    Rule(
         _BLOCK_QUANTIZED,
         "output_bfloat16",
         "onnxruntime's CPU has no GatherBlockQuantized with bfloat16 scales and output (onnxruntime "
         "1.32: NOT_IMPLEMENTED at load, 'Could not find an implementation for GatherBlockQuantized(1)'; "
         "its CPU kernel is registered for float and float16 only)",
+        outcome="refuses_at_load",
     ),
     Rule(
         _BLOCK_QUANTIZED,
@@ -119,6 +169,7 @@ RULES: tuple[Rule, ...] = (
         "onnxruntime refuses GatherBlockQuantized data of rank 1, which its schema allows ('Tensor of "
         "rank r >= 1'): FAIL at load, '[ShapeInferenceError] data tensor must have rank > 1' "
         "(onnxruntime 1.32, found by gather-scatter check)",
+        outcome="refuses_at_load",
     ),
 )
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import onnx
@@ -184,7 +184,15 @@ def _reduction(node: onnx.NodeProto) -> str:
     return "none"
 
 
-_UNKNOWN_TYPES = ("float16", "bfloat16", "string")
+def _batch_dims(node: onnx.NodeProto) -> int:
+    for attr in node.attribute:
+        if attr.name == "batch_dims":
+            return int(attr.i)
+    return 0
+
+
+# Where inference gives no data type, every type a rule might name is tried, in this order.
+_UNKNOWN_TYPES = tuple(onnx.TensorProto.DataType.Name(e).lower() for e in sorted(onnx.TensorProto.DataType.values()) if e)
 
 
 def _own_reason(
@@ -198,16 +206,40 @@ def _own_reason(
     dtype = elem_type_name(types.get(node.input[0])) if node.input else None
     out = elem_type_name(types.get(node.output[0])) if node.output else None
     rank = _rank(types.get(node.input[0])) if node.input else None
-    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads, out, rank)
+    facts = NodeFacts(domain, node.op_type, dtype, _reduction(node), threads, out, rank, _batch_dims(node))
     if dtype is None:
         for guess in _UNKNOWN_TYPES:
-            reason = route_reason(NodeFacts(domain, node.op_type, guess, facts.reduction, threads), ort_version)
+            reason = route_reason(replace(facts, dtype=guess), ort_version)
             if reason is not None:
-                return (
-                    "onnx's inference gives no type for its data, and onnxruntime is wrong for some types "
-                    f"({guess}: {reason})"
-                )
+                return f"onnx's inference gives no type for its data, and for {guess} data: {reason}"
     return route_reason(facts, ort_version)
+
+
+def _function_types(
+    function: onnx.FunctionProto, call: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], model: onnx.ModelProto
+) -> dict[str, onnx.TypeProto]:
+    """The types of a model-local function's values at one call: its inputs take the call's
+    argument types, and onnx's inference runs over its body (attributes it references
+    left unresolved: a value that depends on one stays unknown)."""
+    graph = onnx.GraphProto(name=function.name)
+    graph.node.extend(function.node)
+    for formal, actual in zip(function.input, call.input, strict=False):
+        value = graph.input.add()
+        value.name = formal
+        if actual and actual in types:
+            value.type.CopyFrom(types[actual])
+    graph.output.extend(onnx.ValueInfoProto(name=name) for name in function.output)
+    body = onnx.ModelProto(ir_version=model.ir_version)
+    body.opset_import.extend(function.opset_import or model.opset_import)
+    body.functions.extend(model.functions)
+    body.graph.CopyFrom(graph)
+    found: dict[str, onnx.TypeProto] = {}
+    with contextlib.suppress(Exception):  # inference is a help: where it fails, nothing is known
+        body = onnx.shape_inference.infer_shapes(body, check_type=False, strict_mode=False)
+    for value in (*body.graph.input, *body.graph.value_info, *body.graph.output):
+        if value.type.WhichOneof("value") is not None:
+            found.setdefault(value.name, value.type)
+    return found
 
 
 def _reason(
@@ -217,6 +249,7 @@ def _reason(
     threads: int,
     ort_version: str,
     route: str,
+    model: onnx.ModelProto,
     seen: frozenset[tuple[str, str]] = frozenset(),
 ) -> str | None:
     """Why ``node`` must run on our kernels, or None; a node whose body holds such a node
@@ -229,11 +262,11 @@ def _reason(
         ("subgraph", g.node, types) for g in subgraphs(node)
     ]
     if key in functions and key not in seen:
-        bodies.append(("function", functions[key].node, {}))
+        bodies.append(("function", functions[key].node, _function_types(functions[key], node, types, model)))
         seen = seen | {key}
     for kind, nodes, scope in bodies:
         for inner in nodes:
-            inner_reason = _reason(inner, scope, functions, threads, ort_version, route, seen)
+            inner_reason = _reason(inner, scope, functions, threads, ort_version, route, model, seen)
             if inner_reason is not None:
                 label = inner.name or inner.op_type
                 return f"its {kind} holds {inner.op_type} node '{label}', which must run on our kernels: {inner_reason}"
@@ -258,7 +291,7 @@ def route_nodes(
     functions = {(f.domain, f.name): f for f in model.functions}
     routed = {}
     for index, node in enumerate(model.graph.node):
-        reason = _reason(node, types, functions, threads, ort_version, route)
+        reason = _reason(node, types, functions, threads, ort_version, route, model)
         if reason is not None:
             routed[index] = reason
     return routed

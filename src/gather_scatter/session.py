@@ -111,6 +111,9 @@ def _hosted(
     from ._dispatch import OffSpecWarning, _warn_off_spec, attribute_dict
     from ._versions import first_accepting, normalize_domain, resolve
 
+    # Our evaluator refuses an invalid family node as it loads it; onnxruntime runs some
+    # (reduction='sum'): every family node is loaded here first, as ours would be.
+    _model_check.check_family_nodes(proto, strict=strict)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", OffSpecWarning)
         hosted = _Hosted(proto, path=path, threads=threads, route=route, strict=strict)
