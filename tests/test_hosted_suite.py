@@ -137,3 +137,14 @@ def _ort_routes_version() -> str:
     import onnxruntime
 
     return onnxruntime.__version__
+
+
+def test_the_docs_table_of_routes_is_current():
+    """docs/models.md's table is written from the rules (python scripts/routes_doc.py)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "routes_doc.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, "docs/models.md's routing table is stale: run python scripts/routes_doc.py"

@@ -15,13 +15,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RULES", "NodeFacts", "Rule", "route_reason"]
+__all__ = ["CONDITIONS", "OUTCOMES", "RULES", "NodeFacts", "Rule", "route_reason", "routed_combinations"]
 
 _SCATTER_REDUCTIONS = frozenset({("", "ScatterND"), ("", "ScatterElements")})  # Scatter-9 has no reduction
 _GATHERS = frozenset({("", "Gather"), ("", "GatherElements"), ("", "GatherND"), ("com.microsoft", "GatherND")})
 _HALVES = frozenset({"float16", "bfloat16"})
 _FLOATS = frozenset({"float", "double", "float16", "bfloat16"})
 _BLOCK_QUANTIZED = frozenset({("com.microsoft", "GatherBlockQuantized")})
+
+
+#: Each rule kind's condition on a node, as the docs' table says it.
+CONDITIONS = {
+    "reduction_threads": "a reduction (add, mul, max, min) at more than one intra-op thread",
+    "reduction_half": "a reduction on float16 or bfloat16 data, at any thread count",
+    "nan_max_min": "reduction max or min on float, double, float16 or bfloat16 data",
+    "bool_max_min": "reduction max or min on bool data",
+    "string_max_min": "reduction max or min on string data",
+    "string": "string data",
+    "batch_dims": "batch_dims > 0",
+    "output_bfloat16": "bfloat16 scales and output",
+    "rank1_data": "data of rank 1 (which its schema allows)",
+}
+
+#: What onnxruntime does where a rule matches, as the docs' table says it.
+OUTCOMES = {
+    "wrong_value": "a wrong value",
+    "wrong_shape": "a wrong shape",
+    "accepts_invalid": "accepts an invalid input",
+    "refuses_at_load": "refuses a valid model at load",
+    "refuses_at_run": "refuses a valid input at run time",
+    "crash": "ends the process",
+}
 
 
 @dataclass(frozen=True)
@@ -193,3 +217,70 @@ def route_reason(node: NodeFacts, ort_version: str) -> str | None:
         if rule.matches(node, version):
             return rule.reason
     return None
+
+
+def routed_combinations(ort_version: str, threads: int) -> tuple[int, int]:
+    """Count the combinations the table routes under onnxruntime ``ort_version`` at ``threads``.
+
+    A combination is an operator version of the registry, a data type it allows, an index type,
+    a reduction it allows and, for GatherND-12/13, ``batch_dims`` 0 or 1 (GatherBlockQuantized:
+    an output type, and data of rank 1 or 2). Returns ``(routed, total)``.
+    """
+    from ._versions import REGISTRY
+
+    routed = total = 0
+    for spec in REGISTRY.values():
+        outputs = sorted(spec.input_types.get("scales", ())) or [None]
+        ranks = (1, 2) if spec.op_type == "GatherBlockQuantized" else (None,)
+        batch = (0, 1) if "batch_dims" in spec.attributes else (0,)
+        for dtype in sorted(spec.data_types):
+            for _index in sorted(spec.index_types):
+                for reduction in spec.reductions or ("none",):
+                    for out in outputs:
+                        for rank in ranks:
+                            for batch_dims in batch:
+                                node = NodeFacts(
+                                    spec.domain, spec.op_type, dtype, reduction, threads, out or dtype, rank, batch_dims
+                                )
+                                total += 1
+                                routed += route_reason(node, ort_version) is not None
+    return routed, total
+
+
+def _ops_text(ops: frozenset[tuple[str, str]]) -> str:
+    names = sorted(f"{op_type} (com.microsoft)" if domain else op_type for domain, op_type in ops)
+    return " / ".join(names)
+
+
+def markdown(ort_version: str) -> str:
+    """The docs' table of what the hosted Session routes under onnxruntime ``ort_version``
+    (``docs/models.md`` holds it between its ``routes`` markers; ``scripts/routes_doc.py``
+    writes it, and a test checks that it is current)."""
+    lines = [
+        f"Routed under onnxruntime {ort_version}: {routed_combinations(ort_version, 1)[0]} of "
+        f"{routed_combinations(ort_version, 1)[1]} combinations at 1 thread, "
+        f"{routed_combinations(ort_version, 2)[0]} at 2 threads (operator version x data type x index "
+        "type x reduction, x batch_dims 0/1 for GatherND, x output type and rank 1/2 for "
+        "GatherBlockQuantized).",
+        "",
+        "| routed node | when | onnxruntime | shown by the suite | why |",
+        "|---|---|---|---|---|",
+    ]
+    version = tuple(int(p) for p in ort_version.split(".")[:2])
+    for rule in RULES:
+        if rule.fixed_in is not None and version >= rule.fixed_in:
+            continue
+        why = rule.reason.replace("|", "\\|")
+        lines.append(
+            f"| {_ops_text(rule.ops)} | {CONDITIONS[rule.kind]} | {OUTCOMES[rule.outcome]} | "
+            f"{'yes' if rule.suite else 'no'} | {why} |"
+        )
+    lines += [
+        "| any node onnxruntime refuses to load (complex64 data, float8 types it lacks, an operator it "
+        "lacks) | found at build | refuses at load | yes | its error names the node, or each node is "
+        "tried alone; a refused node that neither our kernels nor `onnx.reference` run (a bfloat16 "
+        "MatMulNBits) is refused at build, naming it |",
+        "| an If / Loop / Scan or function call whose body holds a routed node | always | - | - | the "
+        "whole node runs in our evaluator (its body in `onnx.reference` and our kernels) |",
+    ]
+    return "\n".join(lines) + "\n"

@@ -139,9 +139,13 @@ class Session:
     (in the main graph, subgraphs and model-local functions), onnx.reference the others:
     exact, and slow outside the family (pure Python). ``"onnxruntime"``: onnxruntime runs the
     model, and our kernels run only the nodes it gets wrong or cannot run (the *routed* nodes:
-    see :attr:`plan`): scatter reductions of ScatterND on more than one thread, float16 and
-    bfloat16 scatter reductions, gathers of strings, a node onnxruntime refuses to load, and
-    an If/Loop/Scan or function call whose body holds one (it runs in our evaluator). The rest
+    see :attr:`plan`, and the table in ``docs/models.md``): scatter reductions of ScatterND on
+    more than one thread, float16 and bfloat16 scatter reductions, float max/min scatter
+    reductions (onnxruntime drops a NaN), bool and string max/min, gathers of strings, GatherND
+    with ``batch_dims`` (onnxruntime accepts batch dims that differ), a node onnxruntime refuses
+    to load, and an If/Loop/Scan or function call whose body holds one (it runs in our
+    evaluator). Every family node is loaded at build as our evaluator loads it, so an invalid
+    attribute that onnxruntime would run (``reduction='sum'``) is refused there. The rest
     runs in onnxruntime segments, each an ``InferenceSession`` built once; where nothing is
     routed, onnxruntime runs the original model unchanged (its outputs bitwise onnxruntime's).
 
