@@ -439,11 +439,6 @@ def test_threads_and_route_all_with_the_reference_engine_are_refused_not_ignored
     assert main(["run", "--route", "needed"]) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_model's reference branch builds its Session without threads and route (session.py, outside "
-    "Session.__init__'s checks): issue 36 hands that one-line change on; this test then passes, and the mark goes",
-)
 def test_run_model_refuses_threads_and_route_all_with_the_reference_engine():
     feeds = {"data": DATA, "index": np.array(2)}
     with pytest.raises(ValueError, match=re.escape("threads=7 is an option of engine='onnxruntime'")):

@@ -132,6 +132,25 @@ def _hosted(
     return hosted
 
 
+def _check_engine_options(engine: str, threads: int | None, route: str) -> None:
+    """Refuse an unknown engine or route, and the onnxruntime engine's options given to ours."""
+    if engine not in ("reference", "onnxruntime"):
+        raise ValueError(f"engine must be 'reference' or 'onnxruntime', not {engine!r}")
+    if route not in ("needed", "all"):
+        raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
+    if engine == "reference" and threads is not None:  # not ignored: the caller meant onnxruntime's threads
+        raise ValueError(
+            f"threads={threads!r} is an option of engine='onnxruntime' (its intra-op thread count), not of "
+            "engine='reference'; pass engine='onnxruntime', or set our kernels' threads with "
+            "gather_scatter.set_num_threads"
+        )
+    if engine == "reference" and route != "needed":
+        raise ValueError(
+            f"route={route!r} is an option of engine='onnxruntime' (which nodes of the family our kernels run), "
+            "not of engine='reference', which runs every one on our kernels; pass engine='onnxruntime'"
+        )
+
+
 class Session:
     """An ONNX model built once, to run many times, as :func:`run_model` evaluates it.
 
@@ -217,21 +236,7 @@ class Session:
         strict: bool = True,
         check: bool = True,
     ) -> None:
-        if engine not in ("reference", "onnxruntime"):
-            raise ValueError(f"engine must be 'reference' or 'onnxruntime', not {engine!r}")
-        if route not in ("needed", "all"):
-            raise ValueError(f"route must be 'needed' or 'all', not {route!r}")
-        if engine == "reference" and threads is not None:  # not ignored: the caller meant onnxruntime's threads
-            raise ValueError(
-                f"threads={threads!r} is an option of engine='onnxruntime' (its intra-op thread count), not of "
-                "engine='reference'; pass engine='onnxruntime', or set our kernels' threads with "
-                "gather_scatter.set_num_threads"
-            )
-        if engine == "reference" and route != "needed":
-            raise ValueError(
-                f"route={route!r} is an option of engine='onnxruntime' (which nodes of the family our kernels run), "
-                "not of engine='reference', which runs every one on our kernels; pass engine='onnxruntime'"
-            )
+        _check_engine_options(engine, threads, route)
         hosted = engine == "onnxruntime"
         path = model if isinstance(model, (str, os.PathLike)) else None
         proto = _load(
@@ -429,6 +434,7 @@ def run_model(
     if engine == "onnxruntime":
         session = Session(model, engine=engine, threads=threads, route=route, strict=strict, check=check)
         return dict(zip(session._output_names, session.run(None, inputs), strict=False))
+    _check_engine_options(engine, threads, route)
     model = _load(model, check)
     # The feeds are checked before the nodes are loaded, as they always were here.
     feeds = check_inputs(model.graph, inputs)
