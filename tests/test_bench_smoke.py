@@ -111,3 +111,26 @@ def test_quick_quantized_sweep_runs_every_cell_bitwise_against_onnxruntime(tmp_p
     assert {r["table"] for r in rows} == {"4bit", "2bit", "8bit_zp", "int4", "fp8"}
     assert all(r["ours_ms"] > 0 and r["ort_ms"] > 0 for r in rows)
     assert "cells: median ratio" in proc.stdout
+
+
+def test_ort_race_runs_and_the_docs_give_its_one_figure():
+    """Issue 36: onnxruntime's ScatterND race was three figures in three places ('18 of 20' differed, '11 of 20'
+    wrong, '9 of 20' exact); now one, measured by one command, the same in README.md and docs/models.md."""
+    import re
+
+    pytest.importorskip("onnxruntime")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ort_race.py"), "--rows", "2000", "--runs", "3"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"2 intra-op threads, index_add export .*2,000 rows of 8 float32 into 64 segments: [0-3] of 3 "
+                     r"runs differ from the spec's loop \(gather_scatter\.run_model\), in [0-3] distinct results; "
+                     r"Session\(engine='onnxruntime'\): 0 of 3$", proc.stdout.strip()), proc.stdout
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    models = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    figures = [re.findall(r"wrong on (\d+) runs of (\d+)", readme), re.findall(r"wrong on (\d+) runs of (\d+)", models),
+               re.findall(r"\*\*(\d+) of (\d+) runs\s+differed\*\*", models)]
+    assert all(len(found) == 1 for found in figures) and len({found[0] for found in figures}) == 1, figures
+    assert "benchmarks/ort_race.py" in readme and "benchmarks/ort_race.py" in models
+    assert not re.search(r"\d+ (runs )?of 20\b", readme + models)
