@@ -3,6 +3,9 @@
 Complex ``mul``: the spec does not say how a complex product rounds (``ac - bd`` with each
 product rounded, or a fused multiply-add), so every complex ``mul`` case has a tolerance
 (``data.json``), wide enough for correctly rounded products, and no other case gained one.
+0.0 against -0.0 under max/min: the spec has no tie rule, so the cases whose loop compares
+zeros of both signs carry the tag ``signed_zero_tie`` (computed here again, one Python float
+at a time), and their expected outputs follow the rule docs/conformance.md states.
 The scatters' cases at the default size (seed 0) are the ones checked: only they have
 reductions.
 """
@@ -25,9 +28,15 @@ SCATTERS = ["ScatterND", "ScatterElements", "Scatter"]
 
 
 @pytest.fixture(scope="module")
-def scatters():
-    """The valid cases of every scatter version at the default size, seed 0 (as the default export's)."""
-    return [c for c in build_suite(ops=SCATTERS) if c.valid]
+def scatters_all():
+    """Every case of every scatter version at the default size, seed 0 (as the default export's)."""
+    return build_suite(ops=SCATTERS)
+
+
+@pytest.fixture(scope="module")
+def scatters(scatters_all):
+    """Their valid cases."""
+    return [c for c in scatters_all if c.valid]
 
 
 def _complex_mul(case) -> bool:
@@ -117,3 +126,68 @@ def test_the_product_that_differs_in_the_last_bit_is_within_the_tolerance():
     rtol, atol = tolerance(spec, C.Case("ScatterND", [x, np.array([[0]]), y], {"reduction": "mul"}))
     assert (rtol, atol) == (6.7e-16, 2.3e-308)
     assert np.isclose(fused, ours[0], rtol=rtol, atol=atol)
+
+
+# ----------------------------------------------------------------------------- 0.0 against -0.0 under max/min
+
+
+def _ties(spec, case) -> bool:
+    """Whether the spec's loop compares 0.0 with -0.0 at some element, one Python float at a time."""
+    data, updates = case.inputs[0], case.inputs[2]
+    if data.dtype.kind != "f" and str(data.dtype) != "bfloat16":  # no signed zero: ints, bool, strings
+        return False
+    out = {}
+    better = (lambda a, b: a > b) if reduction_of(spec, case.attrs) == "max" else (lambda a, b: a < b)
+    for target, at in _writes(spec, case):
+        a = out.get(target, float(data[target]))
+        b = float(updates[at])
+        if a == 0 and b == 0 and math.copysign(1, a) != math.copysign(1, b):
+            return True
+        out[target] = a if a != a or better(a, b) else b  # NaN stays; the first tie ends the walk
+    return False
+
+
+def _numpys_rule(spec, case) -> np.ndarray:
+    """The loop with the docs' tie rule: the update wins a tie, except on float16, where the output's value does."""
+    data, updates = case.inputs[0], case.inputs[2]
+    out = data.copy()
+    better = (lambda a, b: a > b) if reduction_of(spec, case.attrs) == "max" else (lambda a, b: a < b)
+    keep_on_tie = data.dtype == np.float16
+    for target, at in _writes(spec, case):
+        a, b = float(out[target]), float(updates[at])
+        if b != b:
+            out[target] = updates[at]
+        elif a != a or better(a, b) or (keep_on_tie and a == b):
+            continue
+        else:
+            out[target] = updates[at]
+    return out
+
+
+def test_signed_zero_tie_is_exactly_the_cases_whose_loop_compares_zeros_of_both_signs(scatters_all):
+    tied = []
+    for c in scatters_all:
+        expected = c.valid and reduction_of(c.spec, c.case.attrs) in ("max", "min") and _ties(c.spec, c.case)
+        assert ("signed_zero_tie" in c.tags) == expected, c.name
+        if expected:
+            tied.append(c)
+    assert {c.spec.name for c in tied} == {"ScatterND-18", "ScatterElements-18"}
+    for name in ("ScatterND-18", "ScatterElements-18"):  # the targeted ones: every float width, max and min
+        have = {(str(c.case.inputs[0].dtype), reduction_of(c.spec, c.case.attrs)) for c in tied if c.spec.name == name}
+        assert have >= {(t, r) for t in ("float32", "float64", "float16", "bfloat16") for r in ("max", "min")}, name
+
+
+def test_a_tie_gives_what_the_docs_say(scatters_all):
+    """The suite's expected outputs where zeros tie follow the docs' rule; the issue's example gives 0.0."""
+    tied = [c for c in scatters_all if "signed_zero_tie" in c.tags]
+    for c in tied:
+        want = _numpys_rule(c.spec, c.case)
+        assert want.tobytes() == c.result.tobytes(), c.name  # bits: the sign of each zero
+    for dtype in (np.float32, np.float64, "bfloat16", np.float16):
+        data = np.array([-1.0], C.DTYPES[dtype] if isinstance(dtype, str) else dtype)
+        updates = np.array([-0.0, 0.0], data.dtype)
+        for out in (
+            gs.scatter_nd(data, np.array([[0], [0]]), updates, reduction="max"),
+            gs.scatter_elements(data, np.array([0, 0]), updates, reduction="max"),
+        ):
+            assert out[0] == 0 and bool(np.signbit(out.astype(np.float32))[0]) == (data.dtype == np.float16), dtype

@@ -153,6 +153,10 @@ REFERENCE_GAPS = {
         "(its ScatterND-18 keeps it)"
     ),
     "ScatterND string max/min": "onnx.reference's ScatterND-18 max/min refuses strings (TypeError)",
+    "ScatterElements signed zero tie": (
+        "onnx.reference's ScatterElements-18 max/min is Python's max/min, which keeps the output's zero where 0.0 "
+        "ties -0.0; the suite's rule (numpy.maximum, its ScatterND-18's) takes the update's for float, double, bfloat16"
+    ),
 }
 
 
@@ -175,6 +179,8 @@ def _reference_gap(entry: dict) -> str | None:
         return "ScatterElements NaN max/min"
     if spec.op_type == "ScatterND" and "string" in tags and attrs.get("reduction") in ("max", "min"):
         return "ScatterND string max/min"
+    if spec.op_type == "ScatterElements" and "signed_zero_tie" in tags:
+        return "ScatterElements signed zero tie"
     return None
 
 

@@ -60,6 +60,7 @@ COVERAGE_TAGS = (
     "float16_reduction",
     "bfloat16_reduction",
     "nan_max_min",
+    "signed_zero_tie",
     "nan",
     "negative_zero",
     "inf",
@@ -161,7 +162,7 @@ def tags_of(spec: OpVersion, case: C.Case, *, valid: bool = True, error_kind: st
     valid : bool, default True
         Whether it is a valid case; an invalid one gets ``invalid_<error_kind>`` too, and no
         tag that needs a defined result (``duplicates_with_reduction``, ``nan_max_min``,
-        ``circular_wrap_batch_ge_max_seq`` only mean something on a result).
+        ``signed_zero_tie``, ``circular_wrap_batch_ge_max_seq`` only mean something on a result).
     error_kind : str, optional
         The invalid case's error kind (``bounds``, ``shape``, ``type``, ``attribute``, ``arity``).
 
@@ -216,6 +217,8 @@ def tags_of(spec: OpVersion, case: C.Case, *, valid: bool = True, error_kind: st
                 tags.add("duplicates_with_reduction")
             if valid and reduction in ("max", "min") and "nan" in _value_tags(inputs[:1] + inputs[2:]):
                 tags.add("nan_max_min")
+            if valid and _signed_zero_tie(spec, case):
+                tags.add("signed_zero_tie")
     if op == "TensorScatter":
         mode = attrs.get("mode", "linear")
         mode = mode.decode() if isinstance(mode, bytes) else str(mode)
@@ -268,29 +271,79 @@ def applicable_tags(spec: OpVersion) -> frozenset[str]:
         tags |= {f"{t}_reduction" for t in ("float16", "bfloat16") if t in types}
     if reductions & {"max", "min"}:
         tags.add("nan_max_min")
+        if types & {"float", "double", "float16", "bfloat16"}:
+            tags.add("signed_zero_tie")
     return frozenset(tags)
+
+
+def _targets(spec: OpVersion, case: C.Case) -> tuple[np.ndarray, int]:
+    """Return where a valid scatter's updates land: one flat key per update, in the spec's loop order, and the width.
+
+    ScatterND: update ``i`` (an index tuple, row-major) writes the slice of ``data`` keyed by
+    its flat position in ``data.shape[:k]``, ``width`` elements long. The elements scatters:
+    update ``i`` (a position of ``indices``, row-major) writes the one element keyed by its flat
+    position in ``data``, width 1. Negative indices are wrapped; a key names one slice whatever
+    spelling reaches it.
+    """
+    data, indices = case.inputs[0], np.asarray(case.inputs[1], dtype=np.int64)
+    if indices.size == 0 and (spec.op_type != "ScatterND" or indices.shape[-1] != 0):
+        return np.zeros(0, np.int64), 1
+    if spec.op_type == "ScatterND":
+        k = indices.shape[-1]
+        n = math.prod(indices.shape[:-1])
+        width = math.prod(data.shape[k:])
+        if k == 0:
+            return np.zeros(n, np.int64), width
+        rows = indices.reshape(n, k)
+        rows = np.where(rows < 0, rows + np.asarray(data.shape[:k], np.int64), rows)
+        return np.ravel_multi_index(tuple(rows.T), data.shape[:k]).astype(np.int64), width
+    axis = int(case.attrs.get("axis", 0)) % indices.ndim
+    coords: list[np.ndarray] = [c.reshape(-1) for c in np.indices(indices.shape)]
+    coords[axis] = np.where(indices < 0, indices + data.shape[axis], indices).reshape(-1)
+    return np.ravel_multi_index(tuple(coords), data.shape).astype(np.int64), 1
 
 
 def most_hits(spec: OpVersion, case: C.Case) -> int:
     """Return the most updates of a scatter that reach one element (or slice) of ``data``; 0 for no update."""
-    data, indices = case.inputs[0], np.asarray(case.inputs[1], dtype=np.int64)
-    if indices.size == 0 and (spec.op_type != "ScatterND" or indices.shape[-1] != 0):
-        return 0
-    if spec.op_type == "ScatterND":
-        k = indices.shape[-1]
-        n = math.prod(indices.shape[:-1])
-        if k == 0:
-            return n
-        rows = indices.reshape(n, k)
-        rows = np.where(rows < 0, rows + np.asarray(data.shape[:k], np.int64), rows)
-        keys = np.ravel_multi_index(tuple(rows.T), data.shape[:k])
-    else:
-        axis = int(case.attrs.get("axis", 0)) % indices.ndim
-        size = data.shape[axis]
-        lines = np.moveaxis(np.where(indices < 0, indices + size, indices), axis, -1)
-        lines = lines.reshape(-1, indices.shape[axis])
-        keys = (np.arange(lines.shape[0])[:, None] * max(size, 1) + lines).reshape(-1)
+    keys, _ = _targets(spec, case)
     return int(np.unique(keys, return_counts=True)[1].max()) if keys.size else 0
+
+
+def _signed_zero_tie(spec: OpVersion, case: C.Case) -> bool:
+    """Whether a max/min scatter's loop compares 0.0 with -0.0 at some element (``signed_zero_tie``).
+
+    The spec's loop, ``output[i] = max(output[i], updates[j])`` in row-major order of the
+    updates, run in float64 (exact for the float types) round by round: round ``r`` applies the
+    ``r``-th update of every slice, so the updates of one element keep their order. A tie is a
+    comparison of a zero with the zero of the other sign, between ``data`` and an update or
+    between the value an earlier update left and a later one. Until the first tie every rule
+    gives the same values (NaN propagating, as ours), so whether a case ties does not depend
+    on what a tie gives.
+    """
+    reduction = reduction_of(spec, case.attrs)
+    data = case.inputs[0]
+    if reduction not in ("max", "min") or onnx_type_name(data.dtype) not in ("float16", "bfloat16", "float", "double"):
+        return False
+    keys, width = _targets(spec, case)
+    if not keys.size or not width:
+        return False
+    table = np.array(data, dtype=np.float64).reshape(-1, width)  # a copy: the loop writes it
+    updates = np.asarray(case.inputs[2], dtype=np.float64).reshape(keys.size, width)
+    zeros = np.signbit(np.concatenate([table[table == 0], updates[updates == 0]]))
+    if zeros.all() or not zeros.any():  # no zero, or zeros of one sign only: no tie to find
+        return False
+    order = np.argsort(keys, kind="stable")
+    firsts = np.flatnonzero(np.r_[True, np.diff(keys[order]) != 0])
+    rank = np.empty(keys.size, np.int64)
+    rank[order] = np.arange(keys.size) - np.repeat(firsts, np.diff(np.r_[firsts, keys.size]))
+    pick = np.maximum if reduction == "max" else np.minimum
+    for r in range(int(rank.max()) + 1):
+        now = np.flatnonzero(rank == r)  # distinct keys: one update per slice in this round
+        a, b = table[keys[now]], updates[now]
+        if ((a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b))).any():
+            return True
+        table[keys[now]] = pick(a, b)
+    return False
 
 
 _EPS = {

@@ -4,7 +4,8 @@ Each generator takes a version (:class:`~gather_scatter._versions.OpVersion`) an
 ``numpy.random.Generator`` and yields :class:`~gather_scatter.check.cases.Case` values built
 from the checker's generators (``check/cases.py``, ``check/quantized_cases.py``), then bent to
 the feature: every index negative, no index at all, data of rank 5, ``batch_dims`` 2, duplicate
-targets under every reduction of every float width, NaN under max/min, TensorScatter write
+targets under every reduction of every float width, NaN under max/min, 0.0 against -0.0 under
+max/min (made whole, drawing nothing from the generator), TensorScatter write
 indices at and past ``max_sequence_length`` in circular mode. What a case covers is decided
 afterwards from its arrays (:func:`..tags.tags_of`), not from which generator made it.
 """
@@ -274,6 +275,34 @@ def _nan_cases(spec, rng) -> Iterator[C.Case]:
             yield C.Case(case.op, [data, indices, updates], case.attrs)
 
 
+def _signed_zero_cases(spec, rng) -> Iterator[C.Case]:
+    """0.0 against -0.0 under max and min, at elements with duplicates and without, every float width.
+
+    Written out, not drawn (``rng`` is left as it was: the cases drawn after these stay the same).
+    Six elements, seven updates in this order: element 0 takes -0.0 then 0.0 over data -1.0
+    (1.0 under min: the first update wins, the second ties it), element 1 takes 0.0 then -0.0
+    (the second spelled -5), elements 2 and 3 hold -0.0 and 0.0 and take the other zero, and
+    element 5 (5.0; -5.0 under min) takes -0.0 and keeps its value: no tie there.
+    """
+    if "reduction" not in spec.attributes:
+        return
+    positions = [0, 1, 2, 3, 0, -5, 5]
+    zeros = [-0.0, 0.0, 0.0, -0.0, 0.0, -0.0, -0.0]
+    for r in ("max", "min"):
+        if r not in spec.reductions:
+            continue
+        far = -1.0 if r == "max" else 1.0
+        floats = [t for t in ("float", "double", "float16", "bfloat16") if t in spec.data_types]
+        for j, type_name in enumerate(floats):
+            dtype = C.DTYPES[type_name]
+            data = np.array([far, far, -0.0, 0.0, far, -5.0 * far], dtype)
+            index_dtype = C.INDEX_DTYPES[_index_types(spec)[j % len(spec.index_types)]]
+            indices = np.array(positions, index_dtype)
+            if spec.op_type == "ScatterND":
+                indices = indices.reshape(-1, 1)
+            yield C.Case(spec.op_type, [data, indices, np.array(zeros, dtype)], {"reduction": r})
+
+
 def _tensor_scatter_cases(spec, rng) -> Iterator[C.Case]:
     """Circular writes whose index reaches or passes max_sequence_length; both modes without write_indices."""
     if spec.op_type != "TensorScatter":
@@ -320,6 +349,7 @@ _GENERATORS = (
     _reduction_cases,
     _nan_cases,
     _tensor_scatter_cases,
+    _signed_zero_cases,
 )
 
 
