@@ -328,3 +328,29 @@ def test_a_node_routed_inside_a_model_local_function_gives_its_own_rules_reason(
     feeds = {"x": np.zeros(4, np.float32), "i": np.array([[1], [1]]), "u": np.array([1.0, 2.0], np.float32)}
     np.testing.assert_array_equal(session.run(None, feeds)[0], [0, 3, 0, 0])
     assert gs.Session(model, engine="onnxruntime", threads=1).plan.routed == {}  # one thread: exact
+
+
+def test_a_constant_read_across_a_routed_node_is_made_again_in_the_segment():
+    """The TorchScript export of a scatter_reduce('amax') pool: an If on a Constant condition
+    after the routed ScatterElements, whose branch output is declared float[1024] while it holds
+    (16, 64). onnxruntime folds the If where the condition is a constant of its segment; fed from
+    another step, it ran the branch and refused the declared shape. The Constant is made again in
+    each segment that reads it, and nothing of it crosses a boundary."""
+    f = oh.make_tensor_value_info
+    cond = oh.make_node("Constant", [], ["cond"], value=oh.make_tensor("c", TP.BOOL, [], [False]), name="cond")
+    pool = oh.make_node("ScatterElements", ["x", "i", "u"], ["s"], reduction="max", name="pool")
+    then = oh.make_graph([oh.make_node("Flatten", ["s"], ["t"], axis=0)], "then", [], [f("t", TP.FLOAT, [1, 1024])])
+    other = oh.make_graph([oh.make_node("Identity", ["s"], ["e"])], "else", [], [f("e", TP.FLOAT, [1024])])
+    branch = oh.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other, name="branch")
+    graph = oh.make_graph([cond, pool, branch, oh.make_node("Relu", ["y"], ["out"], name="relu")], "g",
+                          [f("x", TP.FLOAT, [16, 64]), f("i", TP.INT64, [4, 64]), f("u", TP.FLOAT, [4, 64])],
+                          [f("out", TP.FLOAT, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((16, 64)).astype(np.float32), "i": rng.integers(0, 16, (4, 64)),
+             "u": rng.standard_normal((4, 64)).astype(np.float32)}
+    session = gs.Session(model, engine="onnxruntime", threads=1)
+    assert list(session.plan.routed) == ["pool"]
+    assert all("cond" not in step.inputs for step in session.plan.steps)
+    (out,) = session.run(None, feeds)
+    np.testing.assert_array_equal(out, np.maximum(gs.scatter_elements(feeds["x"], feeds["i"], feeds["u"], reduction="max"), 0))

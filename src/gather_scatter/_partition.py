@@ -324,25 +324,44 @@ def steps(model: onnx.ModelProto, routed: Mapping[int, str]) -> list[PlanStep]:
             members = [i for i in range(len(nodes)) if stage[i] == level and (i in routed) == want]
             if members:
                 groups.append((engine, members))  # type: ignore[arg-type]
-    # What each step must hand on: what later steps read, and the graph's outputs.
-    needed_after: list[set[str]] = []
-    later = {o.name for o in model.graph.output}
-    for _, members in reversed(groups):
-        needed_after.append(set(later))
-        for i in members:
-            later.update(reads[i])
-    needed_after.reverse()
-    plan = []
-    for (engine, members), after in zip(groups, needed_after, strict=True):
+    # A Constant that an onnxruntime segment reads from another step is made again inside the
+    # segment: onnxruntime folds what it feeds (an If on a constant condition runs as its
+    # branch, whose outputs an exporter may declare with shapes that hold only there), and the
+    # value need not cross a boundary.
+    constants = {name: i for i, node in enumerate(nodes) if _is_constant(node) for name in node.output if name}
+    for engine, members in groups:
+        if engine == "onnxruntime":
+            have = set(members)
+            extra = {constants[n] for i in members for n in reads[i] if n in constants} - have
+            members[:] = sorted(have | {i for i in extra if i not in routed})
+    steps_io = []
+    for _, members in groups:
         made: dict[str, None] = {}
         read: dict[str, None] = {}
         for i in members:
             read.update((n, None) for n in reads[i] if n not in made)
             made.update((n, None) for n in nodes[i].output if n)
+        steps_io.append((read, made))
+    # What each step must hand on: what later steps read, and the graph's outputs.
+    needed_after: list[set[str]] = []
+    later = {o.name for o in model.graph.output}
+    for read, _ in reversed(steps_io):
+        needed_after.append(set(later))
+        later.update(read)
+    needed_after.reverse()
+    plan = []
+    for (engine, members), (read, made), after in zip(groups, steps_io, needed_after, strict=True):
         outputs = tuple(n for n in made if n in after)
+        if engine == "onnxruntime" and not outputs:
+            continue  # only Constants, each made again where it is read
         reasons = {i: routed[i] for i in members if i in routed}
         plan.append(PlanStep(engine, tuple(members), tuple(read), outputs, reasons))
     return plan
+
+
+def _is_constant(node: onnx.NodeProto) -> bool:
+    """A Constant node (no inputs): cheap to make again in each segment that reads it."""
+    return node.op_type == "Constant" and normalize_domain(node.domain) == "" and not any(node.input)
 
 
 def _no_shape(t: onnx.TypeProto) -> onnx.TypeProto:
