@@ -105,7 +105,8 @@ class SuiteCase:
     tags : list of str
         What it covers (:func:`.tags.tags_of`).
     tolerance : tuple of float, optional
-        ``(rtol, atol)`` where a float reduction's rounding order is left open; None: exact.
+        ``(rtol, atol)`` where a float reduction's rounding order, or a complex product's
+        rounding, is left open (:func:`.tags.tolerance`); None: exact.
     name : str
         ``test_<op>_<version>_<what>_<n>``, unique in the suite.
     """
