@@ -178,12 +178,13 @@ class Session:
     engine : {'reference', 'onnxruntime'}, default 'reference'
         Who runs the operators outside the family (see above).
     threads : int, optional
-        With ``engine="onnxruntime"``: onnxruntime's intra-op thread count (default: the cores
-        this process may use). The routing depends on it: at 1, ScatterND's reductions stay in
+        Only with ``engine="onnxruntime"`` (``engine="reference"`` raises ValueError for any
+        value but None): onnxruntime's intra-op thread count (default: the cores this process
+        may use). The routing depends on it: at 1, ScatterND's add and mul stay in
         onnxruntime, which runs them right on one thread.
     route : {'needed', 'all'}, default 'needed'
-        With ``engine="onnxruntime"``: ``'needed'`` routes the nodes above; ``'all'`` every
-        node of the family too.
+        Only with ``engine="onnxruntime"`` (``engine="reference"`` raises ValueError for
+        ``'all'``): ``'needed'`` routes the nodes above; ``'all'`` every node of the family too.
     strict : bool, default True
         As for :func:`run_model`: True refuses an off-spec node at build, whichever engine
         would run it (onnxruntime itself runs ScatterElements ``reduction='max'`` at opset 17
@@ -205,7 +206,8 @@ class Session:
     ModuleNotFoundError
         ``engine="onnxruntime"`` without onnxruntime installed (the message names the pip extra).
     ValueError
-        An unknown ``engine`` or ``route``, or ``threads`` not a positive int.
+        An unknown ``engine`` or ``route``, ``threads`` not a positive int, or ``threads`` or
+        ``route='all'`` with ``engine="reference"`` (options of the onnxruntime engine only).
 
     Examples
     --------
@@ -413,6 +415,9 @@ def run_model(
         Any other error raised by a node (or by loading it), that is by one of
         onnx.reference's operators: the message starts with ``node '<name>' (<op_type>,
         domain <domain>, opset <opset>):``, the original is its ``__cause__``.
+    ValueError
+        An unknown ``engine`` or ``route``, or ``threads`` or ``route='all'`` with
+        ``engine="reference"`` (options of the onnxruntime engine only).
     OSError, onnx.onnx_cpp2py_export.checker.ValidationError, google.protobuf.message.DecodeError
         With ``check=False``, as raised by ``onnx.load`` for a missing or unreadable model file.
 
