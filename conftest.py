@@ -59,8 +59,10 @@ def pytest_collectreport(report):
 
 @pytest.fixture(scope="session")
 def default_suite(tmp_path_factory):
-    """The default conformance suite (``export_tests`` with its defaults: seed 0), written once
-    per test run: ``(folder, manifest)``. Tests read it; none writes into it."""
+    """Write the default conformance suite once per test run, and return ``(folder, manifest)``.
+
+    That is ``export_tests`` with its defaults (seed 0); tests read it, none writes into it.
+    """
     from gather_scatter.conformance import export_tests
 
     folder = tmp_path_factory.mktemp("conformance") / "suite"

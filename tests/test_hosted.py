@@ -353,4 +353,5 @@ def test_a_constant_read_across_a_routed_node_is_made_again_in_the_segment():
     assert list(session.plan.routed) == ["pool"]
     assert all("cond" not in step.inputs for step in session.plan.steps)
     (out,) = session.run(None, feeds)
-    np.testing.assert_array_equal(out, np.maximum(gs.scatter_elements(feeds["x"], feeds["i"], feeds["u"], reduction="max"), 0))
+    pooled = gs.scatter_elements(feeds["x"], feeds["i"], feeds["u"], reduction="max")
+    np.testing.assert_array_equal(out, np.maximum(pooled, 0))

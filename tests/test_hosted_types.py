@@ -35,7 +35,8 @@ _ENGINES = [("reference", "needed"), ("onnxruntime", "needed"), ("onnxruntime", 
 
 def test_the_type_lists_cover_every_onnx_type():
     assert len(_TYPES) == 28
-    assert _GATHER_TYPES | _TENSOR_SCATTER_TYPES | {"UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"} == {n for n, _ in _TYPES}
+    no_family = {"UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"}
+    assert _GATHER_TYPES | _TENSOR_SCATTER_TYPES | no_family == {n for n, _ in _TYPES}
 
 
 def _values(elem: int, shape: tuple[int, ...], seed: int) -> np.ndarray:

@@ -192,7 +192,9 @@ def _batch_dims(node: onnx.NodeProto) -> int:
 
 
 # Where inference gives no data type, every type a rule might name is tried, in this order.
-_UNKNOWN_TYPES = tuple(onnx.TensorProto.DataType.Name(e).lower() for e in sorted(onnx.TensorProto.DataType.values()) if e)
+_UNKNOWN_TYPES = tuple(
+    onnx.TensorProto.DataType.Name(elem).lower() for elem in sorted(onnx.TensorProto.DataType.values()) if elem
+)
 
 
 def _own_reason(

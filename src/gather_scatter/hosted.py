@@ -20,13 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import onnx
 
+from ._ort_values import mode, to_numpy, to_ort
 from ._partition import (
     FAMILY,
     PlanStep,
-    elem_type_name,
     node_label,
     route_nodes,
     segment_model,
@@ -155,109 +154,6 @@ def _names(names: Sequence[str], most: int = 6) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-# --- values across boundaries -----------------------------------------------------------------
-
-
-class _Hold:
-    """An OrtValue's memory as NumPy sees it (``typestr`` bytes per element): the array made
-    from it keeps the OrtValue alive."""
-
-    def __init__(self, value: Any, shape: tuple[int, ...], typestr: str) -> None:
-        self.value = value
-        self.__array_interface__ = {"shape": shape, "typestr": typestr, "data": (value.data_ptr(), False), "version": 3}
-
-
-# The ONNX types NumPy has no type of its own for (ml_dtypes has them), by onnxruntime's name:
-# their OrtValues are made from, and read back as, their bits. 4-bit types are packed two to a
-# byte in onnxruntime (low nibble first, as ONNX stores them), one to a byte in ml_dtypes.
-_ML_TYPES = {
-    onnx.TensorProto.DataType.Name(elem).lower(): (elem, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)))
-    for elem in (
-        onnx.TensorProto.BFLOAT16,
-        onnx.TensorProto.FLOAT8E4M3FN,
-        onnx.TensorProto.FLOAT8E4M3FNUZ,
-        onnx.TensorProto.FLOAT8E5M2,
-        onnx.TensorProto.FLOAT8E5M2FNUZ,
-        onnx.TensorProto.FLOAT8E8M0,
-        onnx.TensorProto.INT4,
-        onnx.TensorProto.UINT4,
-        onnx.TensorProto.FLOAT4E2M1,
-    )
-}
-_ML_ELEM = {dtype: elem for elem, dtype in _ML_TYPES.values()}
-_PACKED = frozenset({onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.FLOAT4E2M1})
-
-
-def _to_numpy(value: Any, c_ortvalue: Any) -> Any:
-    """``value`` (an OrtValue, or what an earlier step gave) as NumPy: every tensor in its ONNX
-    type's dtype (ml_dtypes for bfloat16, float8 and 4-bit types, as our engine gives them),
-    strings as object arrays of ``str``, shapes kept (0-d and empty included)."""
-    if not isinstance(value, c_ortvalue):
-        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
-            return value.astype(object) if value.dtype.kind == "U" else np.char.decode(value, "utf-8").astype(object)
-        return value
-    kind = value.data_type()
-    name = kind[len("tensor(") : -1] if kind.startswith("tensor(") else None
-    if name not in _ML_TYPES:
-        return value.numpy()
-    elem, dtype = _ML_TYPES[name]
-    shape = tuple(value.shape())
-    if elem not in _PACKED:
-        return np.asarray(_Hold(value, shape, f"<u{dtype.itemsize}")).view(dtype)
-    size = int(np.prod(shape, dtype=np.int64))
-    packed = np.asarray(_Hold(value, ((size + 1) // 2,), "|u1"))
-    nibbles = np.empty(2 * packed.size, np.uint8)
-    nibbles[0::2] = packed & 0x0F
-    nibbles[1::2] = packed >> 4
-    return nibbles[:size].view(dtype).reshape(shape)
-
-
-def _to_ort(value: Any, ort: Any, c_ortvalue: Any, keep: list[Any]) -> Any:
-    """``value`` as a C OrtValue (sharing its memory where onnxruntime can); what holds that
-    memory goes into ``keep``. A 0-d array stays 0-d."""
-    if isinstance(value, c_ortvalue):
-        return value
-    array = np.asarray(value)
-    if not array.flags.c_contiguous:
-        array = array.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
-    elem = _ML_ELEM.get(array.dtype)
-    if elem is None:
-        keep.append(array)
-        return c_ortvalue.ortvalue_from_numpy(array, _cpu(ort))
-    made = c_ortvalue.ortvalue_from_shape_and_onnx_type(list(array.shape), elem, _cpu(ort))
-    bits = array.view(f"u{array.dtype.itemsize}").reshape(-1)
-    if elem in _PACKED:
-        low = bits[0::2] & 0x0F
-        high = np.zeros_like(low)
-        high[: bits.size // 2] = (bits[1::2] & 0x0F) << 4
-        bits = low | high
-    if bits.size:
-        np.asarray(_Hold(made, (bits.size,), f"<u{bits.dtype.itemsize}"))[...] = bits
-    keep.append(made)
-    return made
-
-
-@functools.cache
-def _cpu(ort: Any) -> Any:
-    c = ort.capi._pybind_state
-    return c.OrtDevice(c.OrtDevice.cpu(), c.OrtDevice.default_memory(), 0)
-
-
-def _mode(names: Sequence[str], types: Mapping[str, onnx.TypeProto]) -> bool:
-    """Whether a segment exchanging ``names`` is called with OrtValues (True) or NumPy (False).
-
-    onnxruntime's ``run`` cannot take or return the types NumPy lacks (bfloat16, float8, 4-bit),
-    and ``run_with_ort_values`` cannot take strings, sequences or optionals from Python:
-    OrtValues where such a tensor (or a value of unknown type, which may be one) crosses and
-    only tensors cross, NumPy otherwise (the cheaper call: 30-40 us less per run for four
-    inputs and three outputs).
-    """
-    kinds = [("unknown" if n not in types else elem_type_name(types[n]) or "other") for n in names]
-    if "string" in kinds or "other" in kinds:
-        return False
-    return "unknown" in kinds or any(kind in _ML_TYPES for kind in kinds)
-
-
 # --- steps ----------------------------------------------------------------------------------
 
 _NAMED = (
@@ -303,10 +199,10 @@ class _OrtStep:
         try:
             if self.ortvalues:
                 keep: list[Any] = []
-                feeds = {n: _to_ort(values[n], hosted.ort, hosted.c_ortvalue, keep) for n in self.feeds if n in values}
+                feeds = {n: to_ort(values[n], hosted.ort, hosted.c_ortvalue, keep) for n in self.feeds if n in values}
                 out = list(self.session.run_with_ort_values(feeds, self.outputs, None))
             else:
-                feeds = {n: _to_numpy(values[n], hosted.c_ortvalue) for n in self.feeds if n in values}
+                feeds = {n: to_numpy(values[n], hosted.c_ortvalue) for n in self.feeds if n in values}
                 out = self.session.run(self.outputs, feeds, None)
         except Exception as exc:  # onnxruntime's errors are its own classes
             raise hosted.node_error(exc) from exc
@@ -327,7 +223,7 @@ class _OurStep:
     def run(self, values: dict[str, Any]) -> None:
         c_ortvalue = self.hosted.c_ortvalue
         constants = self.hosted.constants
-        feeds = {n: _to_numpy(values[n], c_ortvalue) if n in values else constants(n) for n in self.inputs}
+        feeds = {n: to_numpy(values[n], c_ortvalue) if n in values else constants(n) for n in self.inputs}
         values.update(zip(self.outputs, self.evaluator.run(self.outputs, feeds), strict=True))
 
 
@@ -419,7 +315,7 @@ class _Hosted:
                 continue
             crossing = (*step.inputs, *step.outputs)
             fed = tuple(n for n in step.inputs if n not in initializers or n in graph_inputs)
-            ortvalues = _mode([n for n in crossing if n not in initializers], types)
+            ortvalues = mode([n for n in crossing if n not in initializers], types)
             if self.passthrough:
                 source: Any = os.fspath(path) if path is not None else model.SerializeToString()
             else:
@@ -494,7 +390,7 @@ class _Hosted:
         for step in self.steps:
             step.run(values)
         c_ortvalue = self.c_ortvalue
-        return [_to_numpy(values[n], c_ortvalue) if n in values else self.constants(n) for n in names]
+        return [to_numpy(values[n], c_ortvalue) if n in values else self.constants(n) for n in names]
 
     def node_error(self, exc: BaseException) -> NodeError:
         """Return onnxruntime's run-time error as a NodeError naming the node onnxruntime names."""
