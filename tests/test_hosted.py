@@ -355,3 +355,57 @@ def test_a_constant_read_across_a_routed_node_is_made_again_in_the_segment():
     (out,) = session.run(None, feeds)
     pooled = gs.scatter_elements(feeds["x"], feeds["i"], feeds["u"], reduction="max")
     np.testing.assert_array_equal(out, np.maximum(pooled, 0))
+
+
+def _string_max_model():
+    f = oh.make_tensor_value_info
+    node = oh.make_node("ScatterElements", ["x", "i", "u"], ["s"], reduction="max", name="top")
+    graph = oh.make_graph([node, oh.make_node("Identity", ["s"], ["y"], name="echo")], "g",
+                          [f("x", TP.STRING, [3]), f("i", TP.INT64, [2]), f("u", TP.STRING, [2])], [f("y", TP.STRING, [3])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def test_a_valid_input_onnxruntime_refuses_at_run_time_runs_on_our_kernels_though_no_rule_names_it(monkeypatch):
+    """Without the string max/min rule, onnxruntime refuses the node at run time ('string data
+    type is not supported'): the run is made again with the node routed, and the Session keeps
+    that routing, its reason in the plan."""
+    from gather_scatter import _ort_routes
+
+    monkeypatch.setattr(_ort_routes, "RULES", tuple(r for r in _ort_routes.RULES if r.kind != "string_max_min"))
+    session = gs.Session(_string_max_model(), engine="onnxruntime", threads=1)
+    assert session.plan.routed == {}  # nothing routed at build: onnxruntime loads it
+    feeds = {"x": np.array(["b", "x", "m"], object), "i": np.array([0, 0]), "u": np.array(["c", "a"], object)}
+    (out,) = session.run(None, feeds)
+    assert out.tolist() == ["c", "x", "m"]
+    assert "refused it at run time" in session.plan.routed["top"]
+    assert feeds["x"].tolist() == ["b", "x", "m"]  # the caller's arrays untouched
+    (again,) = session.run(None, {**feeds, "u": np.array(["z", "a"], object)})
+    assert again.tolist() == ["z", "x", "m"]
+
+
+def test_an_invalid_input_onnxruntime_refuses_raises_our_error_with_every_fact():
+    """An index out of bounds in a Gather that onnxruntime runs: our IndexOutOfBoundsError
+    (position, value, valid range), from onnxruntime's; the Session keeps Gather in onnxruntime."""
+    f = oh.make_tensor_value_info
+    graph = oh.make_graph([oh.make_node("Gather", ["data", "ids"], ["rows"], name="embed")], "g",
+                          [f("data", TP.FLOAT, [4, 2]), f("ids", TP.INT64, ["n"])], [f("rows", TP.FLOAT, ["n", 2])])
+    session = gs.Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), engine="onnxruntime", threads=1)
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    with pytest.raises(gs.IndexOutOfBoundsError) as caught:
+        session.run(None, {"data": data, "ids": np.array([1, 7])})
+    assert (caught.value.position, caught.value.value, caught.value.node) == ((1,), 7, "embed")
+    assert "onnxruntime" in str(caught.value.__cause__)
+    assert session.plan.routed == {} and session.plan.passthrough
+    np.testing.assert_array_equal(session.run(None, {"data": data, "ids": np.array([3])})[0], data[[3]])
+
+
+def test_an_error_of_a_node_outside_the_family_stays_onnxruntimes():
+    f = oh.make_tensor_value_info
+    nodes = [oh.make_node("Gather", ["data", "ids"], ["rows"], name="embed"),
+             oh.make_node("Reshape", ["rows", "shape"], ["out"], name="fold")]
+    graph = oh.make_graph(nodes, "g", [f("data", TP.FLOAT, [4, 2]), f("ids", TP.INT64, ["n"]),
+                                       f("shape", TP.INT64, [2])], [f("out", TP.FLOAT, None)])
+    session = gs.Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), engine="onnxruntime", threads=1)
+    feeds = {"data": np.zeros((4, 2), np.float32), "ids": np.array([1, 2]), "shape": np.array([3, 3])}
+    with pytest.raises(gs.NodeError, match="fold"):
+        session.run(None, feeds)

@@ -33,6 +33,7 @@ __all__ = [
     "FAMILY",
     "PlanStep",
     "free_names",
+    "holds_family",
     "node_label",
     "route_nodes",
     "segment_model",
@@ -86,6 +87,23 @@ def _graph_free(graph: onnx.GraphProto) -> list[str]:
         defined.update(node.output)
     free.update((o.name, None) for o in graph.output if o.name and o.name not in defined)
     return list(free)
+
+
+def holds_family(
+    node: onnx.NodeProto,
+    functions: Mapping[tuple[str, str], onnx.FunctionProto],
+    seen: frozenset[tuple[str, str]] = frozenset(),
+) -> bool:
+    """Whether ``node`` is of the family, or its body (subgraphs, the model-local function it
+    calls, at any depth) holds a node that is."""
+    if (normalize_domain(node.domain), node.op_type) in FAMILY:
+        return True
+    if any(holds_family(inner, functions, seen) for g in subgraphs(node) for inner in g.node):
+        return True
+    key = (node.domain, node.op_type)
+    return key in functions and key not in seen and any(
+        holds_family(inner, functions, seen | {key}) for inner in functions[key].node
+    )
 
 
 def free_names(node: onnx.NodeProto) -> list[str]:

@@ -26,6 +26,7 @@ from ._ort_values import mode, to_numpy, to_ort
 from ._partition import (
     FAMILY,
     PlanStep,
+    holds_family,
     node_label,
     route_nodes,
     segment_model,
@@ -35,7 +36,7 @@ from ._partition import (
     value_types,
 )
 from ._versions import normalize_domain
-from .errors import ModelInputError, NodeError
+from .errors import GatherScatterError, ModelInputError, NodeError
 
 __all__ = ["Plan", "PlanEntry", "default_threads", "onnxruntime_only_ops"]
 
@@ -239,6 +240,7 @@ class _Hosted:
         route: str,
         strict: bool,
         new_ops: Sequence[type] = (),
+        refused_at_run: Mapping[int, str] | None = None,
     ) -> None:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
@@ -250,10 +252,14 @@ class _Hosted:
         self.threads = threads or default_threads()
         self._constants: dict[str, Any] = {}
         types = value_types(model)
+        self._rebuild = {"path": path, "threads": threads, "route": route, "strict": strict, "new_ops": new_ops}
+        self._fallbacks: dict[frozenset[int], _Hosted] = {}
         routed = route_nodes(model, types, threads=self.threads, ort_version=ort.__version__, route=route)
+        routed.update(refused_at_run or {})
         for _ in range(len(model.graph.node) + 1):
             try:
                 self._build(routed, types, path, strict)  # _Refused: the node it names, or probed
+                self.routed = routed
                 return
             except _Refused as refused:
                 if refused.index is None or refused.index in routed:
@@ -388,9 +394,45 @@ class _Hosted:
     def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         values = dict(feeds)
         for step in self.steps:
-            step.run(values)
+            try:
+                step.run(values)
+            except NodeError as exc:
+                if not isinstance(step, _OrtStep):
+                    raise
+                return self._run_refused(step, exc, names, feeds)
         c_ortvalue = self.c_ortvalue
         return [to_numpy(values[n], c_ortvalue) if n in values else self.constants(n) for n in names]
+
+    def _run_refused(self, step: _OrtStep, exc: NodeError, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+        """Run again, with the family's nodes of the onnxruntime ``step`` that raised ``exc`` routed.
+
+        onnxruntime refuses some valid inputs at run time that no rule names yet, and refuses
+        invalid ones with fewer facts than our errors have. Our kernels then decide: a result
+        means onnxruntime refused a valid input, and this Session keeps that routing for its
+        later runs (the plan says why); our error (an index out of bounds, with its position,
+        value and valid range) is raised from onnxruntime's. An error of a node outside the
+        family is onnxruntime's own, raised as it was.
+        """
+        functions = {(f.domain, f.name): f for f in self.model.functions}
+        nodes = self.model.graph.node
+        why = f"onnxruntime refused it at run time ({exc}); a rule of the routing table it lacks"
+        refused = {i: why for i in step.step.nodes if holds_family(nodes[i], functions)}
+        if not refused:
+            raise exc
+        key = frozenset(refused)
+        if key not in self._fallbacks:
+            self._fallbacks[key] = _Hosted(self.model, **self._rebuild, refused_at_run={**refused})
+        fallback = self._fallbacks[key]
+        try:
+            outputs = fallback.run(names, feeds)
+        except GatherScatterError as ours:
+            if isinstance(ours, NodeError) and ours.op not in {op for _, op in FAMILY}:
+                raise exc from None  # onnxruntime's own error, not the family's
+            raise ours from exc
+        # A valid input onnxruntime refused: the routing stays, for every later run.
+        self.steps, self.plan_steps, self.passthrough = fallback.steps, fallback.plan_steps, fallback.passthrough
+        self.routed, self.labels = fallback.routed, fallback.labels
+        return outputs
 
     def node_error(self, exc: BaseException) -> NodeError:
         """Return onnxruntime's run-time error as a NodeError naming the node onnxruntime names."""
