@@ -201,8 +201,11 @@ class Session:
         that was not loaded (or that bytes cannot carry).
     GatherScatterError, NodeError
         At build, from loading a node (an attribute or opset its version lacks), as for
-        :func:`run_model`. With ``engine="onnxruntime"``, a run's error inside an onnxruntime
-        segment is a NodeError naming the node onnxruntime names.
+        :func:`run_model`. With ``engine="onnxruntime"``, where onnxruntime raises inside a
+        segment the run is made again with the segment's family nodes on our kernels: our
+        error for an invalid input (onnxruntime's NodeError its ``__cause__``), or the result
+        where onnxruntime refused a valid one (the node then stays routed); a node outside
+        the family raises onnxruntime's error as a NodeError naming the node it names.
     ModuleNotFoundError
         ``engine="onnxruntime"`` without onnxruntime installed (the message names the pip extra).
     ValueError
