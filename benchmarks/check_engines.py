@@ -3,8 +3,10 @@
     python benchmarks/check_engines.py [--seed 0] [--cases 20] [--engine NAME ...] [--family OP ...]
                                        [--timeout 30] [--json check-engines.json] [--out DIR]
 
-For each engine of the entry-point group ``gather_scatter.engines`` (built in or a plugin; or
-only those given with ``--engine``), one after another, and each operator family (Gather,
+For each engine of the entry-point group ``gather_scatter.engines`` (built in, ours included:
+``gather_scatter`` and ``gather_scatter-hosted``, or a plugin; or only those given with
+``--engine``, where ``reference``, onnx-reference's old name, runs onnx-reference with a
+FutureWarning), one after another, and each operator family (Gather,
 GatherND, ScatterND, GatherElements, ScatterElements, Scatter, TensorScatter,
 GatherBlockQuantized; GatherND includes com.microsoft.GatherND; GatherBlockQuantized is
 com.microsoft's), this runs the checker's operator mode as a user would::
@@ -156,10 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     given = [*(f"--engine={e}" for e in args.engine or ()), *(f"--family={f}" for f in args.family or ())]
     args.family = args.family or list(FAMILIES)
-    if args.engine is None:
-        from gather_scatter.check.engines import discover
+    from gather_scatter.check.engines import canonical, discover
 
+    if args.engine is None:
         args.engine = sorted(discover())
+    args.engine = list(dict.fromkeys(canonical(name) for name in args.engine))  # reference and onnx-reference: once
     command = "python benchmarks/check_engines.py " + shlex.join(
         [*given, "--seed", str(args.seed), "--cases", str(args.cases)]
         + ([f"--timeout={args.timeout:g}"] if args.timeout != 30.0 else []))

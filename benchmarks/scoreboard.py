@@ -6,12 +6,19 @@
 
 Exports the default suite (``gather-scatter export-tests DIR --seed S``) to a temporary folder
 (or takes ``--suite DIR``, one exported before), then runs it on each engine of the entry-point
-group ``gather_scatter.engines`` (or those given with ``--engine``), one after another, as
+group ``gather_scatter.engines`` (or those given with ``--engine``; ``reference``, onnx-reference's
+old name, runs onnx-reference with a FutureWarning), one after another, as
 ``gather-scatter run-tests DIR --engine NAME --threads T`` does: each test in the checker's
 worker process, restarted after a crash or a hang. An engine given ``--sample NAME=N`` runs a
 seeded subset of N tests instead (stratified: the tests of each operator version, valid and
 invalid, are shuffled with the seed and taken in turn, so every version keeps its share), for an
 engine too slow for the whole suite on the machine at hand; the table says so.
+
+Our own engines are rows like any other, first in name order: ``gather_scatter`` (our oracle,
+``Session(engine="reference")``: the expected outputs are its own, so a test it does not pass
+is a defect of the suite or the runner) and ``gather_scatter-hosted`` (``Session(engine=
+"onnxruntime")``: onnxruntime with our kernels on the nodes it gets wrong, what a user of the
+fast engine gets).
 
 Writes Markdown between the markers ``<!-- scoreboard:start -->`` and ``<!-- scoreboard:end -->``
 of ``--doc`` (default docs/conformance.md; ``--doc -`` writes none) and prints it: the command,
@@ -112,7 +119,9 @@ def markdown(results: list[dict], suite: dict, args: argparse.Namespace, command
     lines = [
         "Written by `benchmarks/scoreboard.py`: the default suite run on every engine installed here, one after "
         "another, as `gather-scatter run-tests` runs it (each test in the checker's worker process, restarted after "
-        "a crash). Time: each engine's wall time for the whole run, its worker's start and restarts included.",
+        "a crash). Ours are rows too: `gather_scatter` (our oracle, whose outputs the suite holds) and "
+        "`gather_scatter-hosted` (onnxruntime with our kernels on the nodes it gets wrong). Time: each engine's wall "
+        "time for the whole run, its worker's start and restarts included.",
         "",
         f"`{command}` — {date}; gather_scatter {gather_scatter.__version__}, onnx {onnx.__version__}, "
         f"numpy {np.__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
@@ -202,12 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, metavar="PATH", help="also write every engine's results here")
     parser.add_argument("--quick", action="store_true", help="Gather-13 and ScatterND-18, 3 cases per version")
     args = parser.parse_args(argv)
-    args.samples = dict(args.sample)
+    from gather_scatter.check.engines import canonical
+
+    args.samples = {canonical(name): count for name, count in args.sample}
     given = [*(f"--engine={e}" for e in args.engine or ()), *(f"--sample={n}={c}" for n, c in args.sample)]
     if args.engine is None:
         from gather_scatter.check.engines import discover
 
         args.engine = sorted(discover())
+    args.engine = list(dict.fromkeys(canonical(name) for name in args.engine))  # reference and onnx-reference: once
     command = "python benchmarks/scoreboard.py " + shlex.join(
         [*given, "--seed", str(args.seed), "--threads", str(args.threads)]
         + (["--quick"] if args.quick else []) + ([f"--timeout={args.timeout:g}"] if args.timeout != 30.0 else []))

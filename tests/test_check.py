@@ -29,10 +29,10 @@ def _check(spec_key, inputs, attrs=None, kind="valid"):
 
 def test_reference_findings_are_written_and_reproduce(tmp_path):
     out = tmp_path / "findings"
-    result = run_check("reference", ops=["GatherElements"], cases=30, seed=1, out_dir=str(out),
+    result = run_check("onnx-reference", ops=["GatherElements"], cases=30, seed=1, out_dir=str(out),
                        json_path=str(tmp_path / "r.json"), progress=False)
     assert json.loads((tmp_path / "r.json").read_text()) == result
-    assert result["engine"] == "reference" and result["engine_version"] == onnx.__version__
+    assert result["engine"] == "onnx-reference" and result["engine_version"] == onnx.__version__
     assert result["cases"] == 60 and sum(result["summary"].values()) == 60
     kinds = {f["kind"] for f in result["findings"]}
     # onnx.reference wraps out-of-range GatherElements indices instead of raising
@@ -53,7 +53,7 @@ def test_shrinking_keeps_the_finding_and_makes_the_case_smaller():
     indices = np.tile(np.arange(10), (6, 1))
     indices[4, 7] = 10  # out of range on axis 1
     check = _check(("", "GatherElements", 13), [data, indices], {"axis": 1}, "index out of bounds")
-    with engines.Worker("reference") as worker:
+    with engines.Worker("onnx-reference") as worker:
         assert runner.run_one(worker, check)[0] == "accepted_invalid"
         from gather_scatter.check.shrink import shrink, size
 
@@ -68,7 +68,7 @@ def test_a_hung_engine_is_a_timeout_and_the_worker_restarts():
     # Milliseconds of work: the worker's smoke run has warmed the engine up, and a pipe's poll
     # waits at least a millisecond, so a small case can answer "within" 1e-6 s.
     slow = _check(("", "Gather", 13), [np.arange(2e6), np.arange(2_000_000) % 5], {"axis": 0})
-    with engines.Worker("reference", timeout=1e-6) as worker:
+    with engines.Worker("onnx-reference", timeout=1e-6) as worker:
         outcome = worker.run(runner.model_bytes(slow), slow.feeds())
         assert outcome.kind == "timeout" and worker.restarts == 1
         worker.timeout = 60
@@ -101,12 +101,12 @@ def test_missing_engine_is_one_line_naming_the_extra(monkeypatch, capsys):
 
 
 def test_cli_exit_status_and_table(tmp_path, capsys):
-    code = main(["check", "--engine", "reference", "--op", "ScatterND-18", "--cases", "3", "--out", str(tmp_path),
+    code = main(["check", "--engine", "onnx-reference", "--op", "ScatterND-18", "--cases", "3", "--out", str(tmp_path),
                  "--json", str(tmp_path / "r.json")])
     out = capsys.readouterr().out
     result = json.loads((tmp_path / "r.json").read_text())
     assert code == (1 if result["findings"] else 0)
-    assert out.startswith(f"reference {onnx.__version__}: 3 cases; wrong_output ")
+    assert out.startswith(f"onnx-reference {onnx.__version__}: 3 cases; wrong_output ")
 
 
 def test_onnxruntime_bugs_are_found(tmp_path):
@@ -168,7 +168,8 @@ def _found(result, op, kind, text=""):
 
 
 def test_reference_defects(tmp_path):
-    result = run_check("reference", ops=["GatherElements"], cases=30, seed=0, out_dir=str(tmp_path), progress=False)
+    result = run_check("onnx-reference", ops=["GatherElements"], cases=30, seed=0, out_dir=str(tmp_path),
+                       progress=False)
     wraps = _found(result, "GatherElements", "accepted_invalid", "is out of bounds")
     smaller = _found(result, "GatherElements", "rejected_valid", "all dimensions of index and self should be")
     assert wraps and smaller
@@ -181,10 +182,10 @@ def test_reference_defects(tmp_path):
     past_64 = _check(("", "GatherElements", 13), [np.arange(200.0).reshape(2, 100), np.full((2, 3), 99)], {"axis": 1})
     negative = _check(("", "TensorScatter", 24), [np.zeros((2, 4, 1)), np.ones((2, 1, 1)), np.array([-1, 0])],
                       {"axis": 1}, "negative write index")
-    with engines.Worker("reference") as worker:
+    with engines.Worker("onnx-reference") as worker:
         assert runner.run_one(worker, past_64)[0] in ("rejected_valid", "wrong_output")
         assert runner.run_one(worker, negative)[0] == "accepted_invalid"
-    scatter = run_check("reference", ops=["Scatter"], cases=3, out_dir=str(tmp_path / "s"), progress=False)
+    scatter = run_check("onnx-reference", ops=["Scatter"], cases=3, out_dir=str(tmp_path / "s"), progress=False)
     assert scatter["summary"]["unsupported"] == 3  # no Scatter-9: counted, not a bug
 
 
@@ -288,7 +289,7 @@ def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path, monkeypatch, c
 
     monkeypatch.setattr(runner, "run_one", run_one)
     out, report = tmp_path / "findings", tmp_path / "r.json"
-    code = main(["check", "--engine", "reference", "--op", "GatherElements", "--cases", "30", "--seed", "1",
+    code = main(["check", "--engine", "onnx-reference", "--op", "GatherElements", "--cases", "30", "--seed", "1",
                  "--out", str(out), "--json", str(report)])
     assert code == 130
     captured = capsys.readouterr()
@@ -296,7 +297,8 @@ def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path, monkeypatch, c
     assert result["interrupted"] is True and result["planned"] == 60 and 0 < result["cases"] < 60
     assert sum(result["summary"].values()) == result["cases"]
     assert result["findings"] and all(pathlib.Path(f["model"]).exists() for f in result["findings"])
-    assert captured.out.startswith(f"reference {onnx.__version__}: interrupted after {result['cases']} of 60 cases; ")
+    assert captured.out.startswith(
+        f"onnx-reference {onnx.__version__}: interrupted after {result['cases']} of 60 cases; ")
     assert "Traceback" not in captured.err
     assert captured.err.splitlines()[-1] == (
         f"gather-scatter check: interrupted after {result['cases']} of 60 cases; the findings so far in "
@@ -311,8 +313,8 @@ def test_run_check_raises_keyboard_interrupt_after_the_report(tmp_path, monkeypa
 
     monkeypatch.setattr(runner, "run_one", stop)
     with pytest.raises(KeyboardInterrupt) as info:  # a library caller's Ctrl-C still stops it
-        run_check("reference", ops=["Gather-13"], cases=2, out_dir=str(tmp_path), json_path=str(tmp_path / "r.json"),
-                  progress=False)
+        run_check("onnx-reference", ops=["Gather-13"], cases=2, out_dir=str(tmp_path),
+                  json_path=str(tmp_path / "r.json"), progress=False)
     assert isinstance(info.value, Interrupted) and info.value.result["cases"] == 0
     assert json.loads((tmp_path / "r.json").read_text()) == info.value.result
 
@@ -345,7 +347,7 @@ def test_an_engine_that_fails_to_import_is_one_line(tmp_path, monkeypatch, capsy
 ], ids=["gathernd-before-11", "scatter-after-10", "version-at-neither"])
 def test_an_op_at_opsets_where_it_does_not_exist_is_a_usage_error(tmp_path, args, message, capsys):
     # These ran nothing (or only the com.microsoft GatherND) and said so with exit 0.
-    assert main(["check", "--engine", "reference", *args, "--out", str(tmp_path)]) == 2
+    assert main(["check", "--engine", "onnx-reference", *args, "--out", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == f"gather-scatter check: error: {message}\n"
 

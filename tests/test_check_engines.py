@@ -1,4 +1,6 @@
-"""The engines of issue 17's second part: Apache TVM (Relax, llvm), tinygrad, onnx2torch, jaxonnxruntime.
+"""The engines of issue 17's second part: Apache TVM (Relax, llvm), tinygrad, onnx2torch, jaxonnxruntime;
+and issue 36's: our own, ``gather_scatter`` (our oracle) and ``gather_scatter-hosted`` (onnxruntime
+with our kernels where it is wrong), and ``onnx-reference`` (onnx.reference, once ``reference``).
 
 Each has its own extra (``gather_scatter[tvm]``, ...); only tinygrad (pure Python, a 3 MB wheel)
 is also in the ``test`` extra: TVM is a 100 MB wheel (320 MB installed), and onnx2torch and
@@ -12,6 +14,7 @@ and show a defect it has.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 
 import numpy as np
@@ -135,7 +138,8 @@ def test_new_engines_print_nothing_into_the_checkers_output(capfd):
     assert "Error converting" not in capfd.readouterr().out
 
 
-ML_DTYPES_TAKEN = {"reference": "all", "onnxruntime": {"bfloat16"}}
+ML_DTYPES_TAKEN = {"onnx-reference": "all", "onnxruntime": {"bfloat16"}, "gather_scatter": "all",
+                   "gather_scatter-hosted": "all"}
 # Engines that refuse an ml_dtypes feed themselves, before the model (the others have no
 # TensorScatter at all: onnx2torch, jaxonnxruntime, or no kernel for the type: onnxruntime).
 OWN_REFUSAL = {"openvino", "tract", "tinygrad", "tvm"}
@@ -172,3 +176,127 @@ def test_every_ml_dtype_feed_agrees_or_is_unsupported_by_our_own_refusal(engine)
                 assert kind == "unsupported" and "ml_dtypes" in detail, (name, kind, detail)
             else:  # never a finding
                 assert kind == "unsupported", (name, kind, detail)
+
+
+# Issue 36: our own engines, and onnx.reference's one name.
+OURS = ("gather_scatter", "gather_scatter-hosted")
+
+
+@pytest.fixture(scope="module")
+def gather_suite(tmp_path_factory):
+    """A small export of our suite: Gather-13, 5 random valid cases plus the targeted and invalid ones."""
+    from gather_scatter.conformance import export_tests, load_suite
+
+    folder = tmp_path_factory.mktemp("suite") / "gather"
+    export_tests(folder, ops=["Gather-13"], cases_per_version=5)
+    cases = load_suite(folder)
+    assert any(c.valid for c in cases) and any(not c.valid for c in cases)
+    return folder, cases
+
+
+@pytest.mark.parametrize("engine", OURS)
+def test_our_engines_pass_every_valid_test_and_refuse_every_invalid_one(engine, gather_suite):
+    import gather_scatter
+    from gather_scatter.conformance.run import run_cases
+
+    try:
+        engines.require(engine)
+    except engines.EngineMissing as missing:  # the hosted one without onnxruntime
+        assert engine == "gather_scatter-hosted" and 'pip install "gather_scatter[onnxruntime]"' in str(missing)
+        pytest.skip(str(missing))
+    _, cases = gather_suite
+    result = run_cases(cases, engine, threads=2)
+    assert result["engine"] == engine and result["counts"]["pass"] == len(cases), [
+        r for r in result["results"] if r["outcome"] != "pass"]
+    version = result["engine_version"]
+    assert version == gather_scatter.__version__ if engine == "gather_scatter" else version.startswith(
+        f"{gather_scatter.__version__} (onnxruntime ")
+    for row in result["results"]:
+        if not row["valid"]:  # refused by our typed errors (onnxruntime's inside a NodeError), never untyped
+            kind = row["detail"].removeprefix("refused: ").split(":")[0]
+            assert issubclass(getattr(gather_scatter, kind), gather_scatter.GatherScatterError), row
+
+
+def test_a_typed_refusal_is_the_engine_refusing_and_a_gap_is_unsupported():
+    # UnsupportedOpError holds a fragment of BUILTIN_UNSUPPORTED in its name: a refusal all the same. An
+    # operator outside the family that onnx.reference lacks is a gap: unsupported.
+    from gather_scatter.check.engines import gather_scatter as ours
+
+    assert ours.unsupported == () and engines.load("gather_scatter-hosted").unsupported == ()
+    with engines.Worker("gather_scatter") as worker:
+        check = _check(("", "Gather", 13), [_data(), np.array([7])], kind="index out of bounds")
+        assert runner.run_one(worker, check)[0] == "agree"  # refused, as the spec requires
+        newer = worker.run(*_one_node("GatherND", "com.microsoft", 2))
+        gap = worker.run(*_one_node("Foo", "com.example", 1))
+    assert newer.kind == "error" and newer.message.startswith("UnsupportedOpError: "), newer
+    assert gap.kind == "unsupported" and "NotImplementedError: Node type 'Foo'" in gap.message, gap
+
+
+def _one_node(op: str, domain: str, version: int) -> tuple[bytes, dict]:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node(op, ["x", "i"], ["y"], domain=domain)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(domain, version)])
+    return model.SerializeToString(), {"x": _data(), "i": np.array([1])}
+
+
+def test_hosted_says_what_is_missing_without_onnxruntime(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name == "onnxruntime"
+                        else real(name, *a, **k))
+    with pytest.raises(engines.EngineMissing, match="engine 'gather_scatter-hosted' needs onnxruntime, which is not "
+                       r'installed: pip install "gather_scatter\[onnxruntime\]"'):
+        engines.require("gather_scatter-hosted")
+    assert engines.require("gather_scatter").name == "gather_scatter"  # ours needs nothing more
+
+
+def test_onnx_reference_is_onnx_reference_where_it_is_wrong(tmp_path):
+    # docs/conformance.md's REFERENCE_GAPS: onnx.reference's ScatterElements-18 max/min drops a NaN the loop keeps.
+    from gather_scatter.conformance import export_tests, load_suite
+    from gather_scatter.conformance.run import run_cases
+
+    export_tests(tmp_path / "suite", ops=["ScatterElements-18"], cases_per_version=0)
+    nan = [c for c in load_suite(tmp_path / "suite") if "nan_max_min" in c.tags]
+    assert len(nan) >= 5
+    theirs = run_cases(nan, "onnx-reference")
+    assert theirs["engine"] == "onnx-reference" and theirs["engine_version"] == onnx_version()
+    wrong = [r for r in theirs["results"] if r["outcome"] == "fail"]
+    assert wrong and all(r["detail"].endswith("expected nan") or ", expected np.float" in r["detail"] for r in wrong)
+    assert run_cases(nan, "gather_scatter")["counts"]["pass"] == len(nan)
+
+
+def onnx_version() -> str:
+    import onnx
+
+    return onnx.__version__
+
+
+def test_the_old_name_reference_is_onnx_reference_with_a_note(gather_suite, tmp_path, capsys):
+    import warnings
+
+    from gather_scatter.cli import main
+    from gather_scatter.conformance.run import run_cases
+
+    folder, cases = gather_suite
+    note = "engine 'reference' is now called 'onnx-reference' (onnx.reference); our own oracle is 'gather_scatter'"
+    # The Python API: a FutureWarning, pointing at the caller; the results carry the new name.
+    with pytest.warns(FutureWarning, match=re.escape(note)) as caught:
+        result = run_cases(cases[:3], "reference")
+    assert len(caught) == 1 and caught[0].filename == __file__
+    assert result["engine"] == "onnx-reference" and result["engine_version"] == onnx_version()
+    with pytest.warns(FutureWarning, match="now called 'onnx-reference'"):
+        assert engines.load("reference").name == "onnx-reference"
+    assert "reference" not in engines.discover()  # one name per engine: the old one is no entry point
+    # The command line: one line on stderr, no warning, the new name in what it prints.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert main(["run-tests", str(folder), "--engine", "reference"]) == 0
+        captured = capsys.readouterr()
+        assert captured.err == f"note: {note}\n" and captured.out.startswith(f"onnx-reference {onnx_version()} on ")
+        assert main(["check", "--engine", "reference", "--op", "Gather-13", "--cases", "2",
+                     "--out", str(tmp_path / "f")]) == 0
+        captured = capsys.readouterr()
+        assert captured.err == f"note: {note}\n" and captured.out.startswith(f"onnx-reference {onnx_version()}: ")

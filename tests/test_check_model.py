@@ -57,7 +57,7 @@ def test_the_project_models_agree_with_onnxruntime_node_by_node(tmp_path, model,
 def test_a_diverging_node_is_named_with_its_repro_files(tmp_path, capsys):
     # onnx.reference's GatherElements fails on these shapes (numpy.choose takes at most 64
     # choices): its two nodes over the 128-long axis, and so the whole model, are findings.
-    code, result = _check(tmp_path, DATA / "gather_elements.onnx", "--engine", "reference", "--dim", "batch=2")
+    code, result = _check(tmp_path, DATA / "gather_elements.onnx", "--engine", "onnx-reference", "--dim", "batch=2")
     out = capsys.readouterr().out
     assert code == 1
     found = {f["node"]: f for f in result["findings"]}
@@ -182,7 +182,7 @@ def _no_index_model(path: Path) -> None:
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, case, pattern):
     model, extra = DATA / "gather_elements.onnx", ["--dim", "batch=2"]
-    engine = "reference"
+    engine = "onnx-reference"
     if case == "unknown engine":
         engine = "nope"
     elif case == "unreadable model":
@@ -229,7 +229,7 @@ def test_a_model_only_onnxruntime_runs_needs_onnxruntime_named_by_its_extra(tmp_
     # refusal names the pip extra, not the Session's engine='onnxruntime' that check has no option for.
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     model = DATA / "quantized" / "qwen2_h64_int4.onnx"
-    code, result = _check(tmp_path, model, "--engine", "reference", "--inputs",
+    code, result = _check(tmp_path, model, "--engine", "onnx-reference", "--inputs",
                           str(DATA / "quantized" / "qwen2_h64_int4_inputs.npz"))
     captured = capsys.readouterr()
     assert code == 2 and result is None and captured.out == ""

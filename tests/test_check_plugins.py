@@ -121,10 +121,10 @@ def _check(*args: str, cwd) -> subprocess.CompletedProcess:
 
 
 def test_a_plugin_engine_runs_like_a_built_in_one(plugins, tmp_path):
-    # onnx.reference through the plugin gives the built-in 'reference' engine's answers, case for case.
+    # onnx.reference through the plugin gives the built-in 'onnx-reference' engine's answers, case for case.
     args = ["--op", "Gather-13", "--op", "ScatterND-18", "--cases", "6", "--seed", "2"]
     theirs = _check("--engine", "theirs", *args, "--out", "t", "--json", "t.json", cwd=tmp_path)
-    ours = _check("--engine", "reference", *args, "--out", "r", "--json", "r.json", cwd=tmp_path)
+    ours = _check("--engine", "onnx-reference", *args, "--out", "r", "--json", "r.json", cwd=tmp_path)
     assert theirs.returncode == ours.returncode, theirs.stderr
     result, reference = (json.loads((tmp_path / name).read_text()) for name in ("t.json", "r.json"))
     assert result["engine"] == "theirs" and result["engine_version"] == onnx.__version__
@@ -147,8 +147,8 @@ def test_a_wrong_plugin_engine_is_found_and_its_finding_reproduces(plugins, tmp_
 
 
 @pytest.mark.parametrize(("engine", "message"), [
-    ("nope", "unknown engine 'nope' (engines: broken-import, flipped, jaxonnxruntime, misnamed, no-run, onnx2torch, "
-             "onnxruntime, "),
+    ("nope", "unknown engine 'nope' (engines: broken-import, flipped, gather_scatter, gather_scatter-hosted, "
+             "jaxonnxruntime, misnamed, no-run, onnx-reference, onnx2torch, onnxruntime, "),
     ("broken-import", "engine 'broken-import' cannot be loaded: entry point 'gs_test_broken from "
                       f"{DIST} 0.1' failed: ModuleNotFoundError: No module named 'gs_not_a_module_anywhere'"),
     ("no-run", f"engine 'no-run' (gs_test_engines:NoRun from {DIST} 0.1) does not meet the engine protocol: "
@@ -173,8 +173,8 @@ def test_list_engines_shows_every_engine_its_version_and_whether_it_runs(plugins
     lines = run.stdout.splitlines()
     rows = {line.split()[0]: line for line in lines[1:]}
     assert lines[0].split() == ["engine", "version", "source", "status"]
-    assert {"reference", "theirs", "flipped", "raising", "no-run", "broken-import"} <= set(rows)
-    assert rows["reference"].split()[1:] == [onnx.__version__, "gather_scatter", rows["reference"].split()[3],
+    assert {"onnx-reference", "theirs", "flipped", "raising", "no-run", "broken-import"} <= set(rows)
+    assert rows["onnx-reference"].split()[1:] == [onnx.__version__, "gather_scatter", rows["onnx-reference"].split()[3],
                                              "can", "run"]
     assert rows["theirs"].split()[1:] == [onnx.__version__, "theirs-engine", "0.1", "can", "run"]
     assert "its run() raised on a one-node Gather-13 model" in rows["raising"]
@@ -184,10 +184,10 @@ def test_list_engines_shows_every_engine_its_version_and_whether_it_runs(plugins
 def test_the_protocol_check_in_process():
     from gather_scatter.check import engines
 
-    assert set(engines.discover()) >= {"onnxruntime", "openvino", "reference", "tract"}
+    assert set(engines.discover()) >= {"onnxruntime", "openvino", "onnx-reference", "tract"}
     with pytest.raises(engines.EngineMissing, match="unknown engine 'nope'"):
         engines.load("nope")
-    assert engines.load("reference").name == "reference"
+    assert engines.load("onnx-reference").name == "onnx-reference"
     assert engines._registry._check_protocol("x", type("E", (), {"name": "x", "version": lambda self: "1",
                                                                   "run": lambda self, m: []})()) == \
         "its run() does not take (model, feeds, options)"

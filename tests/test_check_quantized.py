@@ -122,7 +122,7 @@ def test_the_one_node_model_holds_the_constants_as_initializers():
 
 
 def test_reference_has_no_implementation_and_finds_nothing(tmp_path):
-    result = run_check("reference", ops=["GatherBlockQuantized"], cases=9, seed=0, out_dir=str(tmp_path),
+    result = run_check("onnx-reference", ops=["GatherBlockQuantized"], cases=9, seed=0, out_dir=str(tmp_path),
                        progress=False, stream=open(tmp_path / "out.txt", "w"))
     assert result["cases"] == 9 and result["summary"]["unsupported"] == 9 and not result["findings"]
 

@@ -68,7 +68,7 @@ def _need(module: str, engine: str) -> None:
 
 def test_operator_mode_writes_one_issue_per_class_and_each_script_reproduces(tmp_path, capsys):
     report, out = tmp_path / "issues", tmp_path / "findings"
-    code = main(["check", "--engine", "reference", "--op", "GatherElements", "--cases", "30", "--seed", "0",
+    code = main(["check", "--engine", "onnx-reference", "--op", "GatherElements", "--cases", "30", "--seed", "0",
                  "--out", str(out), "--json", str(tmp_path / "r.json"), "--report", str(report)])
     assert code == 1
     result = json.loads((tmp_path / "r.json").read_text())
@@ -80,7 +80,7 @@ def test_operator_mode_writes_one_issue_per_class_and_each_script_reproduces(tmp
     for issue in issues:
         text = issue.read_text()
         script = issue.with_suffix(".py")
-        assert text.startswith(f"# [reference {result['engine_version']}] GatherElements-1")
+        assert text.startswith(f"# [onnx-reference {result['engine_version']}] GatherElements-1")
         for section in ("## Environment", "## What happens", "## What the ONNX specification says",
                         "## Actual and expected output", "## Reproduction"):
             assert section in text
@@ -99,7 +99,7 @@ def test_operator_mode_writes_one_issue_per_class_and_each_script_reproduces(tmp
 def test_model_mode_names_the_nodes_and_loads_large_arrays_beside_the_script(tmp_path):
     # onnx.reference's GatherElements fails past 64 positions on the axis (numpy.choose).
     report = tmp_path / "issues"
-    code = main(["check", str(DATA / "gather_elements.onnx"), "--engine", "reference", "--dim", "batch=2",
+    code = main(["check", str(DATA / "gather_elements.onnx"), "--engine", "onnx-reference", "--dim", "batch=2",
                  "--out", str(tmp_path / "findings"), "--report", str(report)])
     assert code == 1
     (issue,) = report.glob("*.md")  # both GatherElements nodes: one class
@@ -163,7 +163,7 @@ def test_other_engines_defects_reproduce_standalone(engine, tmp_path):
 def test_every_engine_gives_standalone_run_source():
     for name in engines.discover():
         engine = engines.load(name)
-        if name in MODULES or name in ("onnxruntime", "reference", "openvino"):
+        if name in MODULES or name in ("onnxruntime", "onnx-reference", "openvino"):
             source = engine.standalone_run_source(2)
             tree = ast.parse(source)
             assert any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body), name
@@ -193,10 +193,10 @@ def test_a_failed_report_leaves_the_old_one_and_nothing_half_written(tmp_path, m
 
     monkeypatch.setattr(upstream, "issue_text", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        upstream.write_reports([finding], "reference", "1", str(report), run_scripts=False)
+        upstream.write_reports([finding], "onnx-reference", "1", str(report), run_scripts=False)
     assert [p.name for p in tmp_path.iterdir()] == ["issues"] and [p.name for p in report.iterdir()] == ["old.md"]
     monkeypatch.undo()
-    (issue,) = upstream.write_reports([finding], "reference", "1", str(report), run_scripts=False)
+    (issue,) = upstream.write_reports([finding], "onnx-reference", "1", str(report), run_scripts=False)
     assert [p.name for p in tmp_path.iterdir()] == ["issues"]
     assert sorted(p.name for p in report.iterdir()) == [Path(issue).name, Path(issue).with_suffix(".py").name]
 
@@ -214,6 +214,6 @@ def test_an_interrupted_check_writes_no_report(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "run_one", run_one)
     with pytest.raises(check_module.Interrupted):
-        check_module.run_check("reference", ops=["GatherElements"], cases=30, out_dir=str(tmp_path / "f"),
+        check_module.run_check("onnx-reference", ops=["GatherElements"], cases=30, out_dir=str(tmp_path / "f"),
                                report_dir=str(tmp_path / "issues"), progress=False)
     assert not (tmp_path / "issues").exists() and not list(tmp_path.glob(".issues*"))

@@ -57,7 +57,7 @@ def _run_script(script: Path, *, blocked: str = "gather_scatter", timeout: float
                           timeout=timeout, cwd=script.parent)
 
 
-def _one_report(finding, tmp_path, engine="reference", name="issues") -> Path:
+def _one_report(finding, tmp_path, engine="onnx-reference", name="issues") -> Path:
     (issue,) = upstream.write_reports([finding], engine, "1", str(tmp_path / name), run_scripts=False)
     return Path(issue).with_suffix(".py")
 
@@ -99,7 +99,7 @@ def test_a_string_gather_elements_finding_of_onnx_reference_is_reported(tmp_path
     # than the data; on strings, _nested descended into the str elements (AttributeError).
     model = _string_model(tmp_path / "ge.onnx", "GatherElements", 11, {"axis": -1}, [2, 3], [2, 2], [2, 2])
     inputs = {"data": np.array([["a", "b", "c"], ["é", "日本", ""]]), "indices": np.array([[2, 0], [1, -1]])}
-    result, script, output = _model_mode_report(tmp_path, model, inputs, "reference")
+    result, script, output = _model_mode_report(tmp_path, model, inputs, "onnx-reference")
     assert result["findings"][0]["kind"] == "rejected_valid"
     source = script.read_text()  # the shrunk case: the first row, one index
     assert "x0 = np.array([['a', 'b', 'c']], dtype=object)" in source
@@ -228,7 +228,7 @@ def test_reduction_findings_with_any_indices_shape_are_all_reported(tmp_path):
     empty = {f.check.spec.op_type: f for f in findings
              if f.check.case.inputs[1].size == 0 and f.check.case.inputs[1].ndim >= 3}
     failures: list = []
-    written = upstream.write_reports(list(empty.values()), "reference", "1", str(tmp_path / "issues"),
+    written = upstream.write_reports(list(empty.values()), "onnx-reference", "1", str(tmp_path / "issues"),
                                      run_scripts=False, failures=failures)
     assert failures == [] and len(written) == len(empty) == 2
 
@@ -243,7 +243,7 @@ def test_json_first_and_a_failed_issue_text_is_one_line(tmp_path, monkeypatch, c
 
     monkeypatch.setattr(upstream, "script_source", script_source)
     report, js = tmp_path / "issues", tmp_path / "r.json"
-    code = main(["check", "--engine", "reference", "--op", "GatherElements", "--cases", "30", "--seed", "0",
+    code = main(["check", "--engine", "onnx-reference", "--op", "GatherElements", "--cases", "30", "--seed", "0",
                  "--out", str(tmp_path / "findings"), "--json", str(js), "--report", str(report)])
     assert code == 1
     out = capsys.readouterr().out
@@ -268,7 +268,7 @@ def test_the_json_is_written_before_the_issue_texts(tmp_path, monkeypatch):
     monkeypatch.setattr(upstream, "write_reports", broken)
     js = tmp_path / "r.json"
     with pytest.raises(RuntimeError):
-        run_check("reference", ops=["GatherElements-11"], cases=6, out_dir=str(tmp_path / "f"), json_path=str(js),
+        run_check("onnx-reference", ops=["GatherElements-11"], cases=6, out_dir=str(tmp_path / "f"), json_path=str(js),
                   report_dir=str(tmp_path / "issues"), progress=False)
     assert json.loads(js.read_text())["findings"]
 
@@ -301,7 +301,7 @@ def test_an_unwritable_destination_is_refused_before_anything_runs(option, tmp_p
     monkeypatch.setattr(check, "run_check", must_not_run)
     folder = _unwritable_folder(tmp_path)
     target = os.path.join(folder, "issues" if option == "--report" else "r.json")
-    code = main(["check", "--engine", "reference", "--op", "Gather", "--out", str(tmp_path / "f"), option, target])
+    code = main(["check", "--engine", "onnx-reference", "--op", "Gather", "--out", str(tmp_path / "f"), option, target])
     err = capsys.readouterr().err
     assert code == 2 and f"cannot write {option} {target!r}: " in err
     assert f"no file can be created in {folder!r}" in err or f"{folder!r} is not writable" in err
@@ -310,7 +310,7 @@ def test_an_unwritable_destination_is_refused_before_anything_runs(option, tmp_p
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc")
 def test_a_destination_under_proc_is_refused(tmp_path, capsys):
-    code = main(["check", "--engine", "reference", "--op", "Gather", "--out", str(tmp_path / "f"),
+    code = main(["check", "--engine", "onnx-reference", "--op", "Gather", "--out", str(tmp_path / "f"),
                  "--json", "/proc/self/r.json"])
     assert code == 2 and "cannot write --json '/proc/self/r.json': " in capsys.readouterr().err
 
@@ -320,7 +320,7 @@ def test_write_reports_names_the_users_folder(tmp_path):
     finding = runner.Finding("accepted_invalid", _check(("", "Gather", 13), [np.zeros(3), np.array([5])],
                                                          kind="index out of bounds"), "wraps")
     with pytest.raises(OSError) as raised:
-        upstream.write_reports([finding], "reference", "1", os.path.join(folder, "issues"), run_scripts=False)
+        upstream.write_reports([finding], "onnx-reference", "1", os.path.join(folder, "issues"), run_scripts=False)
     assert raised.value.filename == os.path.join(folder, "issues")
 
 
@@ -384,7 +384,7 @@ def test_a_findings_npz_of_strings_loads_without_pickle(tmp_path):
 
     check = _check(("", "Gather", 13), [np.array(["a", "é", ""], dtype=object), np.array([1])])
     finding = runner.Finding("wrong_output", check, "as found")
-    report.write_finding(finding, 1, str(tmp_path), "reference")
+    report.write_finding(finding, 1, str(tmp_path), "onnx-reference")
     with np.load(finding.files["inputs"], allow_pickle=False) as archive:
         assert archive["x0"].dtype.kind == "U"
     loaded = report.load_inputs(finding.files["model"], finding.files["inputs"])

@@ -19,7 +19,7 @@ KINDS = ("wrong_output", "accepted_invalid", "rejected_valid", "crash", "timeout
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    engines = ["reference"] + (["onnxruntime"] if importlib.util.find_spec("onnxruntime") else [])
+    engines = ["onnx-reference"] + (["onnxruntime"] if importlib.util.find_spec("onnxruntime") else [])
     where = tmp_path_factory.mktemp("check-engines")
     args = [arg for e in [*engines, "no-such-engine"] for arg in ("--engine", e)]
     done = subprocess.run([sys.executable, str(SCRIPT), *args, "--family", "Gather", "--family", "ScatterND",
@@ -56,7 +56,7 @@ def test_the_table_has_a_row_per_engine_with_its_version_counts_and_time(table):
         for i, kind in enumerate(KINDS):
             assert counts[1 + i] == sum(f["report"]["summary"][kind] for f in result["families"])
         assert re.fullmatch(r"\d+ s", row[-1])
-    assert text.startswith("`python benchmarks/check_engines.py --engine=reference")
+    assert text.startswith("`python benchmarks/check_engines.py --engine=onnx-reference")
     assert "seed 0, 2 cases per operator version" in text.splitlines()[0]
 
 

@@ -73,7 +73,7 @@ def test_model_mode_ctrl_c_counts_nodes_on_stdout_and_stderr(tmp_path, monkeypat
 
     monkeypatch.setattr(model, "_replay", stop)
     path = _one_gather_model(tmp_path / "g.onnx")
-    code = main(["check", str(path), "--engine", "reference", "--out", str(tmp_path / "f")])
+    code = main(["check", str(path), "--engine", "onnx-reference", "--out", str(tmp_path / "f")])
     assert code == 130
     captured = capsys.readouterr()
     said = "interrupted after 0 of 1 indexing node; the whole model not compared"
@@ -86,7 +86,7 @@ def test_whole_model_interrupted_after_every_node(tmp_path, monkeypatch, capsys)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(model, "_check_whole", stop)
-    code = main(["check", str(_one_gather_model(tmp_path / "g.onnx")), "--engine", "reference",
+    code = main(["check", str(_one_gather_model(tmp_path / "g.onnx")), "--engine", "onnx-reference",
                  "--out", str(tmp_path / "f")])
     assert code == 130
     said = "interrupted after 1 of 1 indexing node; the whole model not compared"
@@ -101,7 +101,7 @@ def test_whole_model_interrupted_after_every_node(tmp_path, monkeypatch, capsys)
 ])
 def test_a_bad_op_is_refused_naming_the_operators_and_versions(value, hint, capsys):
     with pytest.raises(SystemExit) as exited:
-        main(["check", "--engine", "reference", "--op", value])
+        main(["check", "--engine", "onnx-reference", "--op", value])
     err = " ".join(capsys.readouterr().err.split())
     assert exited.value.code == 2
     assert f"argument --op: unknown operator or version {value!r}{hint}" in err
@@ -117,14 +117,14 @@ def test_a_bad_op_is_refused_naming_the_operators_and_versions(value, hint, caps
                                          "to check operators, or drop them to check the model"),
 ])
 def test_model_mode_refuses_operator_options_in_good_english(args, said, tmp_path, capsys):
-    code = main(["check", str(_one_gather_model(tmp_path / "g.onnx")), "--engine", "reference", *args])
+    code = main(["check", str(_one_gather_model(tmp_path / "g.onnx")), "--engine", "onnx-reference", *args])
     assert code == 2 and said in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, verb", [(["--dim", "a=1"], "--dim applies"),
                                         (["--dim", "a=1", "--tries", "2"], "--dim, --tries apply")])
 def test_operator_mode_refuses_model_options_in_good_english(args, verb, capsys):
-    assert main(["check", "--engine", "reference", *args]) == 2
+    assert main(["check", "--engine", "onnx-reference", *args]) == 2
     assert f"{verb} to a model: gather-scatter check MODEL.onnx" in capsys.readouterr().err
 
 
@@ -136,7 +136,12 @@ def test_check_help_names_every_engine_of_the_registry(capsys):
     with pytest.raises(SystemExit):
         main(["check", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert f"the {len(built_in)} built in ({', '.join(built_in)}: pip install 'gather_scatter[NAME]')" in text
+    ours = [n for n in built_in if n.startswith("gather_scatter")]
+    others = [n for n in built_in if n not in ours]
+    assert ours == ["gather_scatter", "gather_scatter-hosted"]
+    assert f"our own ({', '.join(ours)}: our oracle, and onnxruntime with our kernels where it is wrong)" in text
+    assert (f"the {len(others)} other built-in ones ({', '.join(others)}: pip install 'gather_scatter[NAME]'; "
+            "'reference' is onnx-reference's old name)") in text
     assert all(name in text for name in found)  # installed plugins too
 
 
@@ -145,4 +150,4 @@ def test_the_parser_reads_no_entry_point_unless_help_is_shown(monkeypatch):
         raise AssertionError("entry points read at start-up")
 
     monkeypatch.setattr(engines, "discover", slow)
-    _build_parser().parse_args(["check", "--engine", "reference"])
+    _build_parser().parse_args(["check", "--engine", "onnx-reference"])

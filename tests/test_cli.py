@@ -252,7 +252,7 @@ def test_check_refuses_arguments_that_select_nothing_or_cannot_run(args, message
     # --op Foo and --cases -1 ran 0 cases and said "no findings" (exit 0); --opset 99 was a
     # ValueError traceback from onnx.helper (--seed -1 one from numpy); --timeout 0 counted every case as hung.
     with pytest.raises(SystemExit) as info:
-        main(["check", "--engine", "reference", *args])
+        main(["check", "--engine", "onnx-reference", *args])
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and f"gather-scatter check: error: {message}" in err
@@ -263,7 +263,7 @@ def test_check_refuses_an_unwritable_destination_before_running(tmp_path, option
     # --out under a file was a NotADirectoryError traceback, after the whole run.
     (tmp_path / "file").write_text("")
     target = tmp_path / "file" / "sub"
-    assert main(["check", "--engine", "reference", "--op", "Gather-13", "--cases", "1", option, str(target)]) == 2
+    assert main(["check", "--engine", "onnx-reference", "--op", "Gather-13", "--cases", "1", option, str(target)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (f"gather-scatter check: error: cannot write {option} {str(target)!r}: "

@@ -61,7 +61,7 @@ def _args(command, path):
         "run": ["run", model, "--inputs", str(path / "in.npz")],
         "run-onnxruntime": ["run", model, "--inputs", str(path / "in.npz"), "--engine", "onnxruntime"],
         "shapes": ["shapes", model],
-        "check": ["check", model, "--engine", "reference", "--inputs", str(path / "in.npz"),
+        "check": ["check", model, "--engine", "onnx-reference", "--inputs", str(path / "in.npz"),
                   "--out", str(path / "findings"), "--json", str(path / "r.json"), "--tries", "1"],
     }[command]
 
@@ -138,7 +138,7 @@ def test_a_valid_model_prints_no_off_spec_line(tmp_path, capsys):
 def test_operator_mode_refuses_no_strict(capsys):
     # Generated cases are valid or invalid for their own version: there is no off-spec node to take.
     with pytest.raises(SystemExit):
-        raise SystemExit(main(["check", "--engine", "reference", "--no-strict"]))
+        raise SystemExit(main(["check", "--engine", "onnx-reference", "--no-strict"]))
     err = capsys.readouterr().err  # (the verb's number is being fixed beside this: "apply" or "applies")
     assert re.search(r"error: --no-strict appl(y|ies) to a model: gather-scatter check MODEL.onnx --engine NAME", err)
 

@@ -165,7 +165,7 @@ def _our_suite(root: Path, valid: dict[str, str], invalid: dict[str, str]) -> Pa
     return root
 
 
-def test_our_layout_passes_on_reference_and_onnxruntime(tmp_path):
+def test_our_layout_passes_on_onnx_reference_and_onnxruntime(tmp_path):
     suite = _our_suite(tmp_path / "suite", {"test_gather_13_float32_negative_indices_0": "g"},
                        {"test_gather_13_bounds_0": "g"})
     cases = load_suite(suite)
@@ -174,7 +174,7 @@ def test_our_layout_passes_on_reference_and_onnxruntime(tmp_path):
         ("indexing_invalid", "test_gather_13_bounds_0", False, "Gather", 13, None),
     ]
     assert cases[0].tags == ["negative_indices", "float32"] and cases[1].error["kind"] == "bounds"
-    for engine in ("reference", "onnxruntime"):
+    for engine in ("onnx-reference", "onnxruntime"):
         if engine == "onnxruntime":
             pytest.importorskip("onnxruntime")
         result = run_cases(cases, engine, timeout=60)
@@ -244,8 +244,8 @@ def test_usage_errors(liar, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     suite = _our_suite(tmp_path / "suite", {"test_gather_13_right_0": "right"}, {})
     for args, message in [
-        ([str(tmp_path / "empty"), "--engine", "reference"], "holds no test: expected test folders"),
-        ([str(tmp_path / "nowhere"), "--engine", "reference"], "is not a folder"),
+        ([str(tmp_path / "empty"), "--engine", "onnx-reference"], "holds no test: expected test folders"),
+        ([str(tmp_path / "nowhere"), "--engine", "onnx-reference"], "is not a folder"),
         ([str(suite), "--engine", "refrence"], "unknown engine 'refrence' (engines: absent, "),
         ([str(suite), "--engine", "absent"], 'engine absent is not installed: pip install "absent-engine"'),
     ]:
@@ -253,7 +253,7 @@ def test_usage_errors(liar, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("gather-scatter run-tests: error: ") and message in err, err
     assert main(["run-tests", str(suite), "--engine", "refrence"]) == 2
-    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'reference'?")
+    assert capsys.readouterr().err.rstrip().endswith("; did you mean 'onnx-reference'?")
     with pytest.raises(SystemExit) as exc:
         main(["run-tests", str(suite)])  # --engine is required
     assert exc.value.code == 2
@@ -261,7 +261,7 @@ def test_usage_errors(liar, tmp_path, capsys):
     broken.mkdir(parents=True)
     (broken / "model.onnx").write_bytes(_gather_model().SerializeToString())
     (broken / "test_data_set_0").mkdir()
-    assert main(["run-tests", str(broken.parent), "--engine", "reference"]) == 2
+    assert main(["run-tests", str(broken.parent), "--engine", "onnx-reference"]) == 2
     assert "no output_K.pb in test_data_set_0 and no error.json" in capsys.readouterr().err
 
 
@@ -324,7 +324,7 @@ def test_onnx_backend_layout_with_several_data_sets_and_outputs(tmp_path, capsys
     assert two.family == "(several operators)" and cases[-1].family == "Gather"
     assert (two.rtol, two.atol) == (1e-3, 1e-7)  # onnx's loader defaults, without data.json
     assert [len(outs) for _, outs in two.data_sets()] == [2, 2]
-    result = run_cases(cases, "reference")
+    result = run_cases(cases, "onnx-reference")
     rows = {r["name"]: r for r in result["results"]}
     assert all(rows[n]["outcome"] == "pass" for n in [*names, "test_two_outputs"]), result["results"]
     assert rows["test_gather_0"]["family"] == "Gather" and rows["test_gather_0"]["version"] == 13
@@ -335,7 +335,7 @@ def test_onnx_backend_layout_with_several_data_sets_and_outputs(tmp_path, capsys
     # One kind folder, and one test folder, are suites too.
     assert [c.name for c in load_suite(tmp_path / "onnx" / "node")] == sorted(names)
     assert [c.name for c in load_suite(tmp_path / "onnx" / "node" / "test_gather_0")] == ["test_gather_0"]
-    assert main(["run-tests", str(tmp_path / "onnx" / "node" / "test_gather_0"), "--engine", "reference"]) == 0
+    assert main(["run-tests", str(tmp_path / "onnx" / "node" / "test_gather_0"), "--engine", "onnx-reference"]) == 0
     assert "(1 tests): score 1/1 (100.0%)" in capsys.readouterr().out
 
 
@@ -352,7 +352,7 @@ def test_the_tolerance_comes_from_data_json(tmp_path):
     cases = load_suite(suite)
     assert [(c.name, c.rtol, c.atol) for c in cases] == [("test_exact", None, None), ("test_loose", 1e-4, 0.0),
                                                          ("test_tight", 1e-6, 0.0)]
-    rows = run_cases(cases, "reference")["results"]
+    rows = run_cases(cases, "onnx-reference")["results"]
     assert [r["outcome"] for r in rows] == ["fail", "pass", "fail"]
     exact = "3 of 4 elements differ; first at flat position 1: np.float32(1.0), expected np.float32(1.00001)"
     assert exact in rows[0]["detail"]  # exact: bits
@@ -376,7 +376,7 @@ def test_a_tolerance_that_is_not_a_finite_number_at_least_0_is_a_usage_error_nam
             message = f"{suite / 'test_x' / 'data.json'}: {key} must be a finite number >= 0, got {shown}"
             with pytest.raises(SuiteError, match=re.escape(message)):
                 load_suite(suite)
-            assert main(["run-tests", str(suite), "--engine", "reference"]) == 2
+            assert main(["run-tests", str(suite), "--engine", "onnx-reference"]) == 2
             assert f"gather-scatter run-tests: error: {message}\n" in capsys.readouterr().err
     good = _write_test(tmp_path / "good" / "test_x", _gather_model(), sets, data_json={"rtol": 0, "atol": 0})
     assert [(c.rtol, c.atol) for c in load_suite(good.parent)] == [(0.0, 0.0)]  # ints are numbers (onnx writes 0)
@@ -405,7 +405,7 @@ def test_a_string_suite_reads_and_compares_strings(tmp_path):
     (case,) = load_suite(folder)
     (feeds, (expected,)), = case.data_sets()
     assert feeds["data"].dtype == object and expected.tolist() == [["", "zzz"], ["x", "yy"]]
-    assert run_cases([case], "reference")["counts"]["pass"] == 1
+    assert run_cases([case], "onnx-reference")["counts"]["pass"] == 1
 
 
 def test_a_bad_tensor_file_is_named(tmp_path):
@@ -419,38 +419,50 @@ def test_a_bad_tensor_file_is_named(tmp_path):
 def test_run_tests_is_the_command_line(tmp_path):
     # python -m gather_scatter run-tests, as a user runs it: its output and exit status.
     suite = _our_suite(tmp_path / "suite", {"test_gather_13_x_0": "g"}, {"test_gather_13_bounds_0": "g"})
-    done = subprocess.run([sys.executable, "-m", "gather_scatter", "run-tests", str(suite), "--engine", "reference",
-                           "--threads", "1"], capture_output=True, text=True, timeout=120, env={**os.environ})
+    done = subprocess.run([sys.executable, "-m", "gather_scatter", "run-tests", str(suite), "--engine",
+                           "onnx-reference", "--threads", "1"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"reference {onnx.__version__} on {suite} (2 tests): score 2/2 (100.0%)")
+    assert done.stdout.startswith(f"onnx-reference {onnx.__version__} on {suite} (2 tests): score 2/2 (100.0%)")
 
 
 def test_the_scoreboard_script_runs_and_fills_its_markers(tmp_path):
-    # benchmarks/scoreboard.py --quick: a small export run on onnx.reference, its table written between the markers.
+    # benchmarks/scoreboard.py --quick: a small export run on onnx.reference (a sample) and on our oracle (all of it),
+    # its table written between the markers.
+    import gather_scatter
+
     page = tmp_path / "page.md"
     page.write_text("# Page\n\nbefore\n\n<!-- scoreboard:start -->\nold table\n<!-- scoreboard:end -->\n\nafter\n")
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scoreboard.py"), "--quick", "--engine",
-                           "reference", "--engine", "no-such-engine", "--sample", "reference=20", "--doc", str(page),
-                           "--json", str(tmp_path / "raw.json")], capture_output=True, text=True, timeout=300)
+                           "onnx-reference", "--engine", "gather_scatter", "--engine", "no-such-engine", "--sample",
+                           "onnx-reference=20", "--doc", str(page), "--json", str(tmp_path / "raw.json")],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     text = page.read_text()
     assert text.startswith("# Page\n\nbefore\n\n<!-- scoreboard:start -->\nWritten by `benchmarks/scoreboard.py`: ")
     assert "\n`python benchmarks/scoreboard.py " in text
     assert text.endswith("\n<!-- scoreboard:end -->\n\nafter\n") and "old table" not in text
     raw = json.loads((tmp_path / "raw.json").read_text())
-    reference, missing = raw["engines"]
+    reference, ours, missing = raw["engines"]
     assert reference["tests"] == 20 and reference["sampled"] and raw["suite"]["tests"] > 20
     assert sum(reference["counts"].values()) == 20 and reference["engine_version"] == onnx.__version__
     assert {r["family"] for r in reference["results"]} == {"Gather", "ScatterND"}  # stratified: both families
     s = reference["score"]
-    row = next(line for line in text.splitlines() if line.startswith("| reference |"))
-    assert row.startswith(f"| reference | {onnx.__version__} | 20 of {raw['suite']['tests']} (seeded sample) | "
+    row = next(line for line in text.splitlines() if line.startswith("| onnx-reference |"))
+    assert row.startswith(f"| onnx-reference | {onnx.__version__} | 20 of {raw['suite']['tests']} (seeded sample) | "
                           f"{s['passed']}/{s['scored']} (")
     grid = next(line for line in text.splitlines() if line.startswith("| engine | Gather | ScatterND |"))
-    assert grid and (f"**reference {onnx.__version__}**: every supported test passed" in text
-                     or f'??? note "reference {onnx.__version__}: ' in text)
+    assert grid and (f"**onnx-reference {onnx.__version__}**: every supported test passed" in text
+                     or f'??? note "onnx-reference {onnx.__version__}: ' in text)
+    # Our own row: the whole suite, every test passed (the oracle that wrote it).
+    total = raw["suite"]["tests"]
+    assert (ours["engine"], ours["tests"], ours["sampled"]) == ("gather_scatter", total, False)
+    assert ours["counts"]["pass"] == total and ours["engine_version"] == gather_scatter.__version__
+    assert f"| gather_scatter | {gather_scatter.__version__} | {total} | {total}/{total} (100.0%) | {total} |" in text
+    assert f"**gather_scatter {gather_scatter.__version__}**: every supported test passed" in text
     assert missing["status"].startswith("unknown engine 'no-such-engine'") and "- no-such-engine: unknown" in text
-    assert "--engine=reference --engine=no-such-engine --sample=reference=20 --seed 0 --threads 1 --quick" in text
+    assert ("--engine=onnx-reference --engine=gather_scatter --engine=no-such-engine --sample=onnx-reference=20 "
+            "--seed 0 --threads 1 --quick") in text
 
 
 def test_the_docs_way_to_write_onnx_node_tests_to_disk(tmp_path, monkeypatch):
@@ -471,7 +483,7 @@ def test_the_docs_way_to_write_onnx_node_tests_to_disk(tmp_path, monkeypatch):
     cases = load_suite(tmp_path / "onnx-node-tests")
     assert sorted(c.name for c in cases) == sorted({c.name for c in wanted}) and len(cases) >= 10
     assert {c.family for c in cases} == {"Gather", "ScatterND"} and all(c.rtol is not None for c in cases)
-    result = run_cases(cases, "reference")
+    result = run_cases(cases, "onnx-reference")
     assert result["counts"]["pass"] == len(cases), [r for r in result["results"] if r["outcome"] != "pass"]
 
 
@@ -481,7 +493,7 @@ def test_an_exported_suite_runs_with_its_manifest(tmp_path, capsys):
 
     manifest = export_tests(tmp_path / "suite", ops=["GatherND-13", "TensorScatter"], cases_per_version=2)
     report = tmp_path / "out.json"
-    status = main(["run-tests", str(tmp_path / "suite"), "--engine", "reference", "--json", str(report)])
+    status = main(["run-tests", str(tmp_path / "suite"), "--engine", "onnx-reference", "--json", str(report)])
     result = json.loads(report.read_text())
     entries = {c["name"]: c for c in manifest["cases"]}
     assert result["tests"] == len(entries) == manifest["counts"]["valid"] + manifest["counts"]["invalid"]
@@ -494,7 +506,7 @@ def test_an_exported_suite_runs_with_its_manifest(tmp_path, capsys):
     assert result["counts"]["pass"] > len(entries) / 2
     assert status == (1 if any(result["counts"][o] for o in ("fail", "error", "accepted_invalid", "crash",
                                                              "timeout")) else 0)
-    assert capsys.readouterr().out.startswith(f"reference {onnx.__version__} on {tmp_path / 'suite'} ")
+    assert capsys.readouterr().out.startswith(f"onnx-reference {onnx.__version__} on {tmp_path / 'suite'} ")
 
 
 def test_an_engine_that_does_not_start_again_after_a_crash_costs_each_test_not_the_run(liar, tmp_path, monkeypatch):

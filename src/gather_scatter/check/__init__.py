@@ -52,8 +52,10 @@ def run_check(
     Parameters
     ----------
     engine : str
-        An engine of ``engines.discover()``: ``onnxruntime``, ``reference``, ``openvino``,
-        ``tract`` or an installed plugin's.
+        An engine of ``engines.discover()``: ``onnxruntime``, ``onnx-reference``, ``openvino``,
+        ``tract``, ..., our own ``gather_scatter`` and ``gather_scatter-hosted``, or an installed
+        plugin's. An old name (``reference``) runs its new one (``onnx-reference``), with a
+        FutureWarning (``engines.canonical``); the report carries the new one.
     ops : list of str, optional
         Operator types (``ScatterND``) or versions (``ScatterND-16``) to check; default all.
     opsets : list of int, optional
@@ -90,6 +92,7 @@ def run_check(
         Ctrl-C (a KeyboardInterrupt): the report of the cases run so far is printed and
         written first, findings included.
     """
+    engine = engines.canonical(engine)
     runner.check_selection(ops, opsets)
     checks = list(runner.generate(ops, opsets, cases, seed))
     summary: Counter = Counter()

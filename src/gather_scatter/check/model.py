@@ -228,7 +228,8 @@ def run_model_check(
     model_path : str
         An ``.onnx`` file (external data is read beside it).
     engine : str
-        An engine of ``engines.discover()``.
+        An engine of ``engines.discover()`` (an old name: its new one, with a FutureWarning;
+        ``engines.canonical``).
     inputs : mapping of str to ndarray, optional
         Model inputs by name; the others are random (see :func:`make_feeds`).
     dims : mapping of str to int, optional
@@ -283,6 +284,7 @@ def run_model_check(
     """
     from . import Interrupted
 
+    engine = engines.canonical(engine)  # the report carries the engine's current name
     worker = engines.Worker(engine, threads, timeout)  # an unknown engine: before the model is read
     try:
         proto = load(model_path, engine_ops=lambda read: left_to_onnxruntime(model_path, foreign_ops(read)))

@@ -12,6 +12,7 @@ from ._common import (
     _add_no_strict,
     _check_destination,
     _cli_text,
+    _engine_name,
     _int_in,
     _load_array,
     _load_arrays,
@@ -51,6 +52,7 @@ def _check(args: argparse.Namespace) -> int:
         _check_destination("--json", args.json, is_dir=False)
     if args.report:
         _check_destination("--report", args.report, is_dir=True, beside=True)
+    args.engine = _engine_name(args.engine)
     try:
         if args.model is not None:
             result = _check_model(args)
@@ -171,8 +173,14 @@ def _engines_text() -> str:
 
     found = discover()
     built_in = [n for n, p in found.items() if p.value.startswith("gather_scatter.check.engines.")]
+    ours = [n for n in built_in if n.startswith("gather_scatter")]
+    others = [n for n in built_in if n not in ours]
     plugins = [n for n in found if n not in built_in]
-    text = f"the {len(built_in)} built in ({', '.join(built_in)}: pip install 'gather_scatter[NAME]')"
+    text = (
+        f"our own ({', '.join(ours)}: our oracle, and onnxruntime with our kernels where it is wrong), the "
+        f"{len(others)} other built-in ones ({', '.join(others)}: pip install 'gather_scatter[NAME]'; "
+        "'reference' is onnx-reference's old name)"
+    )
     if plugins:
         text += f", the installed plugin{'s' * (len(plugins) != 1)} {', '.join(plugins)}"
     return text + " and any plugin installed later (see --list-engines)"

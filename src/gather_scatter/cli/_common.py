@@ -143,6 +143,17 @@ def _print_caught(command: str, caught: list) -> None:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
+def _engine_name(name: str) -> str:
+    """``--engine``'s current name: an old one (``reference``) noted in one line on stderr, and its new one."""
+    from ..check.engines import RENAMED, renamed_note
+
+    note = renamed_note(name)
+    if note is None:
+        return name
+    print(f"note: {note}", file=sys.stderr)
+    return RENAMED[name]
+
+
 def _int_in(low: int, high: float = math.inf) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:

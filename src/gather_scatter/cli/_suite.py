@@ -6,20 +6,24 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import INTERRUPTED, _check_destination, _int_in, _seconds, _UserError
+from ._common import INTERRUPTED, _check_destination, _engine_name, _int_in, _seconds, _UserError
 
 
 def _unknown_engine_hint(message: str, name: str) -> str:
-    """``message`` (EngineMissing's), with the installed engines' names closest to ``name`` where it is unknown."""
+    """``message`` (EngineMissing's), with the installed engines' names closest to ``name`` where it is unknown.
+
+    An old name (``reference``) is a candidate too, offered as its new one (``onnx-reference``).
+    """
     import difflib
 
-    from ..check.engines import discover
+    from ..check.engines import RENAMED, discover
 
     if not message.startswith("unknown engine"):
         return message
-    names = list(discover())
+    names = [*discover(), *RENAMED]
     folded = {n.lower(): n for n in names}
     close = [folded[name.lower()]] if name.lower() in folded else difflib.get_close_matches(name, names, n=3)
+    close = list(dict.fromkeys(RENAMED.get(c, c) for c in close))
     return message + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "")
 
 
@@ -32,6 +36,7 @@ def _run_tests(args: argparse.Namespace) -> int:
         _check_destination("--json", args.json, is_dir=False)
     try:
         cases = load_suite(args.dir)
+        args.engine = _engine_name(args.engine)
         result = run_cases(
             cases, args.engine, threads=args.threads, timeout=args.timeout, progress=sys.stderr.isatty(), suite=args.dir
         )
@@ -76,7 +81,11 @@ def _add_run_tests(subparsers: Any) -> None:
     )
     parser.add_argument("dir", metavar="DIR", help="the suite folder, a folder of tests, or one test folder")
     parser.add_argument(
-        "--engine", required=True, metavar="NAME", help="the engine to run (see 'gather-scatter check --list-engines')"
+        "--engine",
+        required=True,
+        metavar="NAME",
+        help="the engine to run (see 'gather-scatter check --list-engines'): gather_scatter (our oracle), "
+        "gather_scatter-hosted (onnxruntime with our kernels where it is wrong), onnx-reference, onnxruntime, ...",
     )
     parser.add_argument("--threads", type=_int_in(1), default=None, metavar="N", help="the engine's intra-op threads")
     parser.add_argument(

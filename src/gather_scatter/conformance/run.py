@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..check.engines import EngineBroken, Outcome, Worker, is_ml_dtype
+from ..check.engines import EngineBroken, Outcome, Worker, canonical, is_ml_dtype
 from ..check.runner import same
 from .load import SuiteTest, load_suite
 
@@ -203,7 +203,9 @@ def run_cases(
     ----------
     cases : sequence of SuiteTest
     engine : str
-        An engine of ``check.engines.discover()`` (built in or a plugin).
+        An engine of ``check.engines.discover()`` (built in or a plugin). An old name
+        (``reference``) runs its new one (``onnx-reference``), with a FutureWarning
+        (``check.engines.canonical``); the results carry the new one.
     threads : int, optional
         The engine's intra-op threads, where it has them.
     timeout : float
@@ -232,6 +234,7 @@ def run_cases(
     SuiteError
         A test's data set cannot be read.
     """
+    engine = canonical(engine)
     rows: list[dict] = []
     start = time.perf_counter()
     interrupted = False
@@ -348,7 +351,8 @@ def run_tests(
         A suite folder, as :func:`load_suite` takes it: ours (``export-tests``) or any in ONNX's
         backend-test layout (onnx's node tests written to disk...).
     engine : str
-        An engine of the checker (``gather-scatter check --list-engines``), plugins included.
+        An engine of the checker (``gather-scatter check --list-engines``), plugins included; as
+        :func:`run_cases` takes it.
     threads, timeout, progress
         As :func:`run_cases`.
     json_path : str or os.PathLike, optional

@@ -2,10 +2,11 @@
 
 Each is run out of process by a worker that is restarted after a crash.
 
-Every engine, the built-in ones (``onnxruntime``, ``reference``, ``openvino``, ``tract``, ``tvm``,
-``tinygrad``, ``onnx2torch``, ``jaxonnxruntime``: one module each in this package, registered in
-gather_scatter's own ``pyproject.toml``, each installed by the extra of its name) and any
-installed plugin, meets one protocol (:class:`Engine`): a ``name``, a ``version()``, and
+Every engine, the built-in ones (our own ``gather_scatter`` and ``gather_scatter-hosted``, and
+``onnxruntime``, ``onnx-reference``, ``openvino``, ``tract``, ``tvm``, ``tinygrad``, ``onnx2torch``,
+``jaxonnxruntime``: one module each in this package, named as the engine with ``_`` for ``-``,
+registered in gather_scatter's own ``pyproject.toml``, each other engine installed by the extra
+of its name) and any installed plugin, meets one protocol (:class:`Engine`): a ``name``, a ``version()``, and
 ``run(model, feeds, options)`` that runs a serialized ONNX model on inputs by name and returns
 its outputs. An engine call never runs in the checking process: a crash (a Rust panic, a
 segfault, an abort) or a hang kills only the worker, and is itself the finding. The worker
@@ -25,18 +26,20 @@ class or an object::
     theirs = "theirs_engine"
 
 and ``gather-scatter check --engine theirs`` runs it (docs/checker.md, "Your engine as a plugin",
-shows a complete one).
+shows a complete one). An old name (:data:`RENAMED`: ``reference``, now ``onnx-reference``) still
+works wherever a name is taken, with a FutureWarning (:func:`canonical`).
 """
 
 from __future__ import annotations
 
 from ._protocol import Engine, EngineBroken, EngineInvalid, EngineMissing, RunOptions, is_ml_dtype
-from ._registry import ENGINES, GROUP, discover, load, repro_code, require
+from ._registry import ENGINES, GROUP, RENAMED, canonical, discover, load, renamed_note, repro_code, require
 from ._worker import Outcome, Worker, run_in_process
 
 __all__ = [
     "ENGINES",
     "GROUP",
+    "RENAMED",
     "Engine",
     "EngineBroken",
     "EngineInvalid",
@@ -44,11 +47,13 @@ __all__ = [
     "Outcome",
     "RunOptions",
     "Worker",
+    "canonical",
     "describe",
     "discover",
     "engine_version",
     "is_ml_dtype",
     "load",
+    "renamed_note",
     "repro_code",
     "require",
     "run_in_process",

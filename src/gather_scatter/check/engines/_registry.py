@@ -4,14 +4,84 @@ from __future__ import annotations
 
 import importlib.metadata
 import inspect
+import os
+import sys
+import types
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ._protocol import Engine, EngineBroken, EngineInvalid, EngineMissing
 
-__all__ = ["ENGINES", "GROUP", "discover", "load", "repro_code", "require"]
+__all__ = ["ENGINES", "GROUP", "RENAMED", "canonical", "discover", "load", "renamed_note", "repro_code", "require"]
 
 GROUP = "gather_scatter.engines"
+
+RENAMED = {"reference": "onnx-reference"}
+"""Old engine names that still work, each with its new name.
+
+``reference`` was onnx.reference's engine; it is now ``onnx-reference``, because elsewhere
+``reference`` names our oracle (``Session(engine="reference")``, ``gather-scatter run --engine
+reference``), which the checker runs as ``gather_scatter``.
+"""
+
+
+def renamed_note(name: str) -> str | None:
+    """The one-line note that ``name`` is an old engine name, or None where it is not.
+
+    Examples
+    --------
+    >>> renamed_note("reference")
+    "engine 'reference' is now called 'onnx-reference' (onnx.reference); our own oracle is 'gather_scatter'"
+    >>> renamed_note("onnxruntime") is None
+    True
+    """
+    new = RENAMED.get(name)
+    if new is None:
+        return None
+    return f"engine {name!r} is now called {new!r} (onnx.reference); our own oracle is 'gather_scatter'"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _caller_level() -> int:
+    """``warnings.warn``'s stacklevel, from :func:`canonical`'s caller, of the first frame outside gather_scatter."""
+    frame: types.FrameType | None = sys._getframe(2)  # canonical's caller (stacklevel 2; 1 is canonical itself)
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def canonical(name: str) -> str:
+    """The engine's current name: ``name`` itself, or the new name of an old one (:data:`RENAMED`).
+
+    An old name gives a FutureWarning (not a DeprecationWarning: Python hides those outside
+    ``__main__``, and the user of a script, a notebook or a scoreboard is the one to tell that
+    ``reference`` here means onnx.reference, not our oracle), attributed to the first caller
+    outside gather_scatter. Every function of the checker and the suite runner that takes an
+    engine's name calls it first, so results and reports carry the new name.
+
+    Parameters
+    ----------
+    name : str
+        An engine name, as given.
+
+    Returns
+    -------
+    str
+
+    Warns
+    -----
+    FutureWarning
+        ``name`` is an old name: :func:`renamed_note`'s text.
+    """
+    note = renamed_note(name)
+    if note is None:
+        return name
+    warnings.warn(note, FutureWarning, stacklevel=_caller_level())
+    return RENAMED[name]
 
 
 def _origin(point: importlib.metadata.EntryPoint) -> str:
@@ -91,7 +161,8 @@ def load(name: str) -> Engine:
     Parameters
     ----------
     name : str
-        An engine name (``--engine``), e.g. ``onnxruntime`` or a plugin's.
+        An engine name (``--engine``), e.g. ``onnxruntime`` or a plugin's; an old name
+        (:data:`RENAMED`) loads its new one, with a FutureWarning.
 
     Returns
     -------
@@ -107,6 +178,7 @@ def load(name: str) -> Engine:
     EngineInvalid
         The object does not meet the protocol (the message says what it lacks).
     """
+    name = canonical(name)
     found = discover()
     if name not in found:
         raise EngineMissing(f"unknown engine {name!r} (engines: {', '.join(found) or 'none installed'})")
@@ -138,6 +210,7 @@ def require(name: str) -> Engine:
         As :func:`load`; EngineMissing also where ``available()`` gives a reason (one line,
         naming the extra to install for a built-in engine), EngineBroken where it raises.
     """
+    name = canonical(name)
     engine = load(name)
     available = getattr(engine, "available", None)
     if available is not None:
@@ -157,7 +230,7 @@ def repro_code(name: str, model_path: str, inputs_path: str) -> str:
     Parameters
     ----------
     name : str
-        The engine.
+        The engine (an old name: its new one, with a FutureWarning).
     model_path, inputs_path : str
         The finding's ``.onnx`` and ``.npz``.
 
@@ -166,6 +239,7 @@ def repro_code(name: str, model_path: str, inputs_path: str) -> str:
     str
         One line of Python (for ``python -c "..."``).
     """
+    name = canonical(name)
     engine = load(name)
     load_inputs = (
         f"from gather_scatter.check.report import load_inputs; i = load_inputs({model_path!r}, {inputs_path!r}); "

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._protocol import EngineBroken, EngineMissing, RunOptions
-from ._registry import load, require
+from ._registry import canonical, load, require
 
 __all__ = ["Outcome", "Worker", "run_in_process"]
 
@@ -171,7 +171,8 @@ class Worker:
     Parameters
     ----------
     engine : str
-        The engine's name (its entry point in the group ``gather_scatter.engines``).
+        The engine's name (its entry point in the group ``gather_scatter.engines``; an old
+        name, its new one with a FutureWarning: :attr:`engine` is the new one).
     threads : int, optional
         Passed to the engine's ``run`` as ``RunOptions.threads``.
     timeout : float
@@ -186,6 +187,7 @@ class Worker:
     """
 
     def __init__(self, engine: str, threads: int | None = None, timeout: float = 30.0) -> None:
+        engine = canonical(engine)
         with _stdout_to_stderr():  # the engine's module is imported here too, to check it
             require(engine)
         self.engine, self.threads, self.timeout = engine, threads, timeout

@@ -1,4 +1,8 @@
-"""onnx.reference (``ReferenceEvaluator``, always installed with onnx) as a ``gather-scatter check`` engine."""
+"""onnx.reference (``ReferenceEvaluator``, always installed with onnx) as a ``gather-scatter check`` engine.
+
+Named ``onnx-reference``; its old name ``reference`` still works, with a note
+(``_registry.RENAMED``): ``reference`` is our oracle elsewhere, the engine ``gather_scatter`` here.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,13 @@ import numpy as np
 
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
 
-name = "reference"
+name = "onnx-reference"
 unsupported = BUILTIN_UNSUPPORTED
 
 
 def available() -> str | None:
     """None when onnx.reference can be imported (onnx is a dependency), else why not."""
-    return installed("onnx.reference", "reference", name)
+    return installed("onnx.reference", "onnx-reference", name)
 
 
 def prepare() -> None:
