@@ -414,3 +414,18 @@ def test_an_error_of_a_node_outside_the_family_stays_onnxruntimes():
     feeds = {"data": np.zeros((4, 2), np.float32), "ids": np.array([1, 2]), "shape": np.array([3, 3])}
     with pytest.raises(gs.NodeError, match="fold"):
         session.run(None, feeds)
+
+
+def test_a_node_onnxruntime_refuses_to_load_for_an_invalid_attribute_raises_our_error(capfd):
+    """onnxruntime refuses Gather's axis 5 on rank-2 data at load ('Node (g) Op (Gather)
+    [ShapeInferenceError] axis must be in [-r, r-1]'): the node is found by that name, routed,
+    and our InvalidAttributeError says the axis, the rank and the valid range; onnxruntime
+    prints nothing of its own on stderr."""
+    f = oh.make_tensor_value_info
+    nodes = [oh.make_node("Gather", ["d", "i"], ["o"], axis=5, name="g"), oh.make_node("Relu", ["o"], ["r"])]
+    graph = oh.make_graph(nodes, "g", [f("d", TP.FLOAT, [3, 2]), f("i", TP.INT64, [2])], [f("r", TP.FLOAT, None)])
+    session = gs.Session(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)]), engine="onnxruntime")
+    assert "refuses to load" in session.plan.routed["g"]
+    with pytest.raises(gs.InvalidAttributeError, match=r"axis = 5 is out of range for data of rank 2 \(valid range"):
+        session.run(None, {"d": np.zeros((3, 2), np.float32), "i": np.array([0, 1])})
+    assert "onnxruntime" not in capfd.readouterr().err

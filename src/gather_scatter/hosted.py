@@ -160,7 +160,7 @@ def _names(names: Sequence[str], most: int = 6) -> str:
 _NAMED = (
     re.compile(r"node with name '([^']+)'"),
     re.compile(r"Name:'([^']+)'"),
-    re.compile(r"node \(([^)]+)\)"),
+    re.compile(r"node \(([^)]+)\)", re.IGNORECASE),  # "Node (g) Op (Gather) [ShapeInferenceError] ..."
 )
 
 
@@ -298,7 +298,7 @@ class _Hosted:
         options = self.ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # its errors are raised as ours or NodeErrors: not printed too
         if self.base_dir is not None:
             options.add_session_config_entry("session.model_external_initializers_file_folder_path", self.base_dir)
         if segments > 1:
