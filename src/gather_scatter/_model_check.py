@@ -287,6 +287,31 @@ def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
         yield from of_nodes(function.node)
 
 
+def family_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, str, int]]:
+    """Each node of the family, ``(node, domain, opset)``, in the main graph, subgraphs and functions.
+
+    ``domain`` is normalized (``""`` for ai.onnx); subgraph nodes take the model's opsets, a
+    function's nodes the function's. A node whose domain the opsets do not import is left out
+    (onnx's checker and loading refuse it).
+    """
+
+    def walk(nodes: Any, opsets: dict[str, int]) -> Iterator[tuple[onnx.NodeProto, str, int]]:
+        for node in nodes:
+            for attr in node.attribute:
+                for graph in [attr.g, *attr.graphs]:
+                    yield from walk(graph.node, opsets)
+            domain = normalize_domain(node.domain)
+            if (domain, node.op_type) in _FAMILY and domain in opsets:
+                yield node, domain, opsets[domain]
+
+    def imports(entries: Any) -> dict[str, int]:
+        return {normalize_domain(o.domain): o.version for o in entries}
+
+    yield from walk(model.graph.node, imports(model.opset_import))
+    for function in model.functions:
+        yield from walk(function.node, imports(function.opset_import))
+
+
 def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int, Exception]]:
     """Each off-spec node of the family: ``(node, opset, error)``, in the main graph, subgraphs and functions.
 
@@ -301,35 +326,21 @@ def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int
     from ._versions import Mode, Reduction, first_accepting, resolve
     from .errors import GatherScatterError
 
-    def walk(nodes: Any, opsets: dict[str, int]) -> Iterator[tuple[onnx.NodeProto, int, Exception]]:
-        for node in nodes:
-            for attr in node.attribute:
-                for graph in [attr.g, *attr.graphs]:
-                    yield from walk(graph.node, opsets)
-            domain = normalize_domain(node.domain)
-            if (domain, node.op_type) not in _FAMILY or domain not in opsets:
-                continue
-            try:
-                spec = resolve(node.op_type, opsets[domain], domain)
-                given = attribute_dict(node.attribute)
-            except GatherScatterError:
-                continue
-            if spec.refuses(given) is None or first_accepting(spec, given) is None:
-                continue
-            try:  # the version's own refusal, as loading or running the node gives it
-                node_attributes(spec, given)
-                for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
-                    if name in given:
-                        parse(spec, given[name])
-            except GatherScatterError as exc:
-                yield node, opsets[domain], exc
-
-    def imports(entries: Any) -> dict[str, int]:
-        return {normalize_domain(o.domain): o.version for o in entries}
-
-    yield from walk(model.graph.node, imports(model.opset_import))
-    for function in model.functions:
-        yield from walk(function.node, imports(function.opset_import))
+    for node, domain, opset in family_nodes(model):
+        try:
+            spec = resolve(node.op_type, opset, domain)
+            given = attribute_dict(node.attribute)
+        except GatherScatterError:
+            continue
+        if spec.refuses(given) is None or first_accepting(spec, given) is None:
+            continue
+        try:  # the version's own refusal, as loading or running the node gives it
+            node_attributes(spec, given)
+            for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
+                if name in given:
+                    parse(spec, given[name])
+        except GatherScatterError as exc:
+            yield node, opset, exc
 
 
 def check_family_nodes(model: onnx.ModelProto, *, strict: bool = True) -> None:
@@ -353,36 +364,20 @@ def check_family_nodes(model: onnx.ModelProto, *, strict: bool = True) -> None:
     from ._versions import Mode, Reduction
     from .errors import GatherScatterError
 
-    def walk(nodes: Any, opsets: dict[str, int]) -> None:
-        for node in nodes:
-            for attr in node.attribute:
-                for graph in [attr.g, *attr.graphs]:
-                    walk(graph.node, opsets)
-            domain = normalize_domain(node.domain)
-            if (domain, node.op_type) not in _FAMILY or domain not in opsets:
-                continue
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # an off-spec node warns once, where the Session builds
-                    spec, values = resolve_node(
-                        node.op_type, node.attribute, opset=opsets[domain], domain=domain, strict=strict
-                    )
-                for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
-                    if name in values:
-                        parse(spec, values[name])
-                given = list(node.input)
-                while given and not given[-1]:
-                    given.pop()
-                check_arity(spec, len(given))
-            except GatherScatterError as exc:
-                raise exc.in_node(node.name, node.op_type) from None
-
-    def imports(entries: Any) -> dict[str, int]:
-        return {normalize_domain(o.domain): o.version for o in entries}
-
-    walk(model.graph.node, imports(model.opset_import))
-    for function in model.functions:
-        walk(function.node, imports(function.opset_import))
+    for node, domain, opset in family_nodes(model):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an off-spec node warns once, where the Session builds
+                spec, values = resolve_node(node.op_type, node.attribute, opset=opset, domain=domain, strict=strict)
+            for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
+                if name in values:
+                    parse(spec, values[name])
+            given = list(node.input)
+            while given and not given[-1]:
+                given.pop()
+            check_arity(spec, len(given))
+        except GatherScatterError as exc:
+            raise exc.in_node(node.name, node.op_type) from None
 
 
 def _run_checker(
