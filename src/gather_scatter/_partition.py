@@ -101,8 +101,10 @@ def holds_family(
     if any(holds_family(inner, functions, seen) for g in subgraphs(node) for inner in g.node):
         return True
     key = (node.domain, node.op_type)
-    return key in functions and key not in seen and any(
-        holds_family(inner, functions, seen | {key}) for inner in functions[key].node
+    return (
+        key in functions
+        and key not in seen
+        and any(holds_family(inner, functions, seen | {key}) for inner in functions[key].node)
     )
 
 
