@@ -16,7 +16,8 @@ goes first alternates too), each timing a batch of runs sized to ~20 ms; the fig
 medians over rounds of the time per run. The reference Session is timed on 3 runs (it is
 slow). ``equal``: ``bitwise`` where the hosted outputs are onnxruntime's bit for bit,
 ``close`` within rtol 1e-4 / atol 1e-5, ``spec`` where onnxruntime fails or is wrong and the
-hosted outputs equal ``run_model``'s.
+hosted outputs equal ``run_model``'s, ``spec~`` where they are within that tolerance of
+``run_model``'s (the operators outside the family rounded by onnxruntime, not onnx.reference).
 
 Then two measurements of what the partition costs: the ``index_add`` target (200,000 rows of
 8 float32 pooled into 64 segments on 2 threads: how many of 100 runs of each differ from the
@@ -143,14 +144,19 @@ def _equal(hosted: list, theirs: list | None, spec: list) -> str:
 
     if theirs is not None and all(same(a, b) for a, b in zip(hosted, theirs, strict=True)):
         return "bitwise"
-    if theirs is not None and all(
-        np.asarray(a).dtype != object and np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                                      rtol=1e-4, atol=1e-5, equal_nan=True)
-        for a, b in zip(hosted, theirs, strict=True)
-    ):
+    def close(a, b) -> bool:
+        return np.asarray(a).dtype != object and np.allclose(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-4, atol=1e-5, equal_nan=True
+        )
+
+    if theirs is not None and all(close(a, b) for a, b in zip(hosted, theirs, strict=True)):
         return "close"
     if all(same(a, b) for a, b in zip(hosted, spec, strict=True)):
         return "spec"
+    # onnxruntime wrong (a race of its threads), and the operators outside the family rounded by
+    # onnxruntime here and by onnx.reference in run_model: the spec's answer within the tolerance
+    if all(close(a, b) for a, b in zip(hosted, spec, strict=True)):
+        return "spec~"
     return "DIFFERS"
 
 
