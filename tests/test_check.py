@@ -357,3 +357,12 @@ def test_an_op_in_effect_at_one_of_the_opsets_runs_there():
     assert {(c.spec.name, c.opset) for c in runner.generate(["GatherND"], [8, 13], 1, 0)} == {
         ("GatherND-13", 13), ("com.microsoft.GatherND-1", 1)}
     runner.check_selection(["com.microsoft.GatherND-1"], [8])  # other domains run at their own opsets
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "3", True, None])
+def test_run_check_refuses_a_seed_that_is_not_an_integer_at_least_0_before_anything_runs(seed, tmp_path):
+    from gather_scatter.check import run_check, runner
+
+    with pytest.raises(runner.SelectionError, match=r"seed must be an integer >= 0, got "):
+        run_check("onnx-reference", ops=["Gather-13"], cases=1, seed=seed, out_dir=str(tmp_path / "f"), progress=False)
+    assert not (tmp_path / "f").exists()

@@ -82,7 +82,8 @@ def run_check(
     Raises
     ------
     runner.SelectionError
-        An operator or version of ``ops`` is in effect at none of ``opsets``.
+        An operator or version of ``ops`` is in effect at none of ``opsets``; a ``seed`` that
+        is not an integer >= 0.
     engines.EngineMissing
         The engine is unknown or not installed (the message names the pip extra), or
         (``engines.EngineBroken``) it is but cannot run: its entry point or import fails, its
@@ -94,6 +95,8 @@ def run_check(
     """
     engine = engines.canonical(engine)
     runner.check_selection(ops, opsets)
+    if isinstance(seed, bool) or not hasattr(seed, "__index__") or seed < 0:
+        raise runner.SelectionError(f"seed must be an integer >= 0, got {seed!r}")  # NumPy's generators' range
     checks = list(runner.generate(ops, opsets, cases, seed))
     summary: Counter = Counter()
     findings: list[runner.Finding] = []
