@@ -232,7 +232,7 @@ def routed_combinations(ort_version: str, threads: int) -> tuple[int, int]:
 
     routed = total = 0
     for spec in REGISTRY.values():
-        outputs = sorted(spec.input_types.get("scales", ())) or [None]
+        outputs: list[str | None] = [*sorted(spec.input_types.get("scales", ()))] or [None]
         ranks = (1, 2) if spec.op_type == "GatherBlockQuantized" else (None,)
         batch = (0, 1) if "batch_dims" in spec.attributes else (0,)
         for dtype in sorted(spec.data_types):

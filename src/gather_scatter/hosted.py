@@ -252,7 +252,7 @@ class _Hosted:
         self.threads = threads or default_threads()
         self._constants: dict[str, Any] = {}
         types = value_types(model)
-        self._rebuild = {"path": path, "threads": threads, "route": route, "strict": strict, "new_ops": new_ops}
+        self._path, self._route, self._strict = path, route, strict  # for the build of _run_refused
         self._fallbacks: dict[frozenset[int], _Hosted] = {}
         routed = route_nodes(model, types, threads=self.threads, ort_version=ort.__version__, route=route)
         routed.update(refused_at_run or {})
@@ -421,7 +421,15 @@ class _Hosted:
             raise exc
         key = frozenset(refused)
         if key not in self._fallbacks:
-            self._fallbacks[key] = _Hosted(self.model, **self._rebuild, refused_at_run={**refused})
+            self._fallbacks[key] = _Hosted(
+                self.model,
+                path=self._path,
+                threads=self.threads,
+                route=self._route,
+                strict=self._strict,
+                new_ops=self.new_ops,
+                refused_at_run=refused,
+            )
         fallback = self._fallbacks[key]
         try:
             outputs = fallback.run(names, feeds)
