@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 
 from ._partition import elem_type_name
+from ._versions import LOW_PRECISION_TYPES, ONNX_TYPES
 
 __all__ = ["mode", "to_numpy", "to_ort"]
 
@@ -35,18 +36,8 @@ class _Hold:
 # their OrtValues are made from, and read back as, their bits. 4-bit types are packed two to a
 # byte in onnxruntime (low nibble first, as ONNX stores them), one to a byte in ml_dtypes.
 _ML_TYPES = {
-    onnx.TensorProto.DataType.Name(elem).lower(): (elem, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)))
-    for elem in (
-        onnx.TensorProto.BFLOAT16,
-        onnx.TensorProto.FLOAT8E4M3FN,
-        onnx.TensorProto.FLOAT8E4M3FNUZ,
-        onnx.TensorProto.FLOAT8E5M2,
-        onnx.TensorProto.FLOAT8E5M2FNUZ,
-        onnx.TensorProto.FLOAT8E8M0,
-        onnx.TensorProto.INT4,
-        onnx.TensorProto.UINT4,
-        onnx.TensorProto.FLOAT4E2M1,
-    )
+    name: (onnx.TensorProto.DataType.Value(name.upper()), ONNX_TYPES[name])
+    for name in sorted(LOW_PRECISION_TYPES | {"bfloat16"})
 }
 _ML_ELEM = {dtype: elem for elem, dtype in _ML_TYPES.values()}
 _PACKED = frozenset({onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.FLOAT4E2M1})
@@ -55,11 +46,9 @@ _PACKED = frozenset({onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorP
 def to_numpy(value: Any, c_ortvalue: Any) -> Any:
     """``value`` (an OrtValue, or what an earlier step gave) as NumPy: every tensor in its ONNX
     type's dtype (ml_dtypes for bfloat16, float8 and 4-bit types, as our engine gives them),
-    strings as object arrays of ``str``, shapes kept (0-d and empty included)."""
+    strings as object arrays of ``str`` (onnxruntime's), shapes kept (0-d and empty included)."""
     if not isinstance(value, c_ortvalue):
-        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
-            return value.astype(object) if value.dtype.kind == "U" else np.char.decode(value, "utf-8").astype(object)
-        return value
+        return value  # a checked feed (strings already object arrays of str) or our evaluator's output
     kind = value.data_type()
     name = kind[len("tensor(") : -1] if kind.startswith("tensor(") else None
     if name not in _ML_TYPES:
