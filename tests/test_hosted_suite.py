@@ -22,7 +22,9 @@ from gather_scatter import _ort_routes
 from gather_scatter.conformance import export_tests, load_suite
 from gather_scatter.conformance.run import compare, run_cases
 
-pytest.importorskip("onnxruntime", reason="the hosted Session runs onnxruntime (pip install 'gather_scatter[test]')")
+onnxruntime = pytest.importorskip(
+    "onnxruntime", reason="the hosted Session runs onnxruntime (pip install 'gather_scatter[test]')"
+)
 
 OTHER_SEED = 2027  # a seed no published suite uses
 
@@ -128,15 +130,9 @@ def test_every_rule_the_suite_can_show_is_shown_by_a_test_onnxruntime_gets_wrong
             shown.update(rule.kind for rule in _ort_routes.RULES for reason in routed.values() if rule.reason in reason)
     unshown = [rule.kind for rule in _ort_routes.RULES if rule.suite and rule.kind not in shown]
     assert not unshown, (
-        f"rules no test of the suite shows on onnxruntime {_ort_routes_version()}: {unshown}: "
+        f"rules no test of the suite shows on onnxruntime {onnxruntime.__version__}: {unshown}: "
         "fixed in this release (give the rule its fixed_in), or the suite lacks the case"
     )
-
-
-def _ort_routes_version() -> str:
-    import onnxruntime
-
-    return onnxruntime.__version__
 
 
 def test_the_docs_table_of_routes_is_current():

@@ -258,10 +258,10 @@ def markdown(ort_version: str) -> str:
     """The docs' table of what the hosted Session routes under onnxruntime ``ort_version``
     (``docs/models.md`` holds it between its ``routes`` markers; ``scripts/routes_doc.py``
     writes it, and a test checks that it is current)."""
+    (one, total), (two, _) = routed_combinations(ort_version, 1), routed_combinations(ort_version, 2)
     lines = [
-        f"Routed under onnxruntime {ort_version}: {routed_combinations(ort_version, 1)[0]} of "
-        f"{routed_combinations(ort_version, 1)[1]} combinations at 1 thread, "
-        f"{routed_combinations(ort_version, 2)[0]} at 2 threads (operator version x data type x index "
+        f"Routed under onnxruntime {ort_version}: {one} of {total} combinations at 1 thread, "
+        f"{two} at 2 threads (operator version x data type x index "
         "type x reduction, x batch_dims 0/1 for GatherND, x output type and rank 1/2 for "
         "GatherBlockQuantized).",
         "",

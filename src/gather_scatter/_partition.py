@@ -240,28 +240,21 @@ def _own_reason(
 def _function_types(
     function: onnx.FunctionProto, call: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], model: onnx.ModelProto
 ) -> dict[str, onnx.TypeProto]:
-    """The types of a model-local function's values at one call: its inputs take the call's
-    argument types, and onnx's inference runs over its body (attributes it references
-    left unresolved: a value that depends on one stays unknown)."""
-    graph = onnx.GraphProto(name=function.name)
-    graph.node.extend(function.node)
-    for formal, actual in zip(function.input, call.input, strict=False):
-        value = graph.input.add()
-        value.name = formal
-        if actual and actual in types:
-            value.type.CopyFrom(types[actual])
-    graph.output.extend(onnx.ValueInfoProto(name=name) for name in function.output)
+    """The types of a model-local function's values at one call: its body as a graph whose
+    inputs take the call's argument types, through :func:`value_types` (attributes the body
+    references stay unresolved: a value that depends on one stays unknown)."""
     body = onnx.ModelProto(ir_version=model.ir_version)
     body.opset_import.extend(function.opset_import or model.opset_import)
     body.functions.extend(model.functions)
-    body.graph.CopyFrom(graph)
-    found: dict[str, onnx.TypeProto] = {}
-    with contextlib.suppress(Exception):  # inference is a help: where it fails, nothing is known
-        body = onnx.shape_inference.infer_shapes(body, check_type=False, strict_mode=False)
-    for value in (*body.graph.input, *body.graph.value_info, *body.graph.output):
-        if value.type.WhichOneof("value") is not None:
-            found.setdefault(value.name, value.type)
-    return found
+    body.graph.name = function.name
+    body.graph.node.extend(function.node)
+    for formal, actual in zip(function.input, call.input, strict=False):
+        value = body.graph.input.add()
+        value.name = formal
+        if actual and actual in types:
+            value.type.CopyFrom(types[actual])
+    body.graph.output.extend(onnx.ValueInfoProto(name=name) for name in function.output)
+    return value_types(body)
 
 
 def _reason(
@@ -355,7 +348,7 @@ def steps(model: onnx.ModelProto, routed: Mapping[int, str]) -> list[PlanStep]:
         if engine == "onnxruntime":
             have = set(members)
             extra = {constants[n] for i in members for n in reads[i] if n in constants} - have
-            members[:] = sorted(have | {i for i in extra if i not in routed})
+            members[:] = sorted(have | extra)
     steps_io = []
     for _, members in groups:
         made: dict[str, None] = {}
@@ -375,7 +368,7 @@ def steps(model: onnx.ModelProto, routed: Mapping[int, str]) -> list[PlanStep]:
     for (engine, members), (read, made), after in zip(groups, steps_io, needed_after, strict=True):
         outputs = tuple(n for n in made if n in after)
         if engine == "onnxruntime" and not outputs:
-            continue  # only Constants, each made again where it is read
+            continue  # nothing it makes is read later (Constants made again where they are read)
         reasons = {i: routed[i] for i in members if i in routed}
         plan.append(PlanStep(engine, tuple(members), tuple(read), outputs, reasons))
     return plan
