@@ -259,7 +259,7 @@ def main(argv=None):
     target_s = 0.005 if quick else 0.02
     # Steady state, as a model's loop of calls sees it: the compiled loops loaded first (a
     # process's first calls of small work take NumPy's path until they pay for numba's import).
-    from gather_scatter.kernels import _compiled
+    from gather_scatter.kernels import _numba as _compiled
 
     _compiled.loops()
     rows = []

@@ -3,7 +3,7 @@
 One directive, an HTML comment alone on a line of a page's Markdown:
 
 ``<!-- versions-table -->`` / ``<!-- versions-table: Gather GatherND -->``
-    The supported-versions table, rendered from ``gather_scatter._versions.REGISTRY`` (every
+    The supported-versions table, rendered from ``gather_scatter.rules.versions.REGISTRY`` (every
     version, or those of the named operators), and for each operator with several versions
     what changed from one to the next, computed from the same values.
 
@@ -20,10 +20,10 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 try:  # an installed (editable) package, or else the source tree
-    from gather_scatter import _versions
+    from gather_scatter.rules import versions as _versions
 except ImportError:  # pragma: no cover - only without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
-    from gather_scatter import _versions
+    from gather_scatter.rules import versions as _versions
 
 DIRECTIVE = re.compile(r"^<!--\s*versions-table\s*:?\s*(.*?)\s*-->\s*$", re.MULTILINE)
 
@@ -82,7 +82,7 @@ def versions_table(ops: list[str]) -> str:
     ----------
     ops : list of str
         The operator types to list (``["Gather", "GatherND"]``); empty for every version in
-        ``gather_scatter._versions.REGISTRY``.
+        ``gather_scatter.rules.versions.REGISTRY``.
 
     Returns
     -------

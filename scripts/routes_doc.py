@@ -3,7 +3,7 @@
     python scripts/routes_doc.py          # rewrite the table for the installed onnxruntime
     python scripts/routes_doc.py --check  # exit 1 if the page is not current
 
-The table is ``gather_scatter._ort_routes.markdown``: the rules of ``_ort_routes.RULES`` and the
+The table is ``gather_scatter.models.hosted._routes.markdown``: the rules of ``_ort_routes.RULES`` and the
 count of combinations they route. tests/test_hosted_suite.py checks the page against it.
 """
 
@@ -30,7 +30,7 @@ def main() -> int:
     args = parser.parse_args()
     import onnxruntime
 
-    from gather_scatter._ort_routes import markdown
+    from gather_scatter.models.hosted._routes import markdown
 
     page = PAGE.read_text(encoding="utf-8")
     new = current(page, markdown(onnxruntime.__version__))

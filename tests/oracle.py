@@ -18,7 +18,6 @@ Rules taken from the project's spec notes (shared/spec/README.md, beside the rep
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 

@@ -9,8 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from gather_scatter import errors
-
-from gather_scatter.check.cases import (  # noqa: F401 - re-exported for the tests
+from gather_scatter.check.case_values import (  # noqa: F401 - re-exported for the tests
     CLASSIC,
     COMPLEX,
     DTYPES,
@@ -19,18 +18,20 @@ from gather_scatter.check.cases import (  # noqa: F401 - re-exported for the tes
     LOW_PRECISION,
     STRINGS,
     Case,
-    elements_case,
-    gather_case,
     gather_indices,
-    gather_nd_case,
     index_tuples,
-    invalid_cases,
     onnx_name,
     reductions_for,
+    values,
+)
+from gather_scatter.check.cases import (  # noqa: F401 - re-exported for the tests
+    elements_case,
+    gather_case,
+    gather_nd_case,
+    invalid_cases,
     scatter_nd_case,
     tensor_scatter_case,
     valid_cases,
-    values,
 )
 
 # ----------------------------------------------------------------------------- hypothesis

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from backends import Library, same_bits
+
 from gather_scatter import (
     GatherScatterError,
     IndexOutOfBoundsError,

@@ -10,14 +10,23 @@ import sys
 
 import numpy as np
 import pytest
-
 from backends import NAMES, Library, library, same_bits
 from error_check import assert_error, raised, same_error
-from gather_scatter import DTypeError, GatherScatterError, ShapeError, run_node
-from gather_scatter import gather, gather_nd, scatter_elements, scatter_nd, tensor_scatter
-from gather_scatter._versions import SWEPT
-from gather_scatter.check.cases import invalid_cases, valid_cases
 from strategies import more_invalid_cases
+
+from gather_scatter import (
+    DTypeError,
+    GatherScatterError,
+    ShapeError,
+    gather,
+    gather_nd,
+    run_node,
+    scatter_elements,
+    scatter_nd,
+    tensor_scatter,
+)
+from gather_scatter.check.cases import invalid_cases, valid_cases
+from gather_scatter.rules.versions import SWEPT
 
 
 @pytest.fixture(params=NAMES)

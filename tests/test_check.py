@@ -17,9 +17,9 @@ import onnx
 import pytest
 
 from gather_scatter.check import engines, run_check, runner
-from gather_scatter.check.cases import Case
+from gather_scatter.check.case_values import Case
 from gather_scatter.cli import main
-from gather_scatter._versions import REGISTRY, SWEPT
+from gather_scatter.rules.versions import REGISTRY, SWEPT
 
 
 def _check(spec_key, inputs, attrs=None, kind="valid"):

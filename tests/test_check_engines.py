@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from gather_scatter.check import engines, runner
-from gather_scatter.check.cases import Case
-from gather_scatter._versions import REGISTRY
+from gather_scatter.check.case_values import Case
+from gather_scatter.rules.versions import REGISTRY
 
 # engine -> (module it imports, its extra, the version pattern it reports)
 NEW = {
@@ -151,7 +151,7 @@ def test_every_ml_dtype_feed_agrees_or_is_unsupported_by_our_own_refusal(engine)
     built-in engine: it agrees, or the engine module refuses the feed itself as unsupported
     (or, for onnxruntime, its session has no kernel for the type). float8_e5m2 is NumPy kind
     'f', not 'V': a test of the kind alone let it through to the engine's own errors."""
-    from gather_scatter._versions import LOW_PRECISION_TYPES, ONNX_TYPES
+    from gather_scatter.rules.versions import LOW_PRECISION_TYPES, ONNX_TYPES
 
     try:
         engines.require(engine)

@@ -21,15 +21,15 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import onnx
+import oracle_quantized
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import oracle_quantized
 from gather_scatter import run_node
-from gather_scatter._versions import GATHER_BLOCK_QUANTIZED as SPEC
 from gather_scatter.check import engines, repro_script, run_check, run_model_check, runner, upstream
 from gather_scatter.check import quantized_cases as Q
-from gather_scatter.check.cases import Case
+from gather_scatter.check.case_values import Case
+from gather_scatter.rules.versions import GATHER_BLOCK_QUANTIZED as SPEC
 
 OP = {"opset": 1, "domain": "com.microsoft"}
 

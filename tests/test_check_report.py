@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gather_scatter._versions import REGISTRY
 from gather_scatter.check import engines, runner, upstream
-from gather_scatter.check.cases import Case
+from gather_scatter.check.case_values import Case
 from gather_scatter.cli import main
+from gather_scatter.rules.versions import REGISTRY
 
 DATA = Path(__file__).parent / "data"
 SPEC = Path("/work/shared/spec")

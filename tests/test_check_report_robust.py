@@ -26,10 +26,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from gather_scatter._versions import REGISTRY
 from gather_scatter.check import issue_class, repro_script, runner, upstream
-from gather_scatter.check.cases import DTYPES, Case, values
+from gather_scatter.check.case_values import DTYPES, Case, values
 from gather_scatter.cli import main
+from gather_scatter.rules.versions import REGISTRY
 
 # Runs a script with the imports of the named top-level modules refused (argv: modules, script).
 BLOCKED = (
@@ -215,7 +215,7 @@ def test_duplicates_are_told_for_every_shape_of_indices():
     cases = list(_reduction_cases())
     assert any(c.case.inputs[1].size == 0 and c.case.inputs[1].ndim >= 3 for c in cases)
     for check in cases:
-        assert issue_class._has_duplicates(check) == _duplicates_oracle(check), check.case
+        assert issue_class.has_duplicates(check) == _duplicates_oracle(check), check.case
 
 
 def test_reduction_findings_with_any_indices_shape_are_all_reported(tmp_path):

@@ -17,9 +17,9 @@ import pytest
 import tomllib
 from onnx import TensorProto, helper
 
-from gather_scatter._versions import REGISTRY
 from gather_scatter.check import engines, model, repro_script, runner
 from gather_scatter.cli import _build_parser, main
+from gather_scatter.rules.versions import REGISTRY
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 

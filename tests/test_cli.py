@@ -357,7 +357,7 @@ def test_large_gathers_and_scatters_load_numba_only_once_a_loop_pays_for_it():
     until a process's WARM_CALLS-th large call; their results never depend on it."""
     code = (
         "import sys, numpy as np, gather_scatter as gs\n"
-        "from gather_scatter.kernels import _compiled\n"
+        "from gather_scatter.kernels import _numba as _compiled\n"
         "t = np.arange(400_000, dtype=np.float32).reshape(4000, 100); i = np.arange(3000)[::-1].copy()\n"
         "g = np.zeros((1000, 300), np.float32); r = np.array([[5], [5]]); u = np.ones((2, 300), np.float32)\n"
         "first = [gs.gather(t, i), gs.scatter_nd(g, r, u, 'add')]\n"
@@ -381,7 +381,7 @@ def test_shapes_of_an_export_with_onnxruntime_operators_without_onnxruntime_name
     # onnxruntime registers SimplifiedLayerNormalization in onnx's domain; shapes accepts it where
     # onnxruntime is installed, and says so where it is not (not the Session's engine='onnxruntime').
     from gather_scatter import ModelInputError
-    from gather_scatter.shape_inference import infer_model_shapes
+    from gather_scatter.models.shape_inference import infer_model_shapes
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     path = DATA / "quantized" / "qwen2_h64_int4.onnx"

@@ -111,7 +111,7 @@ def test_outputs_that_are_no_tensor_or_no_exact_string_are_refused_naming_them(t
     assert "output 'y' is an empty optional (None), and an .npz file holds tensors only" in capsys.readouterr().err
     # A string ending in NUL would read back without it: refused (onnx.reference strips them itself, so
     # the rule is checked where it lives).
-    from gather_scatter import _arrays_io
+    from gather_scatter.models import _arrays_io
 
     with pytest.raises(ValueError, match="output 'y' has a string ending in NUL, which a NumPy string array cannot"):
         _arrays_io.storable("y", np.array(["ok", "nul\x00"], dtype=object))

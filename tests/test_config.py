@@ -90,7 +90,7 @@ def test_the_memory_available_is_queried_unless_an_output_fits_with_room_by_a_re
     queried, unless at most a sixteenth of what a query found under half a second ago."""
     import time
 
-    from gather_scatter import _memory
+    from gather_scatter.resources import memory as _memory
 
     found = []
     monkeypatch.delenv(_memory.ENV_VAR, raising=False)

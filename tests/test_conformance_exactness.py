@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter._versions import REGISTRY
-from gather_scatter.check import cases as C
+from gather_scatter.check import case_values as C
 from gather_scatter.conformance import build_suite
 from gather_scatter.conformance.tags import most_hits, reduction_of, tolerance
+from gather_scatter.rules.versions import REGISTRY
 
 SCATTERS = ["ScatterND", "ScatterElements", "Scatter"]
 

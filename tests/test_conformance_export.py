@@ -26,14 +26,14 @@ from onnx import numpy_helper
 from onnx.backend.test.loader import load_model_tests
 
 import gather_scatter
-from gather_scatter._versions import REGISTRY
-from gather_scatter.check import cases as C
-from gather_scatter.check.issue_class import _has_duplicates
+from gather_scatter.check import case_values as C
+from gather_scatter.check.issue_class import has_duplicates
 from gather_scatter.check.runner import CheckCase, same
 from gather_scatter.cli import main
 from gather_scatter.conformance import build_suite, export_tests, tags_of
 from gather_scatter.conformance.suite import ERROR_KINDS
 from gather_scatter.conformance.tags import COVERAGE_TAGS, applicable_tags, reduction_of
+from gather_scatter.rules.versions import REGISTRY
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_every_valid_case_loads_through_onnx_and_runs_to_its_output(suite):
         if reduction_of(spec, _attrs(model)) == "none":  # the spec leaves meeting updates undefined: none here
             inputs = _node_inputs(case_dir, model)
             check = CheckCase(spec, spec.since_version, C.Case(spec.op_type, inputs, _attrs(model)), "valid")
-            assert not _has_duplicates(check), test.name
+            assert not has_duplicates(check), test.name
     assert not wrong, wrong[:10]
 
 

@@ -35,7 +35,7 @@ from gather_scatter import (
     scatter_nd,
     tensor_scatter,
 )
-from gather_scatter._versions import SWEPT
+from gather_scatter.rules.versions import SWEPT
 
 SPECS = sorted(SWEPT.values(), key=lambda s: (s.domain, s.op_type, s.since_version))
 NEWEST = [s for s in SPECS if not any(t.op_type == s.op_type and t.domain == s.domain

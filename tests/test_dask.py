@@ -17,6 +17,7 @@ da = pytest.importorskip("dask.array", reason="dask not installed (pip install '
 
 from backends import same_bits  # noqa: E402
 from error_check import raised, same_error  # noqa: E402
+
 from gather_scatter import (  # noqa: E402
     DTypeError,
     IndexOutOfBoundsError,
@@ -30,8 +31,8 @@ from gather_scatter import (  # noqa: E402
     scatter_nd,
     tensor_scatter,
 )
-from gather_scatter._versions import SWEPT  # noqa: E402
 from gather_scatter.check.cases import invalid_cases, valid_cases  # noqa: E402
+from gather_scatter.rules.versions import SWEPT
 
 SPECS = sorted((s for s in SWEPT.values() if s.op_type != "TensorScatter"),
                key=lambda s: (s.domain, s.op_type, s.since_version))

@@ -23,6 +23,7 @@ zarr = pytest.importorskip("zarr", reason="zarr not installed (pip install 'gath
 icechunk = pytest.importorskip("icechunk", reason="icechunk not installed (pip install 'gather_scatter[icechunk]')")
 
 from backends import same_bits  # noqa: E402
+
 from gather_scatter import InvalidAttributeError, gather, scatter_elements, scatter_nd  # noqa: E402
 
 ROWS, COLS, CHUNK = 64, 16, 8  # a chunk of 1 KiB: icechunk keeps chunks under 512 bytes in the manifest

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import gather_scatter
-from gather_scatter._versions import REGISTRY
+from gather_scatter.rules.versions import REGISTRY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NEEDED = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")

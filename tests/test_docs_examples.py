@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from doc_examples import python_block, python_blocks, run_with_claims
 
-from gather_scatter._versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
+from gather_scatter.rules.versions import ALL_TYPES, REGISTRY, TENSOR_SCATTER_TYPES, TYPES_BEFORE_BFLOAT16
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 DATA_TYPES = {"all 16": ALL_TYPES, "all but bfloat16": TYPES_BEFORE_BFLOAT16, "all 24": TENSOR_SCATTER_TYPES}

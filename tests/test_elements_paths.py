@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter.kernels import _compiled
+from gather_scatter.kernels import _numba as _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.loops() is None, reason="numba is not installed: only the NumPy path runs")
 

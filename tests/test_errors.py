@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from error_check import BUILTIN, assert_error
+
 from gather_scatter import (
     ArityError,
     DTypeError,
@@ -28,14 +28,14 @@ from gather_scatter import (
     OutputTooLargeError,
     ShapeError,
     UnsupportedOpError,
+    errors,
     gather,
     gather_nd,
     run_node,
     scatter_nd,
 )
-from gather_scatter import errors
-from gather_scatter._memory import set_memory_limit
-from gather_scatter._versions import LATEST_OPSET
+from gather_scatter.resources.memory import set_memory_limit
+from gather_scatter.rules.versions import LATEST_OPSET
 
 KERNELS = {"Gather": gather, "GatherND": gather_nd, "ScatterND": scatter_nd}
 VERSION = {"Gather": 13, "GatherND": 13, "ScatterND": 18}

@@ -31,13 +31,13 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 import onnx
+import oracle
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gather_scatter as gs
-import oracle
-from gather_scatter import _parallel
+from gather_scatter.resources import threads as _parallel
 
 # ----------------------------------------------------------------------------- the versions
 

@@ -9,13 +9,20 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _runners
-from gather_scatter._versions import GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER
+from gather_scatter import _calls as _runners
 from gather_scatter.kernels.elements import run_gather_elements, run_scatter_elements
 from gather_scatter.kernels.gather import run_gather
 from gather_scatter.kernels.gather_nd import run_gather_nd
 from gather_scatter.kernels.scatter_nd import run_scatter_nd
 from gather_scatter.kernels.tensor_scatter import run_tensor_scatter
+from gather_scatter.rules.versions import (
+    GATHER,
+    GATHER_ELEMENTS,
+    GATHER_ND,
+    SCATTER_ELEMENTS,
+    SCATTER_ND,
+    TENSOR_SCATTER,
+)
 
 RNG = np.random.default_rng(16)
 

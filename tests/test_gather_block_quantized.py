@@ -16,15 +16,15 @@ import itertools
 
 import ml_dtypes
 import numpy as np
+import oracle_quantized
 import pytest
 from onnx import TensorProto
 from onnx import helper as oh
 from onnx import numpy_helper as nh
 
 import gather_scatter as gs
-import oracle_quantized
-from gather_scatter import _runners
-from gather_scatter.kernels import _compiled
+from gather_scatter import _calls as _runners
+from gather_scatter.kernels import _numba as _compiled
 from gather_scatter.kernels import block_quantized as kernel
 from gather_scatter.quantized import gather_block_quantized
 

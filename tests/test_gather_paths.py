@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _parallel, _runners, _versions
-from gather_scatter.kernels import _compiled
+from gather_scatter import _calls as _runners
+from gather_scatter.kernels import _numba as _compiled
 from gather_scatter.kernels import gather as gather_kernel
+from gather_scatter.resources import threads as _parallel
+from gather_scatter.rules import versions as _versions
 
 DTYPES = (np.float32, np.float64, np.int8, np.int64, np.uint16, np.bool_, np.float16, ml_dtypes.bfloat16,
           np.complex128)
@@ -110,8 +112,8 @@ def test_gather_fast_call_up_to_one_mib_matches_the_kernel():
 def test_a_fitting_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch, call, rows):
     """2 MiB: a sixteenth of the memory the last query found, under half a second ago; 32 MiB:
     a block of the buffer cache, which takes no new memory."""
-    from gather_scatter import _memory
     from gather_scatter.errors import OutputTooLargeError
+    from gather_scatter.resources import memory as _memory
 
     data = np.arange(rows * 1024, dtype=np.float32).reshape(rows, 1024)
     first = call(data)

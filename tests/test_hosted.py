@@ -221,8 +221,10 @@ def test_external_data_stays_in_its_file(tmp_path):
     session = gs.Session(path, engine="onnxruntime", threads=2)
     assert list(session.plan.routed) == ["pool"]
     # the segments reference the file: no weight is copied into them
-    segment = gs._partition.segment_model(onnx.load(path, load_external_data=False),
-                                          session._hosted.plan_steps[0], gs._partition.value_types(model), "s")
+    from gather_scatter.models.hosted import _partition
+
+    segment = _partition.segment_model(onnx.load(path, load_external_data=False),
+                                       session._hosted.plan_steps[0], _partition.value_types(model), "s")
     assert all(onnx.external_data_helper.uses_external_data(t) for t in segment.graph.initializer)
     want = gs.run_model(str(path), feeds)["y"]
     # y is onnxruntime's MatMul of our pool of onnxruntime's MatMul; want's MatMuls are NumPy's BLAS
@@ -312,7 +314,7 @@ def test_the_reference_engine_plan_is_one_step():
 def test_a_node_routed_inside_a_model_local_function_gives_its_own_rules_reason():
     """A float32 ScatterND add inside a function, at 2 threads: the plan's reason is the race
     rule's own text (the function's body is typed from its call), not a guess at another type."""
-    from gather_scatter import _ort_routes
+    from gather_scatter.models.hosted import _routes as _ort_routes
 
     f = oh.make_tensor_value_info
     body = oh.make_function(
@@ -374,7 +376,7 @@ def test_a_valid_input_onnxruntime_refuses_at_run_time_runs_on_our_kernels_thoug
     """Without the string max/min rule, onnxruntime refuses the node at run time ('string data
     type is not supported'): the run is made again with the node routed, and the Session keeps
     that routing, its reason in the plan."""
-    from gather_scatter import _ort_routes
+    from gather_scatter.models.hosted import _routes as _ort_routes
 
     monkeypatch.setattr(_ort_routes, "RULES", tuple(r for r in _ort_routes.RULES if r.kind != "string_max_min"))
     session = gs.Session(_string_max_model(), engine="onnxruntime", threads=1)

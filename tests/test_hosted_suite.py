@@ -18,9 +18,9 @@ import warnings
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _ort_routes
 from gather_scatter.conformance import export_tests, load_suite
 from gather_scatter.conformance.run import compare, run_cases
+from gather_scatter.models.hosted import _routes as _ort_routes
 
 onnxruntime = pytest.importorskip(
     "onnxruntime", reason="the hosted Session runs onnxruntime (pip install 'gather_scatter[test]')"

@@ -13,7 +13,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from backends import Library, same_bits
 
 jax = pytest.importorskip("jax", reason="jax not installed (pip install 'gather_scatter[jax]')")
@@ -22,7 +21,7 @@ from jax.experimental import checkify  # noqa: E402
 
 import gather_scatter as gs  # noqa: E402
 from gather_scatter import IndexOutOfBoundsError, OutputTooLargeError  # noqa: E402
-from gather_scatter._versions import SWEPT  # noqa: E402
+from gather_scatter.rules.versions import SWEPT
 
 BEYOND = 2**32 + 1  # int32 truncation makes it 1
 
@@ -506,8 +505,9 @@ def test_invalid_cases_without_x64(lib_default):
     """The invalid cases (as in test_backends) raise the NumPy error, as users run JAX; the one
     documented difference: int32 JAX indices are JAX's int64, so an int64-only version takes them."""
     from error_check import raised, same_error
-    from gather_scatter.check.cases import invalid_cases
     from strategies import more_invalid_cases
+
+    from gather_scatter.check.cases import invalid_cases
 
     compared, failures = 0, []
     for n, spec in enumerate(SPECS):

@@ -12,9 +12,16 @@ import onnx
 import onnx.helper as oh
 import pytest
 
-from gather_scatter import DTypeError, ModelInputError, OutputTooLargeError, infer_model_shapes, run_model, set_memory_limit
-from gather_scatter._model_check import check_model
+from gather_scatter import (
+    DTypeError,
+    ModelInputError,
+    OutputTooLargeError,
+    infer_model_shapes,
+    run_model,
+    set_memory_limit,
+)
 from gather_scatter.cli import main
+from gather_scatter.models._model_check import check_model
 from gather_scatter.reference import Evaluator
 
 DATA = Path(__file__).parent / "data"

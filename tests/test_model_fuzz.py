@@ -20,12 +20,11 @@ import sys
 import time
 from pathlib import Path
 
+import model_fuzz
 import numpy as np
 import onnx
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-import model_fuzz
 
 SHORT_CASES = 600
 LONG_CASES = int(os.environ.get("GATHER_SCATTER_FUZZ", "0") or 0)

@@ -16,12 +16,12 @@ import importlib
 
 import numpy as np
 import onnx
+import oracle
 import pytest
 from onnx import helper, numpy_helper
 from onnx.backend.test.case import node as node_cases
 from onnx.backend.test.case.base import Base
 
-import oracle
 from gather_scatter import UnsupportedOpError, run_node
 from gather_scatter.reference import run_model
 

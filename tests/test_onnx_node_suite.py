@@ -1,7 +1,7 @@
 """ONNX's whole node test suite (every operator, not only the family) through ``run_model``.
 
 ``run_model`` runs every operator outside the family on onnx.reference, with the operators
-onnx.reference gets wrong replaced (``gather_scatter._reference_fixes``): each of the ~1,900
+onnx.reference gets wrong replaced (``gather_scatter.models.reference._fixes``): each of the ~1,900
 cases of the installed onnx (``onnx.backend.test.loader.load_model_tests(kind="node")``, built
 in memory since onnx #7959) must give onnx's expected outputs within the case's tolerance. A
 case whose answer cannot be compared is in ``RANDOM`` (its shape, type and the values' range

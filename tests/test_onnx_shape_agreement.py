@@ -21,9 +21,15 @@ import onnx.helper as oh
 import pytest
 from onnx import TensorProto as TP
 
-from gather_scatter import (DTypeError, GatherScatterError, InvalidAttributeError, ShapeError, UnsupportedOpError,
-                            infer_shape)
-from gather_scatter._versions import REGISTRY
+from gather_scatter import (
+    DTypeError,
+    GatherScatterError,
+    InvalidAttributeError,
+    ShapeError,
+    UnsupportedOpError,
+    infer_shape,
+)
+from gather_scatter.rules.versions import REGISTRY
 
 # Each ai.onnx version at its own opset; Scatter-9 also at 10, the last opset that has it.
 VERSIONS = sorted([(v.op_type, v.since_version) for (d, _, _), v in REGISTRY.items() if d == ""] + [("Scatter", 10)])

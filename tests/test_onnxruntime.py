@@ -29,13 +29,13 @@ import pytest
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed: the differential tests need it")
 onnx = pytest.importorskip("onnx", reason="onnx builds the models for the onnxruntime tests")
-from onnx import TensorProto, helper  # noqa: E402
-
-import gather_scatter as gs  # noqa: E402
 import oracle  # noqa: E402
 import strategies as S  # noqa: E402
-from gather_scatter._versions import REGISTRY, SWEPT  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 from strategies import Case  # noqa: E402
+
+import gather_scatter as gs  # noqa: E402
+from gather_scatter.rules.versions import REGISTRY, SWEPT
 
 VERSIONS = sorted(SWEPT.values(), key=lambda v: (v.op_type, v.domain, v.since_version))
 NAMES = ("data", "indices", "updates")

@@ -12,12 +12,12 @@ import zlib
 
 import ml_dtypes
 import numpy as np
+import oracle
 import pytest
+import strategies as S
 
 import gather_scatter as gs
-import oracle
-import strategies as S
-from gather_scatter._versions import LATEST_OPSET, REGISTRY, SWEPT
+from gather_scatter.rules.versions import LATEST_OPSET, REGISTRY, SWEPT
 
 CASES_PER_VERSION = 32
 VERSIONS = sorted(SWEPT.values(), key=lambda v: (v.op_type, v.domain, v.since_version))

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from gather_scatter import _ort_routes as routes
-from gather_scatter._ort_routes import NodeFacts, route_reason
-from gather_scatter._versions import REGISTRY
+from gather_scatter.models.hosted import _routes as routes
+from gather_scatter.models.hosted._routes import NodeFacts, route_reason
+from gather_scatter.rules.versions import REGISTRY
 
 
 @pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
@@ -177,9 +177,9 @@ _LOAD_REFUSALS = ("Exception during loading", "Could not find an implementation"
 def _worker_main(threads, per_version):
     """(op version, data type, reduction, routed, outcome, detail) of every valid generated case."""
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[test]')")
-    from gather_scatter._versions import onnx_type_name
     from gather_scatter.check import runner
     from gather_scatter.check.engines import Worker
+    from gather_scatter.rules.versions import onnx_type_name
 
     rows = []
     with Worker("onnxruntime", threads, 60) as worker:

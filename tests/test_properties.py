@@ -6,13 +6,13 @@ import math
 import warnings
 
 import numpy as np
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
-import gather_scatter as gs
 import oracle
 import strategies as S
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from strategies import Case
+
+import gather_scatter as gs
 
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OPSET = 24  # every public kernel's version is the one in effect here (TensorScatter-24, ScatterND-18, ...)

@@ -484,7 +484,7 @@ def test_check_model_mode_on_the_reference_engine_counts_the_node_unsupported(tm
 
 def test_shapes_infers_the_embedding_of_an_export(capsys):
     from gather_scatter.cli import main
-    from gather_scatter.shape_inference import infer_model_shapes, node_shapes
+    from gather_scatter.models.shape_inference import infer_model_shapes, node_shapes
 
     path = DATA / "qwen2_h64_int4.onnx"
     node = build.embedding_node(load("qwen2_h64_int4")[0])

@@ -26,8 +26,10 @@ import oracle
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _parallel, _runners
-from gather_scatter.kernels import _compiled, _writes, elements
+from gather_scatter import _calls as _runners
+from gather_scatter.kernels import _numba as _compiled
+from gather_scatter.kernels import _writes, elements
+from gather_scatter.resources import threads as _parallel
 
 LOOPS = _compiled.loops()
 pytestmark = pytest.mark.skipif(LOOPS is None, reason="numba's loops are off here (GATHER_SCATTER_COMPILED=0)")
@@ -390,8 +392,9 @@ def test_half_reductions_without_f16c_are_the_spec_loop(tmp_path):
     script = textwrap.dedent(
         """
         import sys, ml_dtypes, numpy as np, gather_scatter as gs
-        from gather_scatter import _runners
-        from gather_scatter.kernels import _compiled, _loops_reduce
+        from gather_scatter import _calls as _runners
+        from gather_scatter.kernels import _loops_reduce
+        from gather_scatter.kernels import _numba as _compiled
         assert _compiled.loops() is not None and not _loops_reduce.F16C
         _runners._small = lambda nbytes, most=0: False  # the compiled loops, not NumPy's path
         rng = np.random.default_rng(4)

@@ -386,7 +386,7 @@ def test_run_model_reads_external_data_beside_the_file_from_any_cwd(tmp_path, mo
 
 
 def test_every_operator_of_the_family_has_an_adapter():
-    from gather_scatter._dispatch import _OPS
+    from gather_scatter._nodes import _OPS
 
     assert {cls.__name__ for cls in NEW_OPS} == set(_OPS)
     assert {(cls.op_domain, cls.__name__) for cls in NEW_OPS} >= {("com.microsoft", "GatherND"), ("", "GatherND")}
@@ -487,7 +487,7 @@ def test_not_strict_runs_each_off_spec_node_as_the_earliest_version_that_accepts
 
 def test_not_strict_shape_inference():
     from gather_scatter import OffSpecWarning
-    from gather_scatter.shape_inference import infer_model_shapes
+    from gather_scatter.models.shape_inference import infer_model_shapes
 
     model = _off_spec_model()
     for vi in model.graph.output:

@@ -211,7 +211,7 @@ def test_scan9_along_axis_1_reversed_with_output_axis_1_prepended():
 
 
 def test_fixed_operators_are_keyed_as_onnx_reference_keys_them():
-    from gather_scatter._reference_fixes import FIXED_OPS
+    from gather_scatter.models.reference._fixes import FIXED_OPS
 
     assert {(getattr(c, "op_domain", ""), c.__name__) for c in FIXED_OPS} == {
         ("", "Loop"),

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _parallel
-from gather_scatter._versions import Reduction
-from gather_scatter.kernels import _compiled, _writes
+from gather_scatter.kernels import _numba as _compiled
+from gather_scatter.kernels import _writes
+from gather_scatter.resources import threads as _parallel
+from gather_scatter.rules.versions import Reduction
 
 # Load the compiled loops now: the paths under test take them only once numba is loaded (or
 # after a process's first ~100 such calls, _compiled.warm_loops), so "compiled" means compiled.
@@ -176,8 +177,8 @@ def test_copy_into_splits_only_big_copies(monkeypatch):
 def test_a_fitting_output_skips_the_memory_query_but_not_a_configured_limit(monkeypatch, rows):
     import time
 
-    from gather_scatter import _memory
     from gather_scatter.errors import OutputTooLargeError
+    from gather_scatter.resources import memory as _memory
 
     data = np.zeros((rows, 1024), np.float32)  # a sixteenth of the memory last found; or a cache block
     gs.scatter_nd(data, np.array([[1]]), np.ones((1, 1024), np.float32))  # a block goes back to the cache

@@ -133,7 +133,8 @@ def test_reuse_across_many_runs_with_different_inputs():
 
 
 def test_validation_and_memory_sizing_run_once_at_build(monkeypatch):
-    from gather_scatter import _model_check, _model_memory
+    from gather_scatter.models import _model_check
+    from gather_scatter.models.reference import _sizes as _model_memory
 
     calls = {"check": 0, "sizes": 0}
     check, sizes = _model_check.check_model, _model_memory.static_sizes
@@ -192,15 +193,15 @@ def test_the_memory_limit_is_read_at_each_run(monkeypatch):
 
 def test_session_is_exported_lazily():
     assert "Session" in gs.__all__ and "Session" in dir(gs)
+    from gather_scatter.models.session import Session as from_session
     from gather_scatter.reference import run_model as from_reference
-    from gather_scatter.session import Session as from_session
 
     assert gs.Session is from_session and from_reference is gs.run_model
 
 
 def test_cli_repeat_runs_one_session_and_reports_the_median(capsys, monkeypatch):
-    from gather_scatter import session
     from gather_scatter.cli import main
+    from gather_scatter.models import session
 
     builds = []
     monkeypatch.setattr(session.Session, "__init__", _counting(session.Session.__init__, builds))

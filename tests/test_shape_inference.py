@@ -13,7 +13,7 @@ from onnx import TensorProto, numpy_helper
 
 from gather_scatter import ArityError, DTypeError, ShapeError, UnsupportedOpError, infer_model_shapes
 from gather_scatter.cli import main
-from gather_scatter.shape_inference import node_shapes
+from gather_scatter.models.shape_inference import node_shapes
 
 MS = "com.microsoft"
 
@@ -152,7 +152,7 @@ def test_package_import_leaves_onnx_for_first_use():
     code = (
         "import sys, gather_scatter as gs\n"
         "assert 'onnx' not in sys.modules\n"
-        "assert gs.infer_model_shapes.__module__ == 'gather_scatter.shape_inference'\n"
+        "assert gs.infer_model_shapes.__module__ == 'gather_scatter.models.shape_inference'\n"
         "assert 'onnx' in sys.modules\n"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr == ""
@@ -244,8 +244,8 @@ def test_tensor_scatter_write_indices_left_out_is_absent_not_unknown():
 
 def test_every_operator_of_the_dispatch_table_gets_our_rule():
     # A new entry of _OPS must not silently fall back to onnx's inference (or none, for com.microsoft).
-    from gather_scatter._dispatch import _OPS
-    from gather_scatter.shape_inference import _ours
+    from gather_scatter._nodes import _OPS
+    from gather_scatter.models.shape_inference import _ours
 
     assert sorted(op for op in _OPS if _ours(oh.make_node(op, ["a"], ["b"]))) == sorted(set(_OPS) - {"GatherBlockQuantized"})
     assert [op for op in _OPS if _ours(oh.make_node(op, ["a"], ["b"], domain=MS))] == ["GatherND", "GatherBlockQuantized"]

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import oracle
 import pytest
 
-import oracle
 from gather_scatter import (
     InvalidAttributeError,
     UnsupportedOpError,

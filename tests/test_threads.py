@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gather_scatter as gs
-from gather_scatter import _parallel
+from gather_scatter.resources import threads as _parallel
 
 N = 300_000  # updates; into CELLS cells, so ~15 per cell
 CELLS = (100, 200)
@@ -177,7 +177,7 @@ def test_a_chunk_that_splits_again_runs_its_parts_on_its_own_thread():
     # A nested run used to queue behind its own pool thread and wait for it forever.
     code = """if True:
         import threading, gather_scatter as gs
-        from gather_scatter import _parallel
+        from gather_scatter.resources import threads as _parallel
         gs.set_num_threads(2)
         def outer(lo, hi):
             inner = _parallel.run(lambda a, b: (a, b, threading.current_thread().name), [(lo, 5), (5, hi)])
@@ -191,7 +191,7 @@ def test_a_chunk_that_splits_again_runs_its_parts_on_its_own_thread():
 
 _FORK = """if True:
     import os, threading, time, numpy as np, gather_scatter as gs
-    from gather_scatter import _buffers
+    from gather_scatter.resources import buffers as _buffers
     gs.set_num_threads(2)
     data = np.arange(4 << 20, dtype=np.float32).reshape(-1, 1024)
     idx = np.arange(data.shape[0])[::-1].copy()

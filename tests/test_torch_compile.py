@@ -25,8 +25,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install 'gather_scatter[torch]')")
 
-import gather_scatter as gs  # noqa: E402
 from error_check import raised  # noqa: E402
+
+import gather_scatter as gs  # noqa: E402
 
 
 def _all_ops(d, g, nd, snd, ge, se, ts):

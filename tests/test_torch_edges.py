@@ -14,10 +14,10 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
-
-import gather_scatter as gs
 from backends import NAMES, Library, library, same_bits
 from error_check import raised
+
+import gather_scatter as gs
 
 # ---- 0-d indices and scalar-ish inputs, every library against NumPy -----------------------
 

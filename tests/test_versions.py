@@ -21,9 +21,9 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
+from error_check import assert_error
 from onnx import defs, helper
 
-from error_check import assert_error
 from gather_scatter import (
     ArityError,
     DTypeError,
@@ -32,16 +32,16 @@ from gather_scatter import (
     OffSpecWarning,
     ShapeError,
     UnsupportedOpError,
-    infer_shape,
     gather,
     gather_elements,
     gather_nd,
+    infer_shape,
     run_node,
     scatter_elements,
     scatter_nd,
     tensor_scatter,
 )
-from gather_scatter._versions import LATEST_OPSET, REGISTRY, first_accepting, resolve
+from gather_scatter.rules.versions import LATEST_OPSET, REGISTRY, first_accepting, resolve
 
 OPS = ("Gather", "GatherND", "ScatterND", "GatherElements", "ScatterElements", "Scatter", "TensorScatter")
 LATEST = LATEST_OPSET[""]

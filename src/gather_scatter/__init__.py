@@ -10,10 +10,7 @@ and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_l
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
 """
 
-from ._buffers import get_buffer_cache_size, set_buffer_cache_size
-from ._dispatch import OffSpecWarning, infer_shape, run_node
-from ._memory import memory_limit, set_memory_limit
-from ._parallel import get_num_threads, set_num_threads
+from ._nodes import OffSpecWarning, infer_shape, run_node
 from .errors import (
     ArityError,
     DTypeError,
@@ -28,6 +25,9 @@ from .errors import (
 )
 from .ops import gather, gather_elements, gather_nd, scatter_elements, scatter_nd, tensor_scatter
 from .quantized import gather_block_quantized
+from .resources.buffers import get_buffer_cache_size, set_buffer_cache_size
+from .resources.memory import memory_limit, set_memory_limit
+from .resources.threads import get_num_threads, set_num_threads
 
 __all__ = [
     "ArityError",
@@ -78,15 +78,15 @@ def __getattr__(name: str):
         return globals()["__version__"]
     # run_model needs onnx.reference, which is slow to import: load it on first use only.
     if name == "run_model":
-        from .session import run_model
+        from .models.session import run_model
 
         return run_model
     if name == "Session":
-        from .session import Session
+        from .models.session import Session
 
         return Session
     if name == "infer_model_shapes":  # imports onnx, also slow
-        from .shape_inference import infer_model_shapes
+        from .models.shape_inference import infer_model_shapes
 
         return infer_model_shapes
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,16 +1,16 @@
 """The front door: the public operators, the newest version of each, on any array library.
 
 Each function passes its version (an OpVersion of the registry) to ``run_<op>`` in
-:mod:`gather_scatter._runners`, which holds the per-call policy: the per-signature fast path,
+:mod:`gather_scatter._calls`, which holds the per-call policy: the per-signature fast path,
 then the backend that the first array input picks (NumPy's kernels for NumPy input).
-:mod:`gather_scatter._dispatch` calls the same runners with the version in effect at an opset.
+:mod:`gather_scatter._nodes` calls the same runners with the version in effect at an opset.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, overload
 
-from ._runners import (
+from ._calls import (
     run_gather,
     run_gather_elements,
     run_gather_nd,
@@ -19,7 +19,7 @@ from ._runners import (
     run_tensor_scatter,
 )
 from ._types import ArrayT, NDArray, NumPyInput, ReductionName
-from ._versions import GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER
+from .rules.versions import GATHER, GATHER_ELEMENTS, GATHER_ND, SCATTER_ELEMENTS, SCATTER_ND, TENSOR_SCATTER
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "tensor_scatter"]
 

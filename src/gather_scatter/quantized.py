@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._runners import run_gather_block_quantized
+from ._calls import run_gather_block_quantized
 from ._types import NDArray
-from ._versions import GATHER_BLOCK_QUANTIZED
+from .rules.versions import GATHER_BLOCK_QUANTIZED
 
 __all__ = ["gather_block_quantized"]
 

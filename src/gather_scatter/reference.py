@@ -38,10 +38,9 @@ gather_scatter.errors.InvalidAttributeError: node 'read' (GatherND): GatherND-11
 
 from __future__ import annotations
 
-from typing import Any
-
-from ._adapters import (
+from .models.reference import (
     NEW_OPS,
+    Evaluator,
     Gather,
     GatherBlockQuantized,
     GatherElements,
@@ -52,7 +51,7 @@ from ._adapters import (
     ScatterND,
     TensorScatter,
 )
-from ._evaluator import Evaluator
+from .models.session import run_model
 
 __all__ = [
     "NEW_OPS",
@@ -66,14 +65,5 @@ __all__ = [
     "ScatterElements",
     "ScatterND",
     "TensorScatter",
-    "run_model",  # noqa: F822 - provided lazily by the module __getattr__ below (session.py imports this module)
+    "run_model",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # run_model lives in session.py (on top of Session), which imports this module.
-    if name == "run_model":
-        from .session import run_model
-
-        return run_model
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,7 @@
 The rule (one for every operator): the first array input — ``data``, or ``past_cache`` for
 TensorScatter — decides the library and the device. The other inputs may be arrays of that
 library on that device, or NumPy arrays, lists and Python scalars (converted by NumPy's rules
-of :func:`gather_scatter._validate.as_array`, then moved to data's device); an array of any
+of :func:`gather_scatter.rules.validate.as_array`, then moved to data's device); an array of any
 other library is refused with DTypeError. NumPy data keeps the NumPy kernels.
 
 ``array-api-compat``'s ``array_namespace`` decides the library, as in SciPy and scikit-learn.
@@ -16,40 +16,15 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from .._versions import OpVersion
 from ..errors import DTypeError
+from ..rules.versions import OpVersion
+from ._library import foreign, library_name
 
 if TYPE_CHECKING:
     from .array_api import ArrayAPIBackend
     from .dask import DaskBackend
 
-__all__ = ["backend_for"]
-
-# What the NumPy kernels take: ndarrays and what np.asarray reads without a library of its own.
-_NUMPY_LIKE = (np.ndarray, np.generic, list, tuple, int, float, complex, bool, str, bytes)
-# The array libraries whose arrays carry no __array_namespace__ of their own (read by array-api-compat).
-_LIBRARIES = ("torch", "jax", "jaxlib", "cupy", "dask", "sparse")
-
-
-def _foreign(value: Any) -> bool:
-    """Whether ``value`` is an array of a library other than NumPy (never imports one)."""
-    if isinstance(value, _NUMPY_LIKE) or value is None:
-        return False
-    if hasattr(value, "__array_namespace__"):
-        return True
-    # Any class in the MRO: a subclass defined elsewhere (torch.nn.Parameter, a user's Tensor
-    # subclass in __main__) is still its library's array.
-    roots = {kind.__module__.split(".", 1)[0] for kind in type(value).__mro__}
-    return any(root in _LIBRARIES and root in sys.modules for root in roots)
-
-
-def library_name(value: Any) -> str:
-    """``value``'s type as the user knows it, e.g. ``torch.Tensor``, ``numpy.ndarray``."""
-    kind = type(value)
-    root = kind.__module__.split(".", 1)[0]
-    return f"{root}.{kind.__name__}" if root != "builtins" else kind.__name__
+__all__ = ["backend_for", "library_name"]
 
 
 def backend_for(spec: OpVersion, inputs: dict[str, Any]):
@@ -78,9 +53,9 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
     """
     items = iter(inputs.items())
     first_name, first = next(items)
-    if not _foreign(first):
+    if not foreign(first):
         for name, value in items:
-            if _foreign(value):
+            if foreign(value):
                 raise DTypeError(
                     f"{spec.name}: {name} is a {library_name(value)} but {first_name} is a {library_name(first)}; "
                     f"{first_name} decides the library of the result, so pass {name} as a NumPy array (or "

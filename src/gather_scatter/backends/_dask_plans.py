@@ -20,8 +20,8 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import parse_bytes
 
-from .._validate import check_bounds, out_of_bounds
-from .._versions import Reduction
+from ..rules.validate import check_bounds, out_of_bounds
+from ..rules.versions import Reduction
 
 # ---- index plumbing (vectorized, on the client or in a task per index chunk) ---------------
 
@@ -35,7 +35,7 @@ def checked_chunk(chunk, spec_key, sizes, axes, block_info=None):
 
     A bad index raises the error naming its position in the whole array.
     """
-    from .._versions import REGISTRY
+    from ..rules.versions import REGISTRY
 
     spec = REGISTRY[spec_key]
     chunk = np.asarray(chunk)
@@ -262,8 +262,8 @@ def _apply(block: np.ndarray, local: np.ndarray, updates: np.ndarray, reduction:
     ScatterND-18's rules (row-major order, every reduction rule) are every scatter's rule once
     targets are coordinates.
     """
-    from .._versions import SCATTER_ND
     from ..kernels.scatter_nd import run_scatter_nd
+    from ..rules.versions import SCATTER_ND
 
     return run_scatter_nd(SCATTER_ND, block, local, updates, reduction)
 

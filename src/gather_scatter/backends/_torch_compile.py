@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import torch
 
-from .._versions import REGISTRY, Mode
+from ..rules.versions import REGISTRY, Mode
 from .array_api import ArrayAPIBackend, numpy_dtype
 
 # Why a call cannot stay in one torch.compile graph (fullgraph=True shows the reason).
@@ -69,58 +69,58 @@ def _spend_beta_warning() -> None:
 _spend_beta_warning()
 
 
-# Opaque to the compiler: each runs ArrayAPIBackend's eager check on the real tensors when the
-# compiled function runs (raising our IndexOutOfBoundsError from it) and returns a new tensor
-# (a custom op may not return its input), so the graph needs no break for it.
+def register_ops(backend_class: type[ArrayAPIBackend]) -> None:
+    """Register the custom ops ``gather_scatter::bounds`` and ``gather_scatter::write_positions``
+    (:data:`torch.ops.gather_scatter`), which build a ``backend_class`` (the torch backend, whose module
+    calls this once on import) for the operator version they are given.
 
+    Opaque to the compiler: each runs ArrayAPIBackend's eager check on the real tensors when the
+    compiled function runs (raising our IndexOutOfBoundsError from it) and returns a new tensor
+    (a custom op may not return its input), so the graph needs no break for it.
+    """
+    if hasattr(torch.ops.gather_scatter, "bounds"):  # registered already (a module reload)
+        return
 
-@torch.library.custom_op("gather_scatter::bounds", mutates_args=())
-def _bounds_op(
-    indices: torch.Tensor,
-    sizes: list[int],
-    axes: list[int],
-    per_component: bool,
-    domain: str,
-    op_type: str,
-    since_version: int,
-) -> torch.Tensor:
-    """:meth:`ArrayAPIBackend.bounds` of ``indices`` for the operator version named, eagerly."""
-    from .torch import TorchBackend
+    @torch.library.custom_op("gather_scatter::bounds", mutates_args=())
+    def _bounds_op(
+        indices: torch.Tensor,
+        sizes: list[int],
+        axes: list[int],
+        per_component: bool,
+        domain: str,
+        op_type: str,
+        since_version: int,
+    ) -> torch.Tensor:
+        """:meth:`ArrayAPIBackend.bounds` of ``indices`` for the operator version named, eagerly."""
+        backend = backend_class(REGISTRY[(domain, op_type, since_version)], None, indices, "indices")
+        checked = ArrayAPIBackend.bounds(
+            backend,
+            indices,
+            tuple(sizes) if per_component else sizes[0],
+            tuple(axes) if per_component else axes[0],
+        )
+        return checked.clone() if checked is indices else checked
 
-    backend = TorchBackend(REGISTRY[(domain, op_type, since_version)], None, indices, "indices")
-    checked = ArrayAPIBackend.bounds(
-        backend,
-        indices,
-        tuple(sizes) if per_component else sizes[0],
-        tuple(axes) if per_component else axes[0],
-    )
-    return checked.clone() if checked is indices else checked
+    @_bounds_op.register_fake
+    def _bounds_shape(indices, sizes, axes, per_component, domain, op_type, since_version):
+        return torch.empty_like(indices, dtype=torch.int64)
 
+    @torch.library.custom_op("gather_scatter::write_positions", mutates_args=())
+    def _write_positions_op(
+        write: torch.Tensor,
+        capacity: int,
+        length: int,
+        mode: str,
+        axis: int,
+        domain: str,
+        op_type: str,
+        since_version: int,
+    ) -> torch.Tensor:
+        """:meth:`ArrayAPIBackend.checked_writes` of TensorScatter's ``write`` for the version named, eagerly."""
+        backend = backend_class(REGISTRY[(domain, op_type, since_version)], None, write, "write_indices")
+        checked = ArrayAPIBackend.checked_writes(backend, write, capacity, length, Mode(mode), axis)
+        return checked.clone() if checked is write else checked
 
-@_bounds_op.register_fake
-def _bounds_shape(indices, sizes, axes, per_component, domain, op_type, since_version):
-    return torch.empty_like(indices, dtype=torch.int64)
-
-
-@torch.library.custom_op("gather_scatter::write_positions", mutates_args=())
-def _write_positions_op(
-    write: torch.Tensor,
-    capacity: int,
-    length: int,
-    mode: str,
-    axis: int,
-    domain: str,
-    op_type: str,
-    since_version: int,
-) -> torch.Tensor:
-    """:meth:`ArrayAPIBackend.checked_writes` of TensorScatter's ``write`` for the version named, eagerly."""
-    from .torch import TorchBackend
-
-    backend = TorchBackend(REGISTRY[(domain, op_type, since_version)], None, write, "write_indices")
-    checked = ArrayAPIBackend.checked_writes(backend, write, capacity, length, Mode(mode), axis)
-    return checked.clone() if checked is write else checked
-
-
-@_write_positions_op.register_fake
-def _write_positions_shape(write, capacity, length, mode, axis, domain, op_type, since_version):
-    return torch.empty_like(write, dtype=torch.int64)
+    @_write_positions_op.register_fake
+    def _write_positions_shape(write, capacity, length, mode, axis, domain, op_type, since_version):
+        return torch.empty_like(write, dtype=torch.int64)

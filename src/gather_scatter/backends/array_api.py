@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes
-from .._validate import as_array, check_out_type, out_of_bounds
-from .._versions import Mode, OpVersion, Reduction
 from ..errors import DTypeError
-from . import library_name
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, check_out_type, out_of_bounds
+from ..rules.versions import Mode, OpVersion, Reduction
+from ._library import foreign, library_name
 
 try:  # the low-precision types NumPy reads through ml_dtypes
     import ml_dtypes
@@ -122,9 +122,7 @@ class ArrayAPIBackend:
                     value=str(self._device_of(value)),
                 )
             return value
-        from . import _foreign
-
-        if _foreign(value):
+        if foreign(value):
             raise DTypeError(
                 f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a {self.library}; pass "
                 f"arrays of one library (or NumPy arrays, which move to {self.first_name}'s device)",

@@ -46,12 +46,13 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .. import _shapes
-from .._validate import as_array, check_bounds, refuse_broadcast
-from .._versions import Reduction
 from ..errors import DTypeError, InvalidAttributeError, ShapeError
-from . import _dask_icechunk, _foreign, library_name
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, check_bounds, refuse_broadcast
+from ..rules.versions import Reduction
+from . import _dask_icechunk
 from . import _dask_plans as plans
+from ._library import foreign, library_name
 
 
 class DaskBackend:
@@ -84,7 +85,7 @@ class DaskBackend:
         if isinstance(value, da.Array):
             self.known(name, value)
             return value
-        if _foreign(value):
+        if foreign(value):
             spec = self.spec
             raise DTypeError(
                 f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a dask.array.Array; pass "
@@ -311,7 +312,7 @@ def _strings_as_objects(data: da.Array) -> da.Array:
     """Return string data of any NumPy kind as object arrays of str, as every kernel returns them."""
     if data.dtype.kind not in "US":
         return data
-    from ..kernels._writes import strings_as_objects
+    from ..kernels import strings_as_objects
 
     return data.map_blocks(strings_as_objects, dtype=object, meta=np.empty((0,) * data.ndim, object))
 

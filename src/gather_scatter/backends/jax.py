@@ -62,11 +62,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._shapes import fmt_shape
-from .._validate import as_array, check_bounds, native_indices, out_of_bounds
-from .._versions import REGISTRY, Mode, Reduction
 from ..errors import IndexOutOfBoundsError, OutputTooLargeError
-from . import _foreign
+from ..rules.shapes import fmt_shape
+from ..rules.validate import as_array, check_bounds, native_indices, out_of_bounds
+from ..rules.versions import REGISTRY, Mode, Reduction
+from ._library import foreign
 from .array_api import ArrayAPIBackend, numpy_dtype
 
 # The NumPy dtype a list or NumPy array given for an input must fit ("data": the first input's).
@@ -214,7 +214,7 @@ class JaxBackend(ArrayAPIBackend):
         for a list): :meth:`bounds` and :meth:`checked_writes` check them there, before any
         narrowing and at trace time under ``jit``, then move them to the device.
         """
-        if name in _INDEX_INPUTS and not isinstance(value, jax.Array) and not _foreign(value):
+        if name in _INDEX_INPUTS and not isinstance(value, jax.Array) and not foreign(value):
             host = as_array(self.spec, name, value, dtype)
             self.host_dtypes[name] = host.dtype
             return host

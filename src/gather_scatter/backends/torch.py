@@ -47,10 +47,10 @@ import array_api_compat.torch as torch_namespace
 import numpy as np
 import torch
 
-from .._validate import refuse_broadcast, refuse_overlap, same_memory
-from .._versions import Reduction
 from ..errors import InvalidAttributeError
-from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES
+from ..rules.validate import refuse_broadcast, refuse_overlap, same_memory
+from ..rules.versions import Reduction
+from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES, register_ops
 from .array_api import ArrayAPIBackend
 
 # torch dtypes that index_select/index_copy move but arithmetic does not cover: copied as bits.
@@ -446,3 +446,6 @@ def _memory(t: torch.Tensor) -> np.ndarray:
     Those rules compare addresses and never read the bytes (nor may anything else).
     """
     return np.asarray(_Addresses(t))
+
+
+register_ops(TorchBackend)

@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import _model_check
-from .._feeds import check_inputs, type_str
-from .._versions import OpVersion
 from ..errors import GatherScatterError, InvalidAttributeError, NodeError
-from . import cases as C
+from ..models import all_nodes, check_inputs, check_model, load_model, type_str
+from ..rules.versions import FAMILY, OpVersion
+from . import case_values as C
 from . import runner
 
 __all__ = [
@@ -43,21 +42,6 @@ __all__ = [
     "not_run",
     "recorder",
 ]
-
-#: (domain, op_type) of the operators replayed.
-FAMILY = frozenset(
-    {
-        ("", "Gather"),
-        ("", "GatherND"),
-        ("", "ScatterND"),
-        ("", "GatherElements"),
-        ("", "ScatterElements"),
-        ("", "Scatter"),
-        ("", "TensorScatter"),
-        ("com.microsoft", "GatherND"),
-        ("com.microsoft", "GatherBlockQuantized"),
-    }
-)
 
 
 class ModelUsageError(ValueError):
@@ -132,7 +116,7 @@ def indexing_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     -------
     list of onnx.NodeProto
     """
-    return [n for n in _model_check._all_nodes(model) if (_domain(n), n.op_type) in FAMILY]
+    return [n for n in all_nodes(model) if (_domain(n), n.op_type) in FAMILY]
 
 
 def _input_shape(value: onnx.ValueInfoProto, dims: Mapping[str, int]) -> tuple[int, ...]:
@@ -193,7 +177,7 @@ def make_feeds(
         symbolic dim not in ``dims``, an input that is not a tensor, or a given input of another
         type or shape than declared.
     """
-    from .._arrays_io import typed_inputs
+    from ..models import typed_inputs
 
     given = typed_inputs(graph, dict(given))  # bfloat16, float8, int4 ... as .npy stores them: raw void
     initializers = {i.name for i in graph.initializer}
@@ -376,7 +360,7 @@ def load(
         The ``.onnx`` file.
     engine_ops : callable, optional
         Given the model as read, before it is checked: the ``(domain, op_type)`` pairs that
-        onnx's checker leaves to the engine that will run them (see ``_model_check.check_model``).
+        onnx's checker leaves to the engine that will run them (see :func:`gather_scatter.models.check_model`).
 
     Returns
     -------
@@ -388,9 +372,9 @@ def load(
         It cannot be read, or it is not well-formed (one line naming what is wrong).
     """
     try:
-        proto = _model_check.load_model(path)
+        proto = load_model(path)
         left = engine_ops(proto) if engine_ops is not None else ()
-        _model_check.check_model(proto, path=path, engine_ops=left)
+        check_model(proto, path=path, engine_ops=left)
     except GatherScatterError as exc:
         raise ModelUsageError(" ".join(str(exc).split())) from None
     return proto

@@ -5,7 +5,7 @@ SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization (registered by
 onnx's own domain, where onnx has no such operator), com.microsoft MatMulNBits,
 GroupQueryAttention, RotaryEmbedding... Neither our kernels nor onnx.reference run them, so
 model mode's first run (``capture.capture``) cannot. Such a model runs instead in the hosted
-Session's engine with ``route="all"`` (:mod:`gather_scatter.hosted`): onnxruntime runs every
+Session's engine with ``route="all"`` (:mod:`gather_scatter.models.hosted._engine`): onnxruntime runs every
 other node, and every indexing node runs on our kernels inside its plan, recording what it saw
 as in our own run. The whole model's expected outputs are that run's: onnxruntime's for the
 non-indexing part, ours for the indexing nodes.
@@ -19,10 +19,9 @@ from typing import Any
 
 import onnx
 
-from .. import _model_check
-from .._partition import FAMILY
-from .._versions import normalize_domain
 from ..errors import GatherScatterError
+from ..models import all_nodes
+from ..rules.versions import FAMILY, normalize_domain
 from .capture import ModelUsageError, NodeRun, capturing_ops, finish, recorder
 
 __all__ = ["HOSTED", "OURS", "foreign_ops", "hosted_capture", "left_to_onnxruntime"]
@@ -57,7 +56,7 @@ def foreign_ops(model: onnx.ModelProto) -> list[str]:
     """
     functions = {(f.domain, f.name) for f in model.functions}
     found = set()
-    for node in _model_check._all_nodes(model):
+    for node in all_nodes(model):
         domain = normalize_domain(node.domain)
         if (domain, node.op_type) in FAMILY or (node.domain, node.op_type) in functions:
             continue
@@ -84,7 +83,7 @@ def left_to_onnxruntime(path: str, ops: list[str]) -> frozenset[tuple[str, str]]
     Returns
     -------
     frozenset of (str, str)
-        :func:`~gather_scatter.hosted.onnxruntime_only_ops`; empty where ``ops`` is (our
+        :func:`~gather_scatter.models.hosted._engine.onnxruntime_only_ops`; empty where ``ops`` is (our
         evaluator runs the model, and onnxruntime is not needed).
 
     Raises
@@ -92,12 +91,12 @@ def left_to_onnxruntime(path: str, ops: list[str]) -> frozenset[tuple[str, str]]
     ModelUsageError
         onnxruntime is not installed: the message names the operators and the pip extra.
     """
-    from ..hosted import _onnxruntime, onnxruntime_only_ops
+    from ..models.hosted import import_onnxruntime, onnxruntime_only_ops
 
     if not ops:
         return frozenset()
     try:
-        _onnxruntime()  # importable now (onnxruntime_only_ops is cached)
+        import_onnxruntime()  # importable now (onnxruntime_only_ops is cached)
         return onnxruntime_only_ops()
     except ModuleNotFoundError:
         raise ModelUsageError(
@@ -139,13 +138,13 @@ def hosted_capture(
         onnxruntime cannot load or run the model (a node neither it nor we run), or any other
         failure that is not one of our kernels raising on the model's inputs.
     """
-    from ..hosted import _Hosted
+    from ..models.hosted import Hosted
 
     runs, record = recorder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # strict=False: an off-spec node runs as the version it needs
         try:
-            engine = _Hosted(model, path=path, threads=None, route="all", strict=strict, new_ops=capturing_ops(record))
+            engine = Hosted(model, path=path, threads=None, route="all", strict=strict, new_ops=capturing_ops(record))
         except GatherScatterError as exc:  # onnxruntime cannot load a node, or one of ours refuses its attributes
             raise ModelUsageError(
                 f"model mode runs a model with operators our evaluator cannot run ({_listed(ops)}) in onnxruntime, "

@@ -99,7 +99,7 @@ def _repeats(rows: np.ndarray) -> bool:
     return len(np.unique(rows, axis=0)) < len(rows)
 
 
-def _has_duplicates(check: runner.CheckCase) -> bool:
+def has_duplicates(check: runner.CheckCase) -> bool:
     """Whether two updates of a scatter target the same element or slice.
 
     Any shape of indices: empty ones, and of any rank, have no duplicates to find but must not
@@ -150,7 +150,7 @@ def topic(finding: runner.Finding) -> str:
         return "bounds"
     if check.kind == "valid" and _negative(check) and finding.kind != "wrong_output":
         return "bounds"
-    if _reduction(check) != "none" and _has_duplicates(check):
+    if _reduction(check) != "none" and has_duplicates(check):
         return "reduction"
     return "output"
 
@@ -204,7 +204,7 @@ def title(group: IssueClass, engine: str, version: str, threads: int | None) -> 
     reduction = _reduction(check)
     red = f" reduction='{reduction}'" if reduction != "none" else ""
     if finding.kind == "wrong_output":
-        if red and _has_duplicates(check):
+        if red and has_duplicates(check):
             what = f"{red} gives a wrong result for duplicate indices{_threads(threads)}"
         elif "dtype" in finding.detail and "expected" in finding.detail:
             what = f" returns the wrong output type ({finding.detail.split(';')[0]})"

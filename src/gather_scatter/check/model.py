@@ -26,6 +26,7 @@ from ..errors import GatherScatterError
 from . import engines, report, runner, shrink, upstream
 from .capture import ModelUsageError, NodeRun, capture, indexing_nodes, load, make_feeds, not_run
 from .hosted_capture import HOSTED, OURS, foreign_ops, hosted_capture, left_to_onnxruntime
+from .report import Interrupted
 
 __all__ = ["ModelUsageError", "close", "print_report", "run_model_check"]
 
@@ -167,9 +168,9 @@ def _refuse_off_spec(proto: onnx.ModelProto) -> None:
     See ``_model_check.off_spec_nodes``. Run before the model: our run would otherwise report
     the refusal as our kernels raising on these inputs, and the engine's acceptance as a finding.
     """
-    from .. import _model_check
+    from ..models import off_spec_nodes
 
-    for node, _, error in _model_check.off_spec_nodes(proto):
+    for node, _, error in off_spec_nodes(proto):
         said = error.in_node(node.name, node.op_type) if isinstance(error, GatherScatterError) else error
         raise ModelUsageError(" ".join(str(said).split()))
 
@@ -180,11 +181,11 @@ def _is_off_spec(run: NodeRun) -> bool:
 
 def _off_spec(run: NodeRun) -> str:
     """Say how an off-spec node (``strict=False``) ran and was replayed: as which version, at which opset."""
-    from .._versions import _choice_value, resolve
+    from ..rules.versions import choice_value, resolve
 
     assert run.model_opset is not None  # see _is_off_spec
     in_effect = resolve(run.spec.op_type, run.model_opset, run.spec.domain)
-    refused = ", ".join(f"{n} = {_choice_value(v)!r}" for n, v in run.attrs.items() if in_effect.refuses({n: v}))
+    refused = ", ".join(f"{n} = {choice_value(v)!r}" for n, v in run.attrs.items() if in_effect.refuses({n: v}))
     return (
         f"{run.label}: {run.spec.op_type} at the model's opset {run.model_opset} is {in_effect.name}, which does not "
         f"accept {refused}; run as {run.spec.name} and replayed at opset {run.opset} (--no-strict)"
@@ -282,8 +283,6 @@ def run_model_check(
     Interrupted
         Ctrl-C: the report of the nodes checked so far is printed and written first.
     """
-    from . import Interrupted
-
     engine = engines.canonical(engine)  # the report carries the engine's current name
     worker = engines.Worker(engine, threads, timeout)  # an unknown engine: before the model is read
     try:

@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import errors
-from . import cases as C
+from . import case_values as C
 
 __all__ = ["COMBINATIONS", "INVALID_KINDS", "T1", "T2", "invalid_cases", "valid_case", "valid_cases"]
 

@@ -18,6 +18,14 @@ from .engines import repro_code
 from .runner import FINDING_KINDS, Finding, is_ml_dtype, model_bytes
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a check, raised once the partial report (``result``) is printed and written."""
+
+    def __init__(self, result: dict) -> None:
+        super().__init__(progress(result))
+        self.result = result
+
+
 def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
     """Load a finding's inputs by name, in the types the model declares.
 

@@ -348,7 +348,7 @@ def build(
     stored: dict[str, np.ndarray] = {}
     inputs = [_array_source(name, a, stored, archive) for name, a in zip(check.names, check.case.inputs, strict=False)]
     expected = runner.expected(check)
-    also = runner._first_wins(check) if finding.kind == "wrong_output" and runner._first_wins_allowed(check) else None
+    also = runner.first_wins(check) if finding.kind == "wrong_output" and runner.first_wins_allowed(check) else None
     if also is not None and isinstance(expected, np.ndarray) and runner.same(also, expected) is None:
         also = None
     block = _check_block(finding, expected, also, tries, timeout, tolerance, stored, archive)

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
-from .._dispatch import run_node
-from .._versions import LATEST_OPSET, REGISTRY, OpVersion
+from .._nodes import run_node
 from ..errors import GatherScatterError
+from ..rules.versions import LATEST_OPSET, REGISTRY, OpVersion
+from . import case_values as V
 from . import cases as C
 from .engines import Outcome, Worker, is_ml_dtype
 
@@ -66,7 +67,7 @@ class CheckCase:
 
     spec: OpVersion
     opset: int
-    case: C.Case
+    case: V.Case
     kind: str  # "valid", or what makes it invalid
 
     @property
@@ -209,21 +210,21 @@ def classify(check: CheckCase, outcome: Outcome) -> tuple[str, str]:
     if outcome.output is None:
         return "agree", ""  # accepted, but its output cannot be compared here
     diff = same(outcome.output, ours)
-    if diff and _first_wins_allowed(check):
-        first = _first_wins(check)
+    if diff and first_wins_allowed(check):
+        first = first_wins(check)
         if first is not None and same(outcome.output, first) is None:
             return "agree", ""
     return ("wrong_output", diff) if diff else ("agree", "")
 
 
-def _first_wins_allowed(check: CheckCase) -> bool:
+def first_wins_allowed(check: CheckCase) -> bool:
     """ONNX leaves the winner among duplicate targets unspecified for reduction 'none'."""
     return check.spec.op_type in ("ScatterND", "ScatterElements", "Scatter") and check.case.attrs.get(
         "reduction", "none"
     ) in ("none", b"none")
 
 
-def _first_wins(check: CheckCase) -> np.ndarray | None:
+def first_wins(check: CheckCase) -> np.ndarray | None:
     """Return the scatter with its updates applied in reverse order (the first of each duplicate wins).
 
     It is an answer as valid as ours where the text leaves the order open.
@@ -238,7 +239,7 @@ def _first_wins(check: CheckCase) -> np.ndarray | None:
         axis = check.case.attrs.get("axis", 0) % data.ndim
         indices, updates = np.flip(indices, axis), np.flip(updates, axis)
     flipped = CheckCase(
-        check.spec, check.opset, C.Case(check.case.op, [data, indices, updates], check.case.attrs), check.kind
+        check.spec, check.opset, V.Case(check.case.op, [data, indices, updates], check.case.attrs), check.kind
     )
     first = expected(flipped)
     return first if isinstance(first, np.ndarray) else None

@@ -26,7 +26,7 @@ def _op_or_version(text: str) -> str:
     """``--op``: an operator (``ScatterND``) or version (``ScatterND-16``) of the registry, spelled as ONNX does."""
     import difflib
 
-    from .._versions import REGISTRY
+    from ..rules.versions import REGISTRY
 
     known = sorted({v.op_type for v in REGISTRY.values()} | {v.name for v in REGISTRY.values()})
     if text in known:
@@ -187,7 +187,7 @@ def _engines_text() -> str:
 
 
 def _add_check(subparsers: Any) -> None:
-    from .._versions import LATEST_OPSET
+    from ..rules.versions import LATEST_OPSET
 
     parser = subparsers.add_parser(
         "check",

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays_io
+from .. import models
 
 USAGE_ERROR = 2
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
@@ -38,7 +38,7 @@ def _named_input(spec: str) -> tuple[str, str]:
 
 
 def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    problem = _arrays_io.not_numpy(path)
+    problem = models.not_numpy(path)
     if problem:
         raise _UserError(f"cannot read inputs file {os.fspath(path)!r}: {problem}")
     try:
@@ -49,7 +49,7 @@ def _load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
                 "name; pass one array with --input NAME=FILE.npy, or save the inputs with numpy.savez"
             )
         with archive:
-            return _arrays_io.read_npz(archive)
+            return models.read_npz(archive)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix
         raise _UserError(f"cannot read inputs file {os.fspath(path)!r}: {exc}") from None
 
@@ -61,11 +61,11 @@ _FAMILY = (
 
 
 def _load_array(name: str, path: str) -> np.ndarray:
-    problem = _arrays_io.not_numpy(path)
+    problem = models.not_numpy(path)
     if problem:
         raise _UserError(f"cannot read input {name!r} from {path!r}: {problem}")
     try:
-        loaded = _arrays_io.load(path)
+        loaded = models.load(path)
     except Exception as exc:  # noqa: BLE001 - np.load raises OSError, ValueError, BadZipFile, EOFError...: any means an unreadable file
         raise _UserError(f"cannot read input {name!r} from {path!r}: {exc}") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # np.load opens archives too: not one array
@@ -82,7 +82,7 @@ def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
     # What np.savez(path, **arrays) writes, without its own parameters taking outputs by name
     # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped), and
     # without pickles: np.load reads it with allow_pickle=False, and run --inputs reads it back.
-    stored = {name: _arrays_io.storable(name, value) for name, value in arrays.items()}  # every one before writing
+    stored = {name: models.storable(name, value) for name, value in arrays.items()}  # every one before writing
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, value in stored.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
@@ -134,7 +134,7 @@ def _print_caught(command: str, caught: list) -> None:
     """Print each OffSpecWarning of ``caught`` as one stderr line of ``command``; show any other as Python would."""
     import warnings
 
-    from .._dispatch import OffSpecWarning
+    from .._nodes import OffSpecWarning
 
     for w in caught:
         if issubclass(w.category, OffSpecWarning):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _arrays_io
+from .. import models
 from ._common import (
     _FAMILY,
     _add_no_check,
@@ -54,12 +54,10 @@ def _describe(value: Any) -> tuple[str, str, str]:
 def _run(args: argparse.Namespace) -> int:
     import warnings
 
-    from .._dispatch import OffSpecWarning
-    from .._feeds import check_inputs
-    from .._model_check import check_model
+    from .._nodes import OffSpecWarning
     from ..errors import GatherScatterError
-    from ..hosted import onnxruntime_only_ops
-    from ..session import Session
+    from ..models import Session, check_inputs, check_model
+    from ..models.hosted import onnxruntime_only_ops
 
     if args.engine != "onnxruntime" and args.threads is not None:  # not ignored: the user meant onnxruntime's
         raise _UserError(
@@ -89,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         inputs.update({name: _load_array(name, path) for name, path in args.input})
         hosted = args.engine == "onnxruntime"
         model = _load_model(model_path, external_data=not hosted)  # onnxruntime reads the weights itself
-        inputs = _arrays_io.typed_inputs(model.graph, inputs)  # bfloat16, float8, int4 ... as .npy stores them: void
+        inputs = models.typed_inputs(model.graph, inputs)  # bfloat16, float8, int4 ... as .npy stores them: void
         start = time.perf_counter()
         try:
             if args.check:  # by path: a model over 2 GiB is checked from its file
@@ -221,14 +219,14 @@ def _add_run(subparsers: Any) -> None:
 def _shapes(args: argparse.Namespace) -> int:
     import warnings
 
-    from .._dispatch import OffSpecWarning
+    from .._nodes import OffSpecWarning
     from ..errors import GatherScatterError
-    from ..shape_inference import _check_for_inference, infer_model_shapes, node_shapes
+    from ..models import check_for_inference, infer_model_shapes, node_shapes
 
     model = _load_model(args.model, external_data=False)  # only shapes are read, not weights
     try:
         if args.check:  # external data, not loaded, checked against the files beside the model
-            _check_for_inference(model, args.model)  # onnxruntime's default-domain operators left to it
+            check_for_inference(model, args.model)  # onnxruntime's default-domain operators left to it
         with warnings.catch_warnings(record=True) as caught:  # --no-strict: one line per off-spec node
             warnings.simplefilter("always", OffSpecWarning)
             lines = list(node_shapes(infer_model_shapes(model, strict=args.strict, check=False), strict=args.strict))

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .._versions import OpVersion, onnx_type_name
 from ..check.spec_quotes import SPEC_FILES, SPEC_QUOTES
+from ..rules.versions import OpVersion, onnx_type_name
 from .suite import DEFAULT_CASES_PER_VERSION, SuiteCase, _check_seed, build_suite
 
 __all__ = ["FORMAT", "SuiteDirError", "export_tests", "input_names", "model_proto", "output_name"]
@@ -126,7 +126,7 @@ def _static_shape(suite_case: SuiteCase) -> tuple[int, ...] | None:
     An index out of bounds is a fault of values: its model is well formed (``onnx.checker``
     with shape inference accepts it), so an engine refuses it at run time, for the index.
     """
-    from .._dispatch import infer_shape
+    from .._nodes import infer_shape
     from ..errors import GatherScatterError
 
     case = suite_case.case

@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import errors
-from .._versions import REGISTRY, OpVersion, onnx_type_name
+from ..check import case_values as V
 from ..check import cases as C
 from ..check import quantized_cases as Q
 from ..check.runner import CheckCase, expected
+from ..rules.versions import REGISTRY, OpVersion, onnx_type_name
 from . import tags as T
 from .targeted import _undefined, draw, targeted_cases
 
@@ -113,7 +114,7 @@ class SuiteCase:
 
     spec: OpVersion
     opset: int
-    case: C.Case
+    case: V.Case
     kind: str
     result: np.ndarray | errors.GatherScatterError
     tags: list[str] = field(default_factory=list)
@@ -181,7 +182,7 @@ def _combinations(spec: OpVersion) -> list[tuple[str, str, str | None]]:
     """
     per_type = {}
     for t in sorted(spec.data_types):
-        reductions = C.reductions_for(t, spec.reductions) if "reduction" in spec.attributes else [None]
+        reductions = V.reductions_for(t, spec.reductions) if "reduction" in spec.attributes else [None]
         index_types = sorted(spec.index_types)
         per_type[t] = [
             (t, index_types[(i + j) % len(index_types)], r)
@@ -192,7 +193,7 @@ def _combinations(spec: OpVersion) -> list[tuple[str, str, str | None]]:
     return [per_type[t][i] for i in range(rounds) for t in per_type if i < len(per_type[t])]
 
 
-def _random_valid(spec: OpVersion, rng: np.random.Generator, count: int) -> Iterable[C.Case]:
+def _random_valid(spec: OpVersion, rng: np.random.Generator, count: int) -> Iterable[V.Case]:
     if spec.op_type == "GatherBlockQuantized":
         for i in range(count):
             (t1, bits), t2, index = Q.COMBINATIONS[i % len(Q.COMBINATIONS)]
@@ -208,7 +209,7 @@ def _random_valid(spec: OpVersion, rng: np.random.Generator, count: int) -> Iter
         yield case
 
 
-def _attribute_invalid(spec: OpVersion, rng: np.random.Generator) -> Iterable[tuple[str, C.Case, type]]:
+def _attribute_invalid(spec: OpVersion, rng: np.random.Generator) -> Iterable[tuple[str, V.Case, type]]:
     """Attribute values the version does not accept, though a later version (or none) does."""
     IAE = errors.InvalidAttributeError
     op = spec.op_type
@@ -216,20 +217,20 @@ def _attribute_invalid(spec: OpVersion, rng: np.random.Generator) -> Iterable[tu
         refused = [r for r in ("add", "mul", "max", "min") if r not in spec.reductions] + ["sum"]
         for r in refused[:2]:
             case = draw(spec, rng, "float", sorted(spec.index_types)[0], None, zero=0.0)
-            yield f"reduction {r}", C.Case(op, case.inputs, {**case.attrs, "reduction": r}), IAE
+            yield f"reduction {r}", V.Case(op, case.inputs, {**case.attrs, "reduction": r}), IAE
     if op == "GatherND" and "batch_dims" not in spec.attributes:
         case = draw(spec, rng, "float", sorted(spec.index_types)[0], zero=0.0)
-        yield "batch_dims on a version without it", C.Case(op, case.inputs, {"batch_dims": 0}), IAE
+        yield "batch_dims on a version without it", V.Case(op, case.inputs, {"batch_dims": 0}), IAE
     if op in ("GatherElements", "ScatterElements", "Scatter"):
         case = draw(spec, rng, "float", sorted(spec.index_types)[-1], None, zero=0.0)
         rank = case.inputs[0].ndim
-        yield "axis out of range", C.Case(op, case.inputs, {**case.attrs, "axis": rank}), IAE
+        yield "axis out of range", V.Case(op, case.inputs, {**case.attrs, "axis": rank}), IAE
     if op == "TensorScatter":
         case = C.tensor_scatter_case(rng, "float", "linear", with_write=True, zero=0.0)
-        yield "mode wrap", C.Case(op, case.inputs, {**case.attrs, "mode": "wrap"}), IAE
+        yield "mode wrap", V.Case(op, case.inputs, {**case.attrs, "mode": "wrap"}), IAE
 
 
-def _invalid(spec: OpVersion, rng: np.random.Generator, count: int) -> Iterable[tuple[str, C.Case, type]]:
+def _invalid(spec: OpVersion, rng: np.random.Generator, count: int) -> Iterable[tuple[str, V.Case, type]]:
     """About ``count`` invalid cases: every fault the checker's generator has, over the data types in turn."""
     yield from _attribute_invalid(spec, rng)
     types, index_types = sorted(spec.data_types), sorted(spec.index_types)
@@ -320,10 +321,10 @@ def _order_free_within(suite_case: SuiteCase) -> bool:
     A case where they do not (an overflow to infinity one order avoids) has no answer a
     tolerance can state, and is left out.
     """
-    from ..check.runner import _first_wins
+    from ..check.runner import first_wins
 
     assert suite_case.tolerance is not None and isinstance(suite_case.result, np.ndarray)
-    reverse = _first_wins(CheckCase(suite_case.spec, suite_case.opset, suite_case.case, "valid"))
+    reverse = first_wins(CheckCase(suite_case.spec, suite_case.opset, suite_case.case, "valid"))
     if reverse is None:
         return False
     rtol, atol = suite_case.tolerance

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .._versions import LOW_PRECISION_TYPES, OpVersion, onnx_type_name
-from ..check import cases as C
-from ..check.issue_class import _has_duplicates
+from ..check import case_values as C
+from ..check.issue_class import has_duplicates
 from ..check.runner import CheckCase
+from ..rules.versions import LOW_PRECISION_TYPES, OpVersion, onnx_type_name
 
 __all__ = [
     "COVERAGE_TAGS",
@@ -213,7 +213,7 @@ def tags_of(spec: OpVersion, case: C.Case, *, valid: bool = True, error_kind: st
         if reduction != "none":
             if data_type in ("float16", "bfloat16"):
                 tags.add(f"{data_type}_reduction")
-            if valid and _has_duplicates(CheckCase(spec, spec.since_version, case, "valid")):
+            if valid and has_duplicates(CheckCase(spec, spec.since_version, case, "valid")):
                 tags.add("duplicates_with_reduction")
             if valid and reduction in ("max", "min") and "nan" in _value_tags(inputs[:1] + inputs[2:]):
                 tags.add("nan_max_min")

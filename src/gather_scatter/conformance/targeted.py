@@ -1,6 +1,6 @@
 """Targeted valid cases: what random draws reach rarely or never, made on purpose for each version.
 
-Each generator takes a version (:class:`~gather_scatter._versions.OpVersion`) and a seeded
+Each generator takes a version (:class:`~gather_scatter.rules.versions.OpVersion`) and a seeded
 ``numpy.random.Generator`` and yields :class:`~gather_scatter.check.cases.Case` values built
 from the checker's generators (``check/cases.py``, ``check/quantized_cases.py``), then bent to
 the feature: every index negative, no index at all, data of rank 5, ``batch_dims`` 2, duplicate
@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .._versions import OpVersion
+from ..check import case_values as V
 from ..check import cases as C
 from ..check import quantized_cases as Q
-from ..check.issue_class import _has_duplicates
+from ..check.issue_class import has_duplicates
 from ..check.runner import CheckCase
+from ..rules.versions import OpVersion
 from .tags import SCATTERS, reduction_of
 
 __all__ = ["draw", "targeted_cases"]
@@ -32,18 +33,18 @@ def _index_types(spec: OpVersion) -> list[str]:
     return sorted(spec.index_types)
 
 
-def _undefined(spec: OpVersion, case: C.Case) -> bool:
+def _undefined(spec: OpVersion, case: V.Case) -> bool:
     """Tell whether a scatter has reduction none and two updates on one element (the spec leaves the winner open)."""
     return (
         spec.op_type in SCATTERS
         and reduction_of(spec, case.attrs) == "none"
-        and _has_duplicates(CheckCase(spec, spec.since_version, case, "valid"))
+        and has_duplicates(CheckCase(spec, spec.since_version, case, "valid"))
     )
 
 
 def draw(
     spec: OpVersion, rng: np.random.Generator, type_name: str, index_dtype: str, reduction: str | None = None, **kw: Any
-) -> C.Case:
+) -> V.Case:
     """Return a random valid case of ``spec`` from the checker's generator for its operator.
 
     Never one the spec leaves undefined: with reduction ``none`` (or none given) a scatter's
@@ -72,7 +73,7 @@ def draw(
     raise AssertionError(f"{spec.name}: no case without duplicate targets in 200 draws")
 
 
-def _distinct_along_axis(rng: np.random.Generator, case: C.Case) -> C.Case:
+def _distinct_along_axis(rng: np.random.Generator, case: V.Case) -> V.Case:
     """Return an elements scatter case whose updates never meet: distinct indices along each line of the axis.
 
     A line longer than the axis is cut to its length (indices and updates alike). Drawing
@@ -88,10 +89,10 @@ def _distinct_along_axis(rng: np.random.Generator, case: C.Case) -> C.Case:
     distinct = np.argsort(rng.random((n, size)), axis=1)[:, :length] if size else np.zeros((n, 0), np.int64)
     distinct = np.where(rng.random(distinct.shape) < 0.35, distinct - size, distinct)
     indices = np.moveaxis(distinct.reshape(lines.shape), -1, ax).astype(indices.dtype)
-    return C.Case(case.op, [data, np.ascontiguousarray(indices), np.ascontiguousarray(updates)], case.attrs)
+    return V.Case(case.op, [data, np.ascontiguousarray(indices), np.ascontiguousarray(updates)], case.attrs)
 
 
-def _negate(spec: OpVersion, case: C.Case) -> C.Case:
+def _negate(spec: OpVersion, case: V.Case) -> V.Case:
     """Return the same case with every index written as its negative spelling (``i - size``)."""
     data, indices = case.inputs[0], case.inputs[1]
     op = spec.op_type
@@ -104,7 +105,7 @@ def _negate(spec: OpVersion, case: C.Case) -> C.Case:
         sizes = data.shape[int(case.attrs.get("axis", 0)) % data.ndim]
     wide = indices.astype(np.int64)
     negative = np.where(wide >= 0, wide - sizes, wide).astype(indices.dtype)
-    return C.Case(case.op, [data, negative, *case.inputs[2:]], case.attrs, case.constants)
+    return V.Case(case.op, [data, negative, *case.inputs[2:]], case.attrs, case.constants)
 
 
 def _types(spec: OpVersion, preferred: tuple[str, ...]) -> list[str]:
@@ -113,7 +114,7 @@ def _types(spec: OpVersion, preferred: tuple[str, ...]) -> list[str]:
     return chosen or sorted(spec.data_types)[:1]
 
 
-def _negative_cases(spec, rng) -> Iterator[C.Case]:
+def _negative_cases(spec, rng) -> Iterator[V.Case]:
     for j, type_name in enumerate(_types(spec, ("float", "int64", "string", "float16", "uint8"))):
         index = _index_types(spec)[j % len(spec.index_types)]
         reduction = "add" if "add" in spec.reductions and type_name != "string" else None
@@ -124,104 +125,104 @@ def _negative_cases(spec, rng) -> Iterator[C.Case]:
         yield _negate(spec, case)
 
 
-def _empty_cases(spec, rng) -> Iterator[C.Case]:
+def _empty_cases(spec, rng) -> Iterator[V.Case]:
     for j, type_name in enumerate(_types(spec, ("float", "int32", "bool"))):
         index = _index_types(spec)[j % len(spec.index_types)]
-        dtype = C.INDEX_DTYPES[index]
+        dtype = V.INDEX_DTYPES[index]
         op = spec.op_type
-        data = C.values(rng, type_name, (3, 2, 4)[: 2 + j % 2])
+        data = V.values(rng, type_name, (3, 2, 4)[: 2 + j % 2])
         if op == "Gather":
-            yield C.Case(op, [data, np.zeros((0,) if j % 2 else (2, 0), dtype)], {"axis": j % data.ndim})
+            yield V.Case(op, [data, np.zeros((0,) if j % 2 else (2, 0), dtype)], {"axis": j % data.ndim})
         elif op == "GatherND":
             k = 1 + j % data.ndim
-            yield C.Case(
+            yield V.Case(
                 op, [data, np.zeros((0, k), dtype)], {"batch_dims": 0} if "batch_dims" in spec.attributes else {}
             )
         elif op == "ScatterND":
             k = j % (data.ndim + 1)
-            updates = C.values(rng, type_name, (0, *data.shape[k:]))
-            yield C.Case(op, [data, np.zeros((0, k), dtype), updates], {})
+            updates = V.values(rng, type_name, (0, *data.shape[k:]))
+            yield V.Case(op, [data, np.zeros((0, k), dtype), updates], {})
         else:  # the elements ops: a zero dim in indices (and updates)
             axis = j % data.ndim
             shape = tuple(0 if d == axis else n for d, n in enumerate(data.shape))
             inputs = [data, np.zeros(shape, dtype)]
             if op != "GatherElements":
-                inputs.append(C.values(rng, type_name, shape))
-            yield C.Case(op, inputs, {"axis": axis})
+                inputs.append(V.values(rng, type_name, shape))
+            yield V.Case(op, inputs, {"axis": axis})
 
 
-def _empty_data_cases(spec, rng) -> Iterator[C.Case]:
+def _empty_data_cases(spec, rng) -> Iterator[V.Case]:
     """Yield cases whose data has a zero dim off the indexed axis (indices may still name a non-empty axis)."""
     op = spec.op_type
     type_name = _types(spec, ("float", "int64"))[0]
     index = _index_types(spec)[-1]
-    dtype = C.INDEX_DTYPES[index]
+    dtype = V.INDEX_DTYPES[index]
     if op == "Gather":
-        yield C.Case(op, [C.values(rng, type_name, (0, 3)), np.array([2, -1], dtype)], {"axis": 1})
+        yield V.Case(op, [V.values(rng, type_name, (0, 3)), np.array([2, -1], dtype)], {"axis": 1})
     elif op == "GatherND":
-        yield C.Case(op, [C.values(rng, type_name, (2, 0)), np.array([[1], [-2]], dtype)], {})
+        yield V.Case(op, [V.values(rng, type_name, (2, 0)), np.array([[1], [-2]], dtype)], {})
     elif op == "ScatterND":
-        updates = C.values(rng, type_name, (2, 0))
-        yield C.Case(op, [C.values(rng, type_name, (2, 0)), np.array([[1], [-2]], dtype), updates], {})
+        updates = V.values(rng, type_name, (2, 0))
+        yield V.Case(op, [V.values(rng, type_name, (2, 0)), np.array([[1], [-2]], dtype), updates], {})
     elif op == "TensorScatter":
-        past, update = C.values(rng, type_name, (2, 3, 0)), C.values(rng, type_name, (2, 1, 0))
-        yield C.Case(op, [past, update, np.array([0, 2], np.int64)], {"axis": 1})
-        past, update = C.values(rng, type_name, (0, 3, 2)), C.values(rng, type_name, (0, 1, 2))
-        yield C.Case(op, [past, update, np.zeros(0, np.int64)], {"axis": 1, "mode": "circular"})
+        past, update = V.values(rng, type_name, (2, 3, 0)), V.values(rng, type_name, (2, 1, 0))
+        yield V.Case(op, [past, update, np.array([0, 2], np.int64)], {"axis": 1})
+        past, update = V.values(rng, type_name, (0, 3, 2)), V.values(rng, type_name, (0, 1, 2))
+        yield V.Case(op, [past, update, np.zeros(0, np.int64)], {"axis": 1, "mode": "circular"})
     else:
-        inputs = [C.values(rng, type_name, (2, 0)), np.zeros((1, 0), dtype)]
+        inputs = [V.values(rng, type_name, (2, 0)), np.zeros((1, 0), dtype)]
         if op != "GatherElements":
-            inputs.append(C.values(rng, type_name, (1, 0)))
-        yield C.Case(op, inputs, {"axis": 0})
+            inputs.append(V.values(rng, type_name, (1, 0)))
+        yield V.Case(op, inputs, {"axis": 0})
 
 
 def _rank5_shape(rng) -> tuple[int, ...]:
     return tuple(int(rng.integers(1, 4)) for _ in range(5))
 
 
-def _rank5_cases(spec, rng) -> Iterator[C.Case]:
+def _rank5_cases(spec, rng) -> Iterator[V.Case]:
     op = spec.op_type
     for j, type_name in enumerate(_types(spec, ("float", "int8", "bool", "float8e4m3fn"))):
         index = _index_types(spec)[j % len(spec.index_types)]
         shape = _rank5_shape(rng)
-        data = C.values(rng, type_name, shape)
+        data = V.values(rng, type_name, shape)
         if op == "Gather":
             axis = int(rng.integers(-5, 5))
-            indices = C.gather_indices(rng, shape[axis], (2, 2), index)
-            yield C.Case(op, [data, indices], {"axis": axis})
+            indices = V.gather_indices(rng, shape[axis], (2, 2), index)
+            yield V.Case(op, [data, indices], {"axis": axis})
         elif op == "GatherND":
             b = min(j, 2) if "batch_dims" in spec.attributes else 0
             k = int(rng.integers(1, 6 - b))
-            indices = C.index_tuples(rng, shape[b : b + k], (*shape[:b], 2), index)
-            yield C.Case(op, [data, indices], {"batch_dims": b} if "batch_dims" in spec.attributes else {})
+            indices = V.index_tuples(rng, shape[b : b + k], (*shape[:b], 2), index)
+            yield V.Case(op, [data, indices], {"batch_dims": b} if "batch_dims" in spec.attributes else {})
         elif op == "ScatterND":
             yield _scatter_nd_rank5(rng, type_name, index, data)
         elif op == "TensorScatter":
             axis = int(rng.integers(1, 5))
             length = int(rng.integers(0, shape[axis] + 1))
-            update = C.values(rng, type_name, (*shape[:axis], length, *shape[axis + 1 :]))
+            update = V.values(rng, type_name, (*shape[:axis], length, *shape[axis + 1 :]))
             write = rng.integers(0, shape[axis] - length + 1, size=shape[0]).astype(np.int64)
-            yield C.Case(op, [data, update, write], {"axis": axis})
+            yield V.Case(op, [data, update, write], {"axis": axis})
         else:
             axis = int(rng.integers(-5, 5))
             ax = axis % 5
             ind_shape = tuple(int(rng.integers(1, n + 1)) if d != ax else 1 for d, n in enumerate(shape))
             flat = rng.integers(-shape[ax], shape[ax], size=math.prod(ind_shape))
-            inputs = [data, flat.reshape(ind_shape).astype(C.INDEX_DTYPES[index])]
+            inputs = [data, flat.reshape(ind_shape).astype(V.INDEX_DTYPES[index])]
             if op != "GatherElements":
-                inputs.append(C.values(rng, type_name, ind_shape))
-            yield C.Case(op, inputs, {"axis": axis})
+                inputs.append(V.values(rng, type_name, ind_shape))
+            yield V.Case(op, inputs, {"axis": axis})
 
 
-def _scatter_nd_rank5(rng, type_name: str, index: str, data: np.ndarray) -> C.Case:
+def _scatter_nd_rank5(rng, type_name: str, index: str, data: np.ndarray) -> V.Case:
     k = int(rng.integers(1, 6))
     block = data.shape[:k]
     n = min(math.prod(block), 3)
-    indices = C.index_tuples(rng, block, (n,), index, unique=True)
-    return C.Case("ScatterND", [data, indices, C.values(rng, type_name, (n, *data.shape[k:]))], {})
+    indices = V.index_tuples(rng, block, (n,), index, unique=True)
+    return V.Case("ScatterND", [data, indices, V.values(rng, type_name, (n, *data.shape[k:]))], {})
 
 
-def _batch_dims_cases(spec, rng) -> Iterator[C.Case]:
+def _batch_dims_cases(spec, rng) -> Iterator[V.Case]:
     if "batch_dims" not in spec.attributes:
         return
     for j, type_name in enumerate(_types(spec, ("float", "int64", "string", "float16"))):
@@ -231,11 +232,11 @@ def _batch_dims_cases(spec, rng) -> Iterator[C.Case]:
         shape = tuple(int(rng.integers(1, 4)) for _ in range(r))
         k = int(rng.integers(1, r - b + 1))
         lead = (int(rng.integers(1, 3)),) if j % 2 else ()
-        indices = C.index_tuples(rng, shape[b : b + k], (*shape[:b], *lead), "int64")
-        yield C.Case("GatherND", [C.values(rng, type_name, shape), indices], {"batch_dims": b})
+        indices = V.index_tuples(rng, shape[b : b + k], (*shape[:b], *lead), "int64")
+        yield V.Case("GatherND", [V.values(rng, type_name, shape), indices], {"batch_dims": b})
 
 
-def _reduction_cases(spec, rng) -> Iterator[C.Case]:
+def _reduction_cases(spec, rng) -> Iterator[V.Case]:
     """Duplicate targets under every reduction, for every float width and a few other types."""
     if "reduction" not in spec.attributes:
         return
@@ -245,17 +246,17 @@ def _reduction_cases(spec, rng) -> Iterator[C.Case]:
         if r == "none":
             continue
         for j, type_name in enumerate(types):
-            if r not in C.reductions_for(type_name, spec.reductions):
+            if r not in V.reductions_for(type_name, spec.reductions):
                 continue
             index = _index_types(spec)[j % len(spec.index_types)]
             for _ in range(50):
                 case = draw(spec, rng, type_name, index, r, duplicates=True, zero=0.0)
-                if _has_duplicates(CheckCase(spec, spec.since_version, case, "valid")):
+                if has_duplicates(CheckCase(spec, spec.since_version, case, "valid")):
                     break
             yield case
 
 
-def _nan_cases(spec, rng) -> Iterator[C.Case]:
+def _nan_cases(spec, rng) -> Iterator[V.Case]:
     """NaN in data and in updates on the elements they reach, under max and min."""
     for r in ("max", "min"):
         if r not in spec.reductions or "reduction" not in spec.attributes:
@@ -272,10 +273,10 @@ def _nan_cases(spec, rng) -> Iterator[C.Case]:
             u[int(rng.integers(u.size))] = np.nan
             d = data.reshape(-1)
             d[rng.random(d.size) < 0.3] = np.nan
-            yield C.Case(case.op, [data, indices, updates], case.attrs)
+            yield V.Case(case.op, [data, indices, updates], case.attrs)
 
 
-def _signed_zero_cases(spec, rng) -> Iterator[C.Case]:
+def _signed_zero_cases(spec, rng) -> Iterator[V.Case]:
     """0.0 against -0.0 under max and min, at elements with duplicates and without, every float width.
 
     Written out, not drawn (``rng`` is left as it was: the cases drawn after these stay the same).
@@ -294,16 +295,16 @@ def _signed_zero_cases(spec, rng) -> Iterator[C.Case]:
         far = -1.0 if r == "max" else 1.0
         floats = [t for t in ("float", "double", "float16", "bfloat16") if t in spec.data_types]
         for j, type_name in enumerate(floats):
-            dtype = C.DTYPES[type_name]
+            dtype = V.DTYPES[type_name]
             data = np.array([far, far, -0.0, 0.0, far, -5.0 * far], dtype)
-            index_dtype = C.INDEX_DTYPES[_index_types(spec)[j % len(spec.index_types)]]
+            index_dtype = V.INDEX_DTYPES[_index_types(spec)[j % len(spec.index_types)]]
             indices = np.array(positions, index_dtype)
             if spec.op_type == "ScatterND":
                 indices = indices.reshape(-1, 1)
-            yield C.Case(spec.op_type, [data, indices, np.array(zeros, dtype)], {"reduction": r})
+            yield V.Case(spec.op_type, [data, indices, np.array(zeros, dtype)], {"reduction": r})
 
 
-def _tensor_scatter_cases(spec, rng) -> Iterator[C.Case]:
+def _tensor_scatter_cases(spec, rng) -> Iterator[V.Case]:
     """Circular writes whose index reaches or passes max_sequence_length; both modes without write_indices."""
     if spec.op_type != "TensorScatter":
         return
@@ -317,15 +318,15 @@ def _tensor_scatter_cases(spec, rng) -> Iterator[C.Case]:
         update_shape = tuple(length if d == axis else n for d, n in enumerate(past_shape))
         write = rng.integers(0, 3 * capacity + 1, size=batch).astype(np.int64)
         write[int(rng.integers(batch))] = capacity + int(rng.integers(0, 2 * capacity))
-        inputs = [C.values(rng, type_name, past_shape), C.values(rng, type_name, update_shape), write]
+        inputs = [V.values(rng, type_name, past_shape), V.values(rng, type_name, update_shape), write]
         attrs = {"axis": axis if j % 2 else axis - rank, "mode": "circular"}
-        yield C.Case("TensorScatter", inputs, attrs)
+        yield V.Case("TensorScatter", inputs, attrs)
     for mode in ("linear", "circular"):
         case = C.tensor_scatter_case(rng, "float", mode, with_write=False, zero=0.0)
-        yield C.Case(case.op, case.inputs[:2], {**case.attrs, "mode": mode})
+        yield V.Case(case.op, case.inputs[:2], {**case.attrs, "mode": mode})
 
 
-def _quantized_cases(spec, rng) -> Iterator[C.Case]:
+def _quantized_cases(spec, rng) -> Iterator[V.Case]:
     """GatherBlockQuantized: every index negative, no index, each uint8 width with and without zero points."""
     if spec.op_type != "GatherBlockQuantized":
         return
@@ -337,7 +338,7 @@ def _quantized_cases(spec, rng) -> Iterator[C.Case]:
             ids = rng.integers(-size, 0, size=(3,)).astype(indices.dtype)
         else:
             ids = np.zeros((0,) if j % 4 else (2, 0), indices.dtype)
-        yield C.Case(case.op, [data, ids, *case.inputs[2:]], case.attrs, case.constants)
+        yield V.Case(case.op, [data, ids, *case.inputs[2:]], case.attrs, case.constants)
 
 
 _GENERATORS = (
@@ -353,7 +354,7 @@ _GENERATORS = (
 )
 
 
-def targeted_cases(spec: OpVersion, rng: np.random.Generator) -> Iterator[C.Case]:
+def targeted_cases(spec: OpVersion, rng: np.random.Generator) -> Iterator[V.Case]:
     """Yield the targeted valid cases of ``spec`` (a few dozen at most), reproducible from ``rng``."""
     if spec.op_type == "GatherBlockQuantized":
         yield from _quantized_cases(spec, rng)

@@ -3,14 +3,38 @@
 The families: gather, gather_nd, scatter_nd, elements (GatherElements, ScatterElements,
 Scatter), tensor_scatter. Shared pieces: ``_offsets``
 (index tuples to flat offsets, bounds checked in the same chunked pass), ``_writes`` (copies,
-last-wins assignment, reductions, dtype rules), ``_compiled``/``_loops`` (numba loops).
+last-wins assignment, reductions, dtype rules), ``_codes`` (the reduction codes), ``_numba``/``_loops``
+(numba loops, loaded lazily).
 
 Each ``run_<op>(spec, ...)`` computes the same thing for every version of its operator; the
 ``spec`` (an OpVersion) only says what that version accepts and names it in errors.
 
-NumPy only: the kernels import nothing above ``_validate`` (``_versions``, ``_shapes``,
-``_validate``, ``_buffers``, ``_parallel``, ``_memory``). The public functions are
+NumPy only: the kernels import nothing above the rules and the resources (``rules/``,
+``resources/``). The public functions are
 :mod:`gather_scatter.ops`'s, and the choice of a backend for another library's arrays is
-:mod:`gather_scatter._runners`'s; ``backends/`` and ``_runners`` import the kernels, never the
+:mod:`gather_scatter._calls`'s; ``backends/`` and ``_calls`` import the kernels, never the
 reverse (tests/test_layout.py).
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _numba
+from ._writes import UFUNCS, assign_last_wins, reduce_rows, strings_as_objects
+
+__all__ = ["UFUNCS", "assign_last_wins", "compiled_loaded", "compiled_loops", "reduce_rows", "strings_as_objects"]
+
+
+def compiled_loops() -> Any:
+    """Return the module of numba-compiled loops, imported on the first call.
+
+    None where numba is not installed or ``GATHER_SCATTER_COMPILED=0``: the callers then take
+    their NumPy path.
+    """
+    return _numba.loops()
+
+
+def compiled_loaded() -> bool:
+    """Return whether the compiled loops are imported in this process already (imports nothing)."""
+    return _numba.loaded()

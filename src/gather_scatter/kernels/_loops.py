@@ -1,7 +1,7 @@
-"""The numba loops behind ``_compiled`` (this module imports numba: import it lazily).
+"""The numba loops behind ``_numba`` (this module imports numba: import it lazily).
 
 Module-level functions, so numba's on-disk cache (``cache=True``) finds them again in a new
-process. The layout they share is described in ``_compiled``. Array positions are uint64:
+process. The layout they share is described in ``_numba``. Array positions are uint64:
 numba then skips its negative-index wraparound on every access (2.5x on a gather).
 """
 
@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from ._compiled import ADD, MAX, MUL, NONE  # and MIN: the last branch
+from ._codes import ADD, MAX, MUL, NONE
 from ._loops_reduce import _reduce_row, bucket_rows, reduce_nd, reduce_rows, reduce_rows_at, scatter_axis
 
 __all__ = [

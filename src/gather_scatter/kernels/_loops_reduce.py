@@ -1,7 +1,7 @@
 """The compiled reductions: ScatterND's rows (any width, split by target rows) and
 ScatterElements' elements along one axis, for ints, bool, float32/64 and float16/bfloat16
 (computed in float32, converted by the CPU's F16C instructions or by bit arithmetic, rounded
-after every update as NumPy and ml_dtypes round). Part of the module ``_compiled.loops()``
+after every update as NumPy and ml_dtypes round). Part of the module ``_numba.loops()``
 returns: ``_loops`` imports these names. Positions are uint64, as in ``_loops``."""
 
 import llvmlite.binding as llvm
@@ -11,7 +11,7 @@ from llvmlite import ir
 from numba.core import config, types
 from numba.extending import intrinsic, overload
 
-from ._compiled import ADD, MAX, MIN, MUL, NONE
+from ._codes import ADD, MAX, MIN, MUL, NONE
 
 jit = numba.njit(nogil=True, cache=True)
 u64 = np.uint64

@@ -7,9 +7,10 @@ from typing import overload
 
 import numpy as np
 
-from .. import _parallel, _shapes
-from .._validate import check_bounds, linear_offsets
-from .._versions import OpVersion
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.validate import check_bounds, linear_offsets
+from ..rules.versions import OpVersion
 
 __all__ = ["STEP", "TakeInto", "nd_offsets", "slices_shape"]
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import _buffers, _memory, _parallel, _shapes
-from .._validate import check_out
-from .._versions import OpVersion, Reduction
-from . import _compiled
+from ..resources import buffers as _buffers
+from ..resources import memory as _memory
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.validate import check_out
+from ..rules.versions import OpVersion, Reduction
+from . import _codes, _numba
 
 __all__ = [
     "UFUNCS",
@@ -126,16 +129,16 @@ def reduce_into(
 
 
 _CODES = {
-    Reduction.ADD: _compiled.ADD,
-    Reduction.MUL: _compiled.MUL,
-    Reduction.MAX: _compiled.MAX,
-    Reduction.MIN: _compiled.MIN,
+    Reduction.ADD: _codes.ADD,
+    Reduction.MUL: _codes.MUL,
+    Reduction.MAX: _codes.MAX,
+    Reduction.MIN: _codes.MIN,
 }
 _BOOL_CODES = {
-    Reduction.ADD: _compiled.MAX,
-    Reduction.MUL: _compiled.MIN,
-    Reduction.MAX: _compiled.MAX,
-    Reduction.MIN: _compiled.MIN,
+    Reduction.ADD: _codes.MAX,
+    Reduction.MUL: _codes.MIN,
+    Reduction.MAX: _codes.MAX,
+    Reduction.MIN: _codes.MIN,
 }  # bool as uint8 0/1: or is max, and is min
 
 
@@ -205,7 +208,7 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     if target.ndim == 1:  # one element per update
         target, values = target.reshape(-1, 1), values.reshape(-1, 1)
     n_rows, width = target.shape
-    loops = _compiled.loops_for(offsets.size * width)
+    loops = _numba.loops_for(offsets.size * width)
     operands = None if loops is None else compiled_operands(target, values, reduction)
     if operands is None:
         return False
@@ -253,7 +256,7 @@ def copy_and_write_nd(
 
     Returns the first bad index row met (-1: none; the caller drops ``target`` and raises with
     the facts), or None with nothing written where it does not apply: the loops not loaded yet
-    (:func:`_compiled.loops_for`), a dtype NumPy must handle, wider assignments (the fused
+    (:func:`_numba.loops_for`), a dtype NumPy must handle, wider assignments (the fused
     copy's), or reductions the cost model splits among threads (:func:`_parts`: then the
     offsets pay for the split, :func:`reduce_rows`).
     """
@@ -266,12 +269,12 @@ def copy_and_write_nd(
     if reduction is Reduction.NONE:
         if width * target.itemsize >= _ROW_BYTES or target.itemsize not in (1, 2, 4, 8):
             return None
-        operands = bits(target), bits(np.ascontiguousarray(values, dtype=target.dtype)), _compiled.NONE, None
+        operands = bits(target), bits(np.ascontiguousarray(values, dtype=target.dtype)), _codes.NONE, None
     elif _parts(n, values.nbytes, n_rows) > 1:
         return None
     else:
         operands = compiled_operands(target.reshape(-1), values, reduction)
-    loops = _compiled.loops_for(n * width)
+    loops = _numba.loops_for(n * width)
     if loops is None or operands is None:
         return None
     dst, src, op, half = operands
@@ -303,12 +306,12 @@ def copy_and_scatter_rows(
     alike; ``offsets`` checked, non-negative. False (nothing written) where an assignment's rows
     are narrower than a cache line, numba is missing or the dtype needs NumPy: objects, and for
     reductions complex, ml_dtypes' types but bfloat16 and non-native byte order; and before
-    numba is loaded, until a process's calls pay for its import (:func:`_compiled.loops_for`)."""
+    numba is loaded, until a process's calls pay for its import (:func:`_numba.loops_for`)."""
     dtype = target.dtype
     width = target.shape[1]
     if reduction is Reduction.NONE and width * dtype.itemsize < _ROW_BYTES:  # put is faster
         return False
-    loops = _compiled.loops_for(offsets.size * width)
+    loops = _numba.loops_for(offsets.size * width)
     if (
         loops is None
         or dtype.hasobject
@@ -320,7 +323,7 @@ def copy_and_scatter_rows(
     if reduction is Reduction.NONE:
         if dtype.itemsize not in (1, 2, 4, 8):
             return False
-        dst, src, op = bits(target), bits(np.ascontiguousarray(values, dtype=dtype)), _compiled.NONE
+        dst, src, op = bits(target), bits(np.ascontiguousarray(values, dtype=dtype)), _codes.NONE
         past = bits(source) if source is not None else dst
     else:
         operands = compiled_operands(target, values, reduction)

@@ -20,12 +20,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _parallel, _shapes
-from .._quantized_rules import Plan, plan
-from .._shapes import ABSENT
-from .._validate import as_array, check_out
-from .._versions import OpVersion
-from . import _compiled
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.quantized import Plan, plan
+from ..rules.shapes import ABSENT
+from ..rules.validate import as_array, check_out
+from ..rules.versions import OpVersion
+from . import _numba
 from ._writes import fresh_output
 
 _module: Any = None
@@ -36,7 +37,7 @@ def compiled() -> Any:
     global _module
     if _module is None:
         _module = False
-        if _compiled.loops() is not None:
+        if _numba.loops() is not None:
             from . import _loops_quantized
 
             _module = _loops_quantized
@@ -101,7 +102,7 @@ def run_gather_block_quantized(
     else:
         target, result = None, fresh_output(spec, shape, dtype)
     ready = None
-    if _compiled.loops_for(result.size) is not None:
+    if _numba.loops_for(result.size) is not None:
         ready = prepare(p, data, scales, zp, bits)
     if result.size:
         if ready is not None:
@@ -128,7 +129,7 @@ def run_planned(spec: OpVersion, p: Plan, data, indices, scales, zp, bits: int) 
     if p.per_byte > 1:  # packed uint8: the quantize axis is the last one, unpacked
         tail[-1] *= p.per_byte
     result = fresh_output(spec, (*data.shape[:g], *indices.shape, *tail), np.dtype(p.dtype))
-    ready = prepare(p, data, scales, zp, bits) if _compiled.loops_for(result.size) is not None else None
+    ready = prepare(p, data, scales, zp, bits) if _numba.loops_for(result.size) is not None else None
     if result.size:
         if ready is not None:
             _compiled_rows(ready, data, indices, scales, zp, result)

@@ -1,7 +1,7 @@
 """GatherElements, ScatterElements and Scatter: one index per element, along one axis.
 
 Each kernel runs: validate (shape rule, dtypes, index bounds) -> one compiled pass per chunk
-on the thread pool (``_compiled``: read an index, check it, move one element) where the
+on the thread pool (``_numba``: read an index, check it, move one element) where the
 dtype and layout allow, else NumPy (``take_along_axis``, fancy assignment, ``ufunc.at``).
 Nothing is written to a caller's array before every index is checked. Strings come back as
 object arrays of ``str``.
@@ -13,10 +13,12 @@ import functools
 
 import numpy as np
 
-from .. import _buffers, _parallel, _shapes
-from .._validate import as_array, check_bounds, check_out, native_indices, same_memory
-from .._versions import OpVersion, Reduction
-from . import _compiled
+from ..resources import buffers as _buffers
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, check_bounds, check_out, native_indices, same_memory
+from ..rules.versions import OpVersion, Reduction
+from . import _codes, _numba
 from ._writes import (
     UFUNCS,
     bits,
@@ -72,7 +74,7 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     Examples
     --------
     >>> import numpy as np
-    >>> from gather_scatter._versions import GATHER_ELEMENTS
+    >>> from gather_scatter.rules.versions import GATHER_ELEMENTS
     >>> run_gather_elements(GATHER_ELEMENTS, np.array([[1, 2], [3, 4]]), np.array([[1, -2]]), axis=1)
     array([[2, 1]])
     """
@@ -88,7 +90,7 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     else:  # a caller's buffer (any layout): every index is checked before the first write
         result = check_out(spec, out, out_shape, dtype, {"data": data, "indices": indices})
         check_bounds(spec, indices, size, ax)
-    loops = _compiled.loops() if result.size else None
+    loops = _numba.loops() if result.size else None
     if loops is not None and _copyable(data) and result.flags.c_contiguous:
         src, dst = bits(data), bits(result)
         flat = np.ascontiguousarray(indices).reshape(-1)
@@ -137,7 +139,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     Examples
     --------
     >>> import numpy as np
-    >>> from gather_scatter._versions import SCATTER_ELEMENTS
+    >>> from gather_scatter.rules.versions import SCATTER_ELEMENTS
     >>> run_scatter_elements(SCATTER_ELEMENTS, np.zeros(2), np.array([1, 1, 0]), np.array([1.0, 2.0, 3.0]), 0, "max")
     array([3., 2.])
     """
@@ -194,12 +196,12 @@ def _scatter_compiled(
     Returns the position of a bad index it met (-1: none); None leaves the work to NumPy,
     nothing written.
     """
-    loops = _compiled.loops()
+    loops = _numba.loops()
     dtype = output.dtype
     if loops is None or not _copyable(output) or not dtype.isnative:
         return None
     if reduction is Reduction.NONE:
-        operands = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _compiled.NONE, None
+        operands = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _codes.NONE, None
     else:
         operands = compiled_operands(output, updates, reduction)
         if operands is None:  # complex, ml_dtypes' other types: NumPy's path

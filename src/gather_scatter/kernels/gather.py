@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _parallel, _shapes
-from .._validate import as_array, check_bounds, check_out, native_indices
-from .._versions import OpVersion
-from . import _compiled
+from ..resources import buffers as _buffers
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, check_bounds, check_out, native_indices
+from ..rules.versions import OpVersion
+from . import _numba
 from ._writes import bits, cached_output, fresh_output, strings_as_objects
 
 
@@ -33,7 +35,7 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from gather_scatter._versions import REGISTRY
+    >>> from gather_scatter.rules.versions import REGISTRY
     >>> run_gather(REGISTRY[("", "Gather", 1)], np.arange(10), np.array([[0, -9], [3, 9]]))
     array([[0, 1],
            [3, 9]])
@@ -79,7 +81,7 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
     depends on the values remains: the output's size and the bounds, then the copy.
     """
     out_shape = data.shape[:ax] + indices.shape + data.shape[ax + 1 :]
-    loops = _compiled.warm_loops() if data.dtype.itemsize in (1, 2, 4, 8) else None
+    loops = _numba.warm_loops() if data.dtype.itemsize in (1, 2, 4, 8) else None
     if loops is not None:  # the bounds and the copy in one compiled pass
         return _take_rows_compiled(spec, loops, data, indices, ax, out_shape)
     result = cached_output(spec, out_shape, data.dtype)

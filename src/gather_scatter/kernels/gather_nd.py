@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _parallel, _shapes
-from .._validate import as_array, check_bounds, check_out, native_indices
-from .._versions import OpVersion
-from . import _compiled
+from ..resources import buffers as _buffers
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, check_bounds, check_out, native_indices
+from ..rules.versions import OpVersion
+from . import _numba
 from ._offsets import STEP, TakeInto, nd_offsets, slices_shape
 from ._writes import cached_output, strings_as_objects
 from .gather import copy_parts
@@ -40,7 +42,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     Examples
     --------
     >>> import numpy as np
-    >>> from gather_scatter._versions import GATHER_ND
+    >>> from gather_scatter.rules.versions import GATHER_ND
     >>> run_gather_nd(GATHER_ND, np.array([[0, 1], [2, 3]]), np.array([[0, 0], [-1, -1]]))
     array([0, 3])
     """
@@ -77,7 +79,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     if src.dtype.hasobject:  # take on objects holds the GIL: offsets first, one take
         np.take(src, nd_offsets(spec, indices, dims, b, per_batch), 0, dst, "wrap")
         return result
-    loops = _compiled.loops() if b else None
+    loops = _numba.loops() if b else None
     if loops is not None:  # one compiled pass: each tuple read, checked and its slice copied
         _take_tuples(loops, spec, src, rows, dst, indices, dims, b, per_batch)
         return result

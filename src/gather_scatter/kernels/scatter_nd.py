@@ -10,9 +10,10 @@ import contextlib
 
 import numpy as np
 
-from .. import _buffers, _shapes
-from .._validate import as_array, native_indices, same_memory
-from .._versions import OpVersion, Reduction
+from ..resources import buffers as _buffers
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, native_indices, same_memory
+from ..rules.versions import OpVersion, Reduction
 from ._offsets import nd_offsets
 from ._writes import (
     assign_last_wins,
@@ -56,7 +57,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     Examples
     --------
     >>> import numpy as np
-    >>> from gather_scatter._versions import SCATTER_ND
+    >>> from gather_scatter.rules.versions import SCATTER_ND
     >>> run_scatter_nd(SCATTER_ND, np.zeros(3), np.array([[2], [0], [2]]), np.array([1.0, 2.0, 3.0]), "add")
     array([2., 0., 4.])
     """

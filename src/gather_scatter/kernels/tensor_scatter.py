@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _buffers, _parallel, _shapes
-from .._validate import as_array, native_indices, same_memory
-from .._versions import Mode, OpVersion
 from ..errors import IndexOutOfBoundsError
-from . import _compiled
+from ..resources import buffers as _buffers
+from ..resources import threads as _parallel
+from ..rules import shapes as _shapes
+from ..rules.validate import as_array, native_indices, same_memory
+from ..rules.versions import Mode, OpVersion
+from . import _numba
 from ._writes import bits, checked_target, copy_into, result_dtype, strings_as_objects
 
 NAMES = ("past_cache", "write_indices", "update")  # in output_dtype's (data, indices, updates) order
@@ -86,7 +88,7 @@ def run_tensor_scatter(
     Examples
     --------
     >>> import numpy as np
-    >>> from gather_scatter._versions import TENSOR_SCATTER
+    >>> from gather_scatter.rules.versions import TENSOR_SCATTER
     >>> cache = np.zeros((2, 3), dtype=np.float32)
     >>> run_tensor_scatter(TENSOR_SCATTER, cache, np.ones((2, 2), np.float32), np.array([2, 0]), -1, "circular")
     array([[1., 0., 1.],
@@ -144,7 +146,7 @@ def _write_rows_compiled(
 
     Each thread takes a range of cache rows; False where the dtype or layout needs NumPy.
     """
-    loops = _compiled.loops()
+    loops = _numba.loops()
     if (
         loops is None
         or not output.flags.c_contiguous

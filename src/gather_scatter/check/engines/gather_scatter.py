@@ -28,7 +28,7 @@ def available() -> str | None:
 
 def prepare() -> None:
     """Import the Session and its evaluator, onnx.reference included (EngineBroken where that fails)."""
-    import_engine("gather_scatter.session")
+    import_engine("gather_scatter.models.session")
 
 
 def version() -> str:

@@ -31,7 +31,7 @@ def available() -> str | None:
 def prepare() -> None:
     """Import onnxruntime and the Session (EngineBroken where either fails)."""
     import_engine("onnxruntime")
-    import_engine("gather_scatter.session")
+    import_engine("gather_scatter.models.session")
 
 
 def version() -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .errors import DTypeError, ModelInputError, ShapeError
+from ..errors import DTypeError, ModelInputError, ShapeError
 
 __all__ = ["FeedPlan", "check_inputs", "type_str"]
 

@@ -17,28 +17,27 @@ import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import onnx
 
-from ._ort_values import mode, to_numpy, to_ort
+from ...errors import GatherScatterError, ModelInputError, NodeError
+from ...rules.versions import normalize_domain
+from .._graph import node_name, subgraphs
+from ..plan import Plan, PlanEntry
 from ._partition import (
     FAMILY,
     PlanStep,
     holds_family,
-    node_label,
     route_nodes,
     segment_model,
     step_model,
     steps,
-    subgraphs,
     value_types,
 )
-from ._versions import normalize_domain
-from .errors import GatherScatterError, ModelInputError, NodeError
+from ._values import mode, to_numpy, to_ort
 
-__all__ = ["Plan", "PlanEntry", "default_threads", "onnxruntime_only_ops"]
+__all__ = ["Hosted", "default_threads", "import_onnxruntime", "onnxruntime_only_ops"]
 
 _INSTALL = 'the onnxruntime engine needs onnxruntime: pip install "gather_scatter[onnxruntime]"'
 
@@ -51,7 +50,8 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _onnxruntime() -> Any:
+def import_onnxruntime() -> Any:
+    """Import onnxruntime; raises ModuleNotFoundError naming the pip extra where it is missing."""
     try:
         import onnxruntime
     except ImportError as exc:
@@ -73,86 +73,9 @@ def onnxruntime_only_ops() -> frozenset[tuple[str, str]]:
     ModuleNotFoundError
         onnxruntime is not installed (the message names the pip extra).
     """
-    ort = _onnxruntime()
+    ort = import_onnxruntime()
     schemas = ort.capi.onnxruntime_pybind11_state.get_all_operator_schema()
     return frozenset(("", s.name) for s in schemas if s.domain in ("", "ai.onnx") and not onnx.defs.has(s.name))
-
-
-@dataclass(frozen=True)
-class PlanEntry:
-    """One step of :attr:`Session.plan <gather_scatter.Session.plan>`.
-
-    Attributes
-    ----------
-    engine : {'onnxruntime', 'gather_scatter', 'reference'}
-        Who runs the step: an onnxruntime session, our evaluator with our kernels for the
-        routed nodes, or (``engine="reference"``) our evaluator for the whole model.
-    nodes : tuple of str
-        The main graph's nodes it runs, by name (``'<op_type>#<index>'`` for a node without one).
-    reasons : mapping of str to str
-        For each routed node, why it runs on our kernels.
-    inputs, outputs : tuple of str
-        The values it reads, and those it hands on to a later step or the caller.
-    """
-
-    engine: str
-    nodes: tuple[str, ...]
-    reasons: Mapping[str, str] = field(default_factory=dict)
-    inputs: tuple[str, ...] = ()
-    outputs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What runs where in a :class:`~gather_scatter.Session`.
-
-    Attributes
-    ----------
-    engine : str
-        The session's engine (``'reference'`` or ``'onnxruntime'``).
-    steps : tuple of PlanEntry
-        In the order a run takes them.
-    threads : int or None
-        onnxruntime's intra-op thread count (None for ``engine="reference"``).
-    onnxruntime : str or None
-        The installed onnxruntime's version, whose rules were applied.
-    passthrough : bool
-        True where onnxruntime runs the original model unchanged (nothing routed).
-    """
-
-    engine: str
-    steps: tuple[PlanEntry, ...]
-    threads: int | None = None
-    onnxruntime: str | None = None
-    passthrough: bool = False
-
-    @property
-    def routed(self) -> dict[str, str]:
-        """Every node that runs on our kernels, with its reason."""
-        return {name: reason for step in self.steps for name, reason in step.reasons.items()}
-
-    def __str__(self) -> str:
-        if self.engine == "reference":
-            count = len(self.steps[0].nodes)
-            return f"engine reference: our evaluator runs all {count} nodes (our kernels for the family)"
-        head = f"engine onnxruntime {self.onnxruntime}, {self.threads} intra-op thread(s): "
-        if self.passthrough:
-            return head + f"onnxruntime runs the model unchanged ({len(self.steps[0].nodes)} nodes); nothing is routed"
-        segments = sum(step.engine == "onnxruntime" for step in self.steps)
-        lines = [head + f"{len(self.routed)} node(s) on our kernels, {segments} onnxruntime segment(s)"]
-        for number, step in enumerate(self.steps, 1):
-            if step.engine == "onnxruntime":
-                lines.append(f"  step {number}: onnxruntime, {len(step.nodes)} node(s)")
-            else:
-                lines.append(f"  step {number}: gather_scatter")
-                lines.extend(f"    {name}: {step.reasons.get(name, '')}" for name in step.nodes)
-            lines.append(f"    reads {_names(step.inputs)}; hands on {_names(step.outputs)}")
-        return "\n".join(lines)
-
-
-def _names(names: Sequence[str], most: int = 6) -> str:
-    shown = ", ".join(names[:most]) or "nothing"
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 # --- steps ----------------------------------------------------------------------------------
@@ -186,7 +109,7 @@ class _Refused(Exception):
 
 
 class _OrtStep:
-    def __init__(self, hosted: _Hosted, step: PlanStep, source: Any, ortvalues: bool, feeds: tuple[str, ...]):
+    def __init__(self, hosted: Hosted, step: PlanStep, source: Any, ortvalues: bool, feeds: tuple[str, ...]):
         self.hosted = hosted
         self.step = step
         self.ortvalues = ortvalues
@@ -211,8 +134,8 @@ class _OrtStep:
 
 
 class _OurStep:
-    def __init__(self, hosted: _Hosted, step: PlanStep, strict: bool) -> None:
-        from .reference import Evaluator
+    def __init__(self, hosted: Hosted, step: PlanStep, strict: bool) -> None:
+        from ..reference import Evaluator
 
         self.hosted = hosted
         self.outputs = list(step.outputs)
@@ -228,7 +151,7 @@ class _OurStep:
         values.update(zip(self.outputs, self.evaluator.run(self.outputs, feeds), strict=True))
 
 
-class _Hosted:
+class Hosted:
     """The built steps of an ``engine="onnxruntime"`` Session; ``run`` takes checked feeds."""
 
     def __init__(
@@ -244,7 +167,7 @@ class _Hosted:
     ) -> None:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
-        ort = self.ort = _onnxruntime()
+        ort = self.ort = import_onnxruntime()
         self.c_ortvalue = ort.capi._pybind_state.OrtValue
         self.model = model
         self.new_ops = tuple(new_ops)  # operators our steps' evaluators use instead of ours (check's capturing ones)
@@ -253,7 +176,7 @@ class _Hosted:
         self._constants: dict[str, Any] = {}
         types = value_types(model)
         self._path, self._route, self._strict = path, route, strict  # for the build of _run_refused
-        self._fallbacks: dict[frozenset[int], _Hosted] = {}
+        self._fallbacks: dict[frozenset[int], Hosted] = {}
         routed = route_nodes(model, types, threads=self.threads, ort_version=ort.__version__, route=route)
         routed.update(refused_at_run or {})
         for _ in range(len(model.graph.node) + 1):
@@ -268,7 +191,7 @@ class _Hosted:
                     ) from None
                 node = model.graph.node[refused.index]
                 if not self._ours(node):
-                    label = node_label(node, refused.index)
+                    label = node_name(node, refused.index)
                     domain = node.domain or "ai.onnx"
                     raise ModelInputError(
                         f"onnxruntime's CPU cannot load node '{label}' ({node.op_type}, domain {domain}): "
@@ -308,7 +231,7 @@ class _Hosted:
 
     def _build(self, routed: Mapping[int, str], types: Mapping[str, onnx.TypeProto], path: Any, strict: bool) -> None:
         model = self.model
-        self.labels = {node_label(node, i): i for i, node in enumerate(model.graph.node)}
+        self.labels = {node_name(node, i): i for i, node in enumerate(model.graph.node)}
         plan = steps(model, routed)
         self.passthrough = not routed
         self.options = self._options(sum(step.engine == "onnxruntime" for step in plan))
@@ -421,7 +344,7 @@ class _Hosted:
             raise exc
         key = frozenset(refused)
         if key not in self._fallbacks:
-            self._fallbacks[key] = _Hosted(
+            self._fallbacks[key] = Hosted(
                 self.model,
                 path=self._path,
                 threads=self.threads,
@@ -461,7 +384,7 @@ class _Hosted:
         nodes = self.model.graph.node
         entries = []
         for step in self.plan_steps:
-            labels = tuple(node_label(nodes[i], i) for i in step.nodes)
-            reasons = {node_label(nodes[i], i): reason for i, reason in step.reasons.items()}
+            labels = tuple(node_name(nodes[i], i) for i in step.nodes)
+            reasons = {node_name(nodes[i], i): reason for i, reason in step.reasons.items()}
             entries.append(PlanEntry(step.engine, labels, reasons, step.inputs, step.outputs))
         return Plan("onnxruntime", tuple(entries), self.threads, self.ort.__version__, self.passthrough)

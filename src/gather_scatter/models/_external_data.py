@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .errors import ModelInputError
+from ..errors import ModelInputError
 
 __all__ = ["all_tensors", "check_external", "external_data_loaded", "nbytes"]
 

@@ -3,7 +3,7 @@ attributes against that version's table, then run the one kernel or shape rule.
 
 With ``strict=False`` a node whose version lacks an attribute or attribute value that a later
 version of its operator has runs as the earliest such version, with an OffSpecWarning: which
-version that is comes from the registry (:func:`~gather_scatter._versions.first_accepting`),
+version that is comes from the registry (:func:`~gather_scatter.rules.versions.first_accepting`),
 never from a branch in a kernel.
 """
 
@@ -17,9 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _memory, _shapes
-from ._quantized_rules import plan as _quantized_plan
-from ._runners import (
+from ._calls import (
     run_gather,
     run_gather_block_quantized,
     run_gather_elements,
@@ -28,8 +26,11 @@ from ._runners import (
     run_scatter_nd,
     run_tensor_scatter,
 )
-from ._versions import REGISTRY, Mode, OpVersion, Reduction, _choice_value, first_accepting, fix_hint, resolve
 from .errors import ArityError, InvalidAttributeError, node_label
+from .resources import memory as _memory
+from .rules import shapes as _shapes
+from .rules.quantized import plan as _quantized_plan
+from .rules.versions import REGISTRY, Mode, OpVersion, Reduction, choice_value, first_accepting, fix_hint, resolve
 
 
 class OffSpecWarning(UserWarning):
@@ -175,7 +176,7 @@ def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[st
             later = first_accepting(spec, {name: value})
             if later is not None:  # some version takes this very value: name the way forward
                 if later is not added[0]:
-                    hint += f", and {name} = {_choice_value(value)!r} exists from {later.name}"
+                    hint += f", and {name} = {choice_value(value)!r} exists from {later.name}"
                 hint += f": {fix_hint(later)}"
             known = ", ".join(spec.attributes) or "none"
             raise InvalidAttributeError(
@@ -211,7 +212,7 @@ def check_arity(spec: OpVersion, count: int) -> None:
 
 
 def _warn_off_spec(spec: OpVersion, used: OpVersion, attrs: Mapping[str, Any], opset: int, node: str | None) -> None:
-    refused = ", ".join(f"{n} = {_choice_value(v)!r}" for n, v in attrs.items() if spec.refuses({n: v}))
+    refused = ", ".join(f"{n} = {choice_value(v)!r}" for n, v in attrs.items() if spec.refuses({n: v}))
     where = f"{node_label(node)} ({spec.op_type}): " if node is not None else ""
     warnings.warn(
         OffSpecWarning(

@@ -13,10 +13,12 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpFunction, OpRun
 
-from . import _external_data, _memory, _model_check, _model_memory
-from ._adapters import _STRICT, NEW_OPS, _Node, _node_error, _our_error
-from ._reference_fixes import FIXED_OPS
-from .errors import GatherScatterError
+from ...errors import GatherScatterError
+from ...resources import memory as _memory
+from .. import _external_data, _model_check
+from . import _sizes as _model_memory
+from ._fixes import FIXED_OPS
+from ._ops import _STRICT, NEW_OPS, _Node, _node_error, _our_error
 
 __all__ = ["Evaluator"]
 

@@ -12,7 +12,7 @@ output, flattened; ``indices``/``src`` are C-contiguous with the index shape ``s
 (``indices.shape`` may be smaller than data's off the axis); ``strides`` are data's C strides
 in elements. A call handles the flat index positions ``[lo, hi)`` restricted to last-dim
 columns ``[jlo, jhi)``. A bad index stops a loop and returns its flat position (else -1), so
-the caller reports it with :func:`gather_scatter._validate.check_bounds`. TensorScatter's
+the caller reports it with :func:`gather_scatter.rules.validate.check_bounds`. TensorScatter's
 ``write_rows`` takes whole cache rows instead (see its docstring).
 """
 
@@ -21,8 +21,6 @@ from __future__ import annotations
 import os
 import warnings
 from typing import Any
-
-NONE, ADD, MUL, MAX, MIN = range(5)  # the scatter loop's reduction codes
 
 _module: Any = None  # the _loops module once imported, False when it cannot be
 _DISABLED = os.environ.get("GATHER_SCATTER_COMPILED", "1").strip() == "0"

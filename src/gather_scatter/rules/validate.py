@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ._versions import OpVersion
-from .errors import ArityError, DTypeError, IndexOutOfBoundsError, InvalidAttributeError, ShapeError
+from ..errors import ArityError, DTypeError, IndexOutOfBoundsError, InvalidAttributeError, ShapeError
+from .versions import OpVersion
 
 
 def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.ndarray:
@@ -88,7 +88,8 @@ def _is_number(v: Any) -> bool:
 
 def _only_strings(spec: OpVersion, input: str, array: np.ndarray, listed: bool = False) -> None:
     """DTypeError at the first item of the object array ``array`` (from a list if ``listed``)
-    that is not ``str`` or ``bytes``: an object array stands for tensor(string)."""
+    that is not ``str`` or ``bytes``: an object array stands for tensor(string).
+    """
     # Each item once: a broadcast axis repeats its first item (and the first bad item is there).
     first = (*(slice(0, 1) if st == 0 else slice(None) for st in array.strides), ...)
     array = array[first]  # 0-d stays an array
@@ -134,7 +135,8 @@ def _refuse_masked(spec: OpVersion, input: str, value: np.ndarray) -> None:
 
 def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype, value: Any) -> np.ndarray:
     """``array`` (from the list or Python scalar ``value``) converted to ``dtype``, or
-    DTypeError at the first value the conversion would change, shown as given."""
+    DTypeError at the first value the conversion would change, shown as given.
+    """
     if array.dtype.kind == "O":  # Python numbers, some beyond any NumPy type: one by one
         same = np.array([_fits(v, dtype) for v in array.flat], dtype=bool).reshape(array.shape)
         converted = array.astype(dtype) if same.all() else None
@@ -168,7 +170,8 @@ def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype, va
 
 def _fits(v: Any, dtype: np.dtype) -> bool:
     """Whether the Python number ``v`` converts to ``dtype`` unchanged (compared in Python,
-    exactly: ``2**70 + 1`` is not the float ``2**70``)."""
+    exactly: ``2**70 + 1`` is not the float ``2**70``).
+    """
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -213,7 +216,8 @@ def check_bounds(spec: OpVersion, indices: np.ndarray, sizes: Any, axes: Any) ->
 
 def out_of_bounds(spec: OpVersion, position: tuple[int, ...], value: int, sizes: Any, axes: Any) -> None:
     """Raise the one IndexOutOfBoundsError for ``indices[position] = value`` (``sizes``/``axes``
-    as in :func:`check_bounds`); every backend that finds a bad index reports it here."""
+    as in :func:`check_bounds`); every backend that finds a bad index reports it here.
+    """
     sizes = np.asarray(sizes, dtype=np.int64)
     size = int(sizes[position[-1]] if sizes.ndim else sizes)
     axis = int(np.asarray(axes)[position[-1]] if sizes.ndim else axes)
@@ -322,7 +326,8 @@ def refuse_broadcast(spec: OpVersion, out: np.ndarray) -> None:
 def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
     """InvalidAttributeError if ``out`` may share an element with an array of ``inputs``
     (name -> array); disjoint parts of one buffer are fine. A scatter's ``data`` that is
-    exactly ``out``'s memory (:func:`same_memory`) is not in ``inputs``: that is in place."""
+    exactly ``out``'s memory (:func:`same_memory`) is not in ``inputs``: that is in place.
+    """
     for name, array in inputs.items():
         if _overlaps(out, array):
             raise InvalidAttributeError(
@@ -336,7 +341,8 @@ def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
 
 def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype: np.dtype, shape: tuple) -> None:
     """DTypeError/ShapeError unless an ``out`` of ``out_dtype`` and ``out_shape`` can hold a
-    result of ``dtype`` and ``shape`` (the dtypes as NumPy's, whatever the array library)."""
+    result of ``dtype`` and ``shape`` (the dtypes as NumPy's, whatever the array library).
+    """
     facts: dict[str, Any] = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if out_dtype != dtype:
         why = ""
@@ -361,7 +367,8 @@ def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype
 def same_memory(out: Any, data: Any) -> bool:
     """True when ``out`` is ``data``'s own memory, element for element: two ndarrays (or views
     of one, made separately: ``c[:, 3]`` twice) with the same first byte, shape, strides and
-    dtype. A scatter with such an ``out`` runs in place; any other overlap is refused."""
+    dtype. A scatter with such an ``out`` runs in place; any other overlap is refused.
+    """
     if out is data:
         return out is not None
     if not (isinstance(out, np.ndarray) and isinstance(data, np.ndarray)):

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ...rules.versions import LOW_PRECISION_TYPES, ONNX_TYPES
 from ._partition import elem_type_name
-from ._versions import LOW_PRECISION_TYPES, ONNX_TYPES
 
 __all__ = ["mode", "to_numpy", "to_ort"]
 

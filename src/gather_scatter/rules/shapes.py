@@ -16,9 +16,9 @@ from typing import Any, TypeGuard, cast
 
 import numpy as np
 
-from . import _memory
-from ._versions import OpVersion, Reduction, onnx_type_name
-from .errors import DTypeError, InvalidAttributeError, OutputTooLargeError, ShapeError
+from ..errors import DTypeError, InvalidAttributeError, OutputTooLargeError, ShapeError
+from ..resources import memory as _memory
+from .versions import OpVersion, Reduction, onnx_type_name
 
 Dim = int | str | None
 Shape = tuple[Dim, ...] | None
@@ -250,7 +250,8 @@ def _same_rank(spec: OpVersion, data: Shape, other: Shape, name: str, data_name:
 def _elements_rule(spec: OpVersion, data: Shape, indices: Shape, axis: Any) -> int | None:
     """The GatherElements/ScatterElements/Scatter checks on ``data`` and ``indices``: equal
     ranks >= 1, ``axis`` in range, ``indices.shape[d] <= data.shape[d]`` for every ``d != axis``.
-    Returns the normalized axis, or None when no rank is known."""
+    Returns the normalized axis, or None when no rank is known.
+    """
     _need_rank(spec, "data", data)
     _need_rank(spec, "indices", indices)
     _same_rank(spec, data, indices, "indices")
@@ -321,7 +322,8 @@ def tensor_scatter_shape(
     """TensorScatter: the output has ``past_cache``'s shape ``(batch, ..., max_sequence_length, ...)``;
     ``update`` equals it except on ``axis`` (never 0, the batch axis), where
     ``sequence_length <= max_sequence_length``; ``write_indices``, unless :data:`ABSENT`, has shape
-    ``(batch,)``. Unknown output dims off the axis are filled from ``update``."""
+    ``(batch,)``. Unknown output dims off the axis are filled from ``update``.
+    """
     past = as_shape(spec, "past_cache", past_cache)
     update = as_shape(spec, "update", update)
     _need_rank(spec, "past_cache", past, 2)
@@ -400,14 +402,16 @@ def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: 
 
 def _fill(dims: tuple, other: tuple) -> tuple:
     """``dims`` with unknown (None) entries taken from the equal-length ``other``: two dims
-    the rule has proved equal, so the output keeps the better fact. Symbols are kept."""
+    the rule has proved equal, so the output keeps the better fact. Symbols are kept.
+    """
     return tuple(o if d is None else d for d, o in zip(dims, other, strict=False))
 
 
 def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
     """``dtype`` as a NumPy dtype: a NumPy dtype or anything ``np.dtype`` reads (``'float32'``,
     ``np.int64``, ``object`` for strings), an ONNX element type number
-    (``onnx.TensorProto.FLOAT == 1``) or its ``'tensor(float)'`` name; DTypeError otherwise."""
+    (``onnx.TensorProto.FLOAT == 1``) or its ``'tensor(float)'`` name; DTypeError otherwise.
+    """
     if isinstance(dtype, np.dtype):
         return dtype
     facts = dict(op=spec.op_type, since_version=spec.since_version, input=input, value=dtype)

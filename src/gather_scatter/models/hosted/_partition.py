@@ -20,31 +20,28 @@ fewest any order of the graph allows.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import onnx
 
-from ._ort_routes import NodeFacts, route_reason
-from ._versions import REGISTRY, normalize_domain
+from ...rules.versions import FAMILY, normalize_domain
+from .._graph import node_name, subgraphs
+from ._routes import NodeFacts, route_reason
 
 __all__ = [
-    "FAMILY",
     "PlanStep",
     "free_names",
     "holds_family",
-    "node_label",
     "route_nodes",
     "segment_model",
     "step_model",
     "steps",
-    "subgraphs",
     "value_types",
 ]
 
 #: ``(domain, op_type)`` of every operator our kernels implement.
-FAMILY = frozenset((normalize_domain(domain), op_type) for domain, op_type, _ in REGISTRY)
 
 Engine = Literal["onnxruntime", "gather_scatter"]
 
@@ -60,19 +57,6 @@ class PlanStep:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     reasons: Mapping[int, str] = field(default_factory=dict)
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    """The node's name, or ``'<op_type>#<index>'`` for a node with none."""
-    return node.name or f"{node.op_type}#{index}"
-
-
-def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    """The node's subgraphs (If branches, Loop/Scan bodies), in attribute order."""
-    for attr in node.attribute:
-        if attr.HasField("g"):
-            yield attr.g
-        yield from attr.graphs
 
 
 def _graph_free(graph: onnx.GraphProto) -> list[str]:
@@ -426,7 +410,7 @@ def segment_model(
         node = graph.node.add()
         node.CopyFrom(model.graph.node[index])
         if not node.name:
-            node.name = node_label(node, index)
+            node.name = node_name(node, index)
     reads = set(step.inputs)
     fed = {v.name for v in model.graph.input}
     for tensor in model.graph.initializer:

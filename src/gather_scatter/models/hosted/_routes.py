@@ -228,7 +228,7 @@ def routed_combinations(ort_version: str, threads: int) -> tuple[int, int]:
     a reduction it allows and, for GatherND-12/13, ``batch_dims`` 0 or 1 (GatherBlockQuantized:
     an output type, and data of rank 1 or 2). Returns ``(routed, total)``.
     """
-    from ._versions import REGISTRY
+    from ...rules.versions import REGISTRY
 
     routed = total = 0
     for spec in REGISTRY.values():

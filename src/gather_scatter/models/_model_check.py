@@ -42,15 +42,15 @@ from typing import Any
 
 import onnx
 
+from ..errors import ModelInputError, node_label
+from ..rules.versions import FAMILY, normalize_domain
 from ._external_data import all_tensors, check_external, nbytes
-from ._versions import REGISTRY, normalize_domain
-from .errors import ModelInputError, node_label
+from ._graph import all_nodes
 
 __all__ = ["check_model", "load_model"]
 
 # The domain the checker's copy gives the family's nodes: one it has no schema for.
 _UNCHECKED_DOMAIN = "gather_scatter.unchecked"
-_FAMILY = frozenset((v.domain, v.op_type) for v in REGISTRY.values())
 _PROTO_LIMIT = 2**31 - 1  # protobuf cannot serialize a message this large
 _CONTEXT = re.compile(r"==> Context: Bad node spec for node\. Name: ?(\S*) OpType: ?(\S+)")
 _OF_NODE = re.compile(r"of node: name: ?(\S*) OpType: ?(\S+)")
@@ -261,7 +261,7 @@ def _check_aborts(model: onnx.ModelProto) -> None:
     limit and onnx.reference) answers with an assertion that aborts the process: a Split with
     fewer ``num_outputs`` than outputs (onnx 1.23, found by tests/test_model_fuzz.py); the spec
     wants them equal."""
-    for node in _all_nodes(model):
+    for node in all_nodes(model):
         if normalize_domain(node.domain) != "" or node.op_type != "Split":
             continue
         for attr in node.attribute:
@@ -272,19 +272,6 @@ def _check_aborts(model: onnx.ModelProto) -> None:
                     node=node.name,
                     value=attr.i,
                 )
-
-
-def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    def of_nodes(nodes: Any) -> Iterator[onnx.NodeProto]:
-        for node in nodes:
-            yield node
-            for attr in node.attribute:
-                for graph in [attr.g, *attr.graphs]:
-                    yield from of_nodes(graph.node)
-
-    yield from of_nodes(model.graph.node)
-    for function in model.functions:
-        yield from of_nodes(function.node)
 
 
 def family_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, str, int]]:
@@ -301,7 +288,7 @@ def family_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, str, 
                 for graph in [attr.g, *attr.graphs]:
                     yield from walk(graph.node, opsets)
             domain = normalize_domain(node.domain)
-            if (domain, node.op_type) in _FAMILY and domain in opsets:
+            if (domain, node.op_type) in FAMILY and domain in opsets:
                 yield node, domain, opsets[domain]
 
     def imports(entries: Any) -> dict[str, int]:
@@ -322,9 +309,9 @@ def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int
     name (``error.in_node`` adds it). Subgraph nodes take the model's opsets, a function's nodes
     the function's. Nodes that are invalid in every version are not listed: loading them says why.
     """
-    from ._dispatch import attribute_dict, node_attributes
-    from ._versions import Mode, Reduction, first_accepting, resolve
-    from .errors import GatherScatterError
+    from .._nodes import attribute_dict, node_attributes
+    from ..errors import GatherScatterError
+    from ..rules.versions import Mode, Reduction, first_accepting, resolve
 
     for node, domain, opset in family_nodes(model):
         try:
@@ -360,9 +347,9 @@ def check_family_nodes(model: onnx.ModelProto, *, strict: bool = True) -> None:
     """
     import warnings
 
-    from ._dispatch import check_arity, resolve_node
-    from ._versions import Mode, Reduction
-    from .errors import GatherScatterError
+    from .._nodes import check_arity, resolve_node
+    from ..errors import GatherScatterError
+    from ..rules.versions import Mode, Reduction
 
     for node, domain, opset in family_nodes(model):
         try:
@@ -427,7 +414,7 @@ def _checker_copy(model: onnx.ModelProto, engine_ops: frozenset[tuple[str, str]]
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     _as_checked(copy.opset_import)
-    unchecked = _FAMILY | engine_ops
+    unchecked = FAMILY | engine_ops
     _graph_copy(copy.graph, unchecked)
     for function in copy.functions:
         _as_checked(function.opset_import)
@@ -445,7 +432,7 @@ def _as_checked(imports: Any) -> None:
     imports.add(domain=_UNCHECKED_DOMAIN, version=1)
 
 
-def _graph_copy(graph: onnx.GraphProto, unchecked: frozenset[tuple[str, str]] = _FAMILY) -> None:
+def _graph_copy(graph: onnx.GraphProto, unchecked: frozenset[tuple[str, str]] = FAMILY) -> None:
     for value in [*graph.input, *graph.output, *graph.value_info]:
         _give_shape(value.type)
     for tensor in list(graph.initializer):  # external data: checked by _check_external
@@ -465,7 +452,7 @@ def _give_shape(t: onnx.TypeProto) -> None:
         _give_shape(t.optional_type.elem_type)
 
 
-def _nodes_copy(nodes: Any, unchecked: frozenset[tuple[str, str]] = _FAMILY) -> None:
+def _nodes_copy(nodes: Any, unchecked: frozenset[tuple[str, str]] = FAMILY) -> None:
     for node in nodes:
         node.domain = normalize_domain(node.domain)
         if (node.domain, node.op_type) in unchecked:

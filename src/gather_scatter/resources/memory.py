@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from ._settings import checked, from_env
+from .settings import checked, from_env
 
 ENV_VAR = "GATHER_SCATTER_MEMORY_LIMIT"
 INT64_MAX = 2**63 - 1
@@ -89,7 +89,8 @@ def exceeded(nbytes: int) -> int | None:
     Without a configured limit, the memory available is queried (``/proc/meminfo``: ~20 us)
     unless the output is at most 1 MiB, or at most a sixteenth of what the last query found
     less than half a second ago: the output then fits with room to spare, whatever the
-    other processes did meanwhile, short of taking fifteen sixteenths in half a second."""
+    other processes did meanwhile, short of taking fifteen sixteenths in half a second.
+    """
     global _seen
     configured = _configured()
     if configured is None:

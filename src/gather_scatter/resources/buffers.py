@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ._settings import checked
+from .settings import checked
 
 __all__ = ["empty", "get_buffer_cache_size", "reused", "set_buffer_cache_size"]
 
@@ -51,7 +51,8 @@ if hasattr(os, "register_at_fork"):
 class _Block:
     """Owner of one raw block while arrays use it (their ``base``): the array interface of the
     output carved from it, so carving is one ``np.asarray`` (a uint8 interface viewed and
-    reshaped cost ~4 us per output, ~12 us right after a large copy had evicted the caches)."""
+    reshaped cost ~4 us per output, ~12 us right after a large copy had evicted the caches).
+    """
 
     __slots__ = ("__array_interface__", "address", "raw")
 
@@ -78,7 +79,8 @@ def _give_back(raw: np.ndarray, address: int) -> None:
 
 def _evict() -> None:
     """Drop cached blocks, least recently freed size class first, until within the limit.
-    The caller holds ``_lock``."""
+    The caller holds ``_lock``.
+    """
     global _free_bytes
     while _free_bytes > _limit:
         size, blocks = next(iter(_free.items()))
@@ -103,7 +105,8 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def reused(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
     """An uninitialized array of ``shape`` and ``dtype`` on a cached block (memory already
-    mapped: it takes no new memory), or None where no cached block fits."""
+    mapped: it takes no new memory), or None where no cached block fits.
+    """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or dtype.hasobject or not _free:

@@ -11,9 +11,9 @@ from typing import Any
 import onnx
 from onnx.reference.op_run import OpRun
 
-from . import _model_memory
-from ._dispatch import check_arity, node_attributes, resolve_node, run_version
-from .errors import GatherScatterError, NodeError, node_label
+from ..._nodes import check_arity, node_attributes, resolve_node, run_version
+from ...errors import GatherScatterError, NodeError, node_label
+from . import _sizes as _model_memory
 
 __all__ = [
     "NEW_OPS",

@@ -1,7 +1,7 @@
 """``run_<op>(spec, ...)``: one operator version on any input, the per-call policy of the front door.
 
 Each call resolves nothing but the backend: ``spec`` (an OpVersion; the public functions in
-:mod:`gather_scatter.ops` pass the newest one, :mod:`gather_scatter._dispatch` the version in
+:mod:`gather_scatter.ops` pass the newest one, :mod:`gather_scatter._nodes` the version in
 effect at an opset) says what the version accepts. The first array input decides the library
 (:func:`backends.backend_for`): an array of torch, JAX, dask or any array-API library goes to
 its backend, NumPy input to the NumPy kernels in :mod:`gather_scatter.kernels`. Per-call
@@ -26,18 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from . import _memory
-from ._versions import Mode, OpVersion, Reduction
 from .backends import backend_for, library_name
 from .errors import DTypeError
-from .kernels import _compiled
+from .kernels import UFUNCS, assign_last_wins, compiled_loaded, compiled_loops, reduce_rows
 from .kernels import block_quantized as _block_quantized
 from .kernels import elements as _elements
 from .kernels import gather as _gather
 from .kernels import gather_nd as _gather_nd
 from .kernels import scatter_nd as _scatter_nd
 from .kernels import tensor_scatter as _tensor_scatter
-from .kernels._writes import UFUNCS, assign_last_wins, reduce_rows
+from .resources import memory as _memory
+from .rules.versions import Mode, OpVersion, Reduction
 
 __all__ = [
     "run_gather",
@@ -203,7 +202,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
             if (
                 table is None
                 or not _small(data.nbytes)
-                or (parsed is not _NONE and data.dtype.kind != "c" and _compiled.loaded())
+                or (parsed is not _NONE and data.dtype.kind != "c" and compiled_loaded())
             ):
                 return _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
             k = table.ndim
@@ -295,7 +294,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
                 # Small calls: offsets computed by NumPy where the compiled loops are not here
                 # (complex; numba missing) or for a few assignments (Python's dict: ~4 us); else
                 # the accepted kernel is faster (15 vs 34 us for 10,000 adds into 16 rows).
-                compiled = data.dtype.kind != "c" and _compiled.loops() is not None
+                compiled = data.dtype.kind != "c" and compiled_loops() is not None
                 few = reduction == "none" and indices.size <= 64
                 small = data.nbytes <= SMALL_BYTES and (few or not compiled)
                 plan = _elements_plan(data.shape, indices.shape, ax) if small else None

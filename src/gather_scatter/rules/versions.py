@@ -17,9 +17,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .errors import DTypeError, InvalidAttributeError, UnsupportedOpError
+from ..errors import DTypeError, InvalidAttributeError, UnsupportedOpError
 
 __all__ = [
+    "FAMILY",
     "LATEST_OPSET",
     "REGISTRY",
     "Mode",
@@ -125,19 +126,21 @@ class OpVersion:
     def refuses(self, attrs: Mapping[str, Any]) -> str | None:
         """The first attribute of ``attrs`` (name -> value) this version does not accept: a
         name it lacks, or a string value outside its list (``reduction``, ``mode``); None if
-        it accepts them all. Nothing is raised: the caller decides."""
+        it accepts them all. Nothing is raised: the caller decides.
+        """
         for name, value in attrs.items():
             if name not in self.attributes:
                 return name
             choices = _CHOICES.get(name)
-            if choices is not None and _choice_value(value) not in getattr(self, choices):
+            if choices is not None and choice_value(value) not in getattr(self, choices):
                 return name
         return None
 
     def check_dtype(self, input: str, dtype: Any) -> None:
         """Raise DTypeError unless ``dtype`` is allowed for ``input``: an index input
         ('indices', 'write_indices') checks the index types, one of ``input_types`` its own set,
-        any other the data types."""
+        any other the data types.
+        """
         allowed = self.input_types.get(input) or (self.index_types if input in INDEX_INPUTS else self.data_types)
         type_name = onnx_type_name(dtype)
         if type_name not in allowed:
@@ -157,7 +160,7 @@ INDEX_INPUTS = frozenset({"indices", "write_indices"})
 _CHOICES = MappingProxyType({"reduction": "reductions", "mode": "modes"})
 
 
-def _choice_value(value: Any) -> Any:
+def choice_value(value: Any) -> Any:
     """A string attribute's value as str: onnx gives bytes, callers may pass an Enum member."""
     if isinstance(value, bytes):
         return value.decode(errors="backslashreplace")
@@ -226,6 +229,8 @@ _VERSIONS = (
 REGISTRY: Mapping[tuple[str, str, int], OpVersion] = MappingProxyType(
     {(v.domain, v.op_type, v.since_version): v for v in _VERSIONS}
 )
+#: The family: ``(domain, op_type)`` of every operator in the registry, domain ``""`` for ai.onnx.
+FAMILY: frozenset[tuple[str, str]] = frozenset((v.domain, v.op_type) for v in _VERSIONS)
 
 # The version each public kernel implements (the newest of its operator).
 GATHER = REGISTRY[("", "Gather", 13)]
@@ -354,7 +359,8 @@ def first_accepting(spec: OpVersion, attrs: Mapping[str, Any]) -> OpVersion | No
 
 def fix_hint(later: OpVersion) -> str:
     """The way forward an attribute error names when ``later`` (see :func:`first_accepting`)
-    accepts what the node's version refuses."""
+    accepts what the node's version refuses.
+    """
     return (
         f"re-export the model with opset {later.since_version} or later, or pass strict=False "
         f"to run the node as {later.name}"
@@ -364,8 +370,9 @@ def fix_hint(later: OpVersion) -> str:
 def _parse_choice(cls, spec: OpVersion, name: str, accepted: tuple[str, ...], value: Any):
     """``value`` (str, bytes as onnx gives string attributes, or a member) as a member of
     ``cls``; InvalidAttributeError listing ``accepted`` for anything else (and naming the
-    later version that accepts it, if one does)."""
-    value = _choice_value(value)
+    later version that accepts it, if one does).
+    """
+    value = choice_value(value)
     if value not in accepted:
         later = first_accepting(spec, {name: value})
         fix = f"; {value!r} exists from {later.name}: {fix_hint(later)}" if later else ""

@@ -32,7 +32,8 @@ def checked(caller: str, name: str, value: Any, minimum: int) -> int:
 
 def from_env(variable: str, minimum: int, default: str) -> int | None:
     """The environment variable as an int >= ``minimum``; None when unset, empty or invalid
-    (invalid: one RuntimeWarning per value, saying that ``default`` is used instead)."""
+    (invalid: one RuntimeWarning per value, saying that ``default`` is used instead).
+    """
     text = os.environ.get(variable, "").strip()
     if not text:
         return None

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ._settings import checked, from_env
+from .settings import checked, from_env
 
 __all__ = ["get_num_threads", "ranges", "run", "set_num_threads"]
 
@@ -101,7 +101,8 @@ def set_num_threads(n: int) -> None:
 def _executor(workers: int) -> ThreadPoolExecutor:
     """A pool of at least ``workers`` threads. Growing replaces the shared pool but never
     shuts the old one down: a call on another thread may still be submitting to it. Once no
-    call holds it, it is collected and its idle threads exit."""
+    call holds it, it is collected and its idle threads exit.
+    """
     global _pool, _pool_size
     with _lock:
         if _pool is None or _pool_size < workers:
@@ -112,7 +113,8 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 
 def ranges(n: int, work_bytes: int, parts: int | None = None) -> list[tuple[int, int]]:
     """Split ``range(n)`` into at most ``parts`` (default: the thread count) contiguous
-    ``(lo, hi)`` ranges, fewer when each would move less than ``MIN_CHUNK_BYTES``."""
+    ``(lo, hi)`` ranges, fewer when each would move less than ``MIN_CHUNK_BYTES``.
+    """
     parts = get_num_threads() if parts is None else parts
     parts = max(1, min(parts, n, work_bytes // MIN_CHUNK_BYTES))
     bounds = [n * i // parts for i in range(parts + 1)]

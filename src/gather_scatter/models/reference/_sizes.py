@@ -19,8 +19,8 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from . import _memory
-from .errors import OutputTooLargeError, node_label
+from ...errors import OutputTooLargeError, node_label
+from ...resources import memory as _memory
 
 __all__ = ["check_outputs", "from_memory_error", "static_sizes"]
 

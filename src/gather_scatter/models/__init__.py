@@ -1,0 +1,41 @@
+"""Running whole ONNX models: intake, Session and run_model, shape inference, the two engines.
+
+Intake, before anything runs: ``_model_check`` (a model file refused in one line: structure,
+strings, external data via ``_external_data``, off-spec nodes of the family), ``_feeds`` (each
+input checked against its graph input's type) and ``_arrays_io`` (arrays in .npy/.npz files,
+ml_dtypes and strings included). ``_graph`` is the one walk over a model's subgraphs and
+functions. ``session`` builds a model once for one of the engines, ``reference/`` (onnx.reference
+with our operators) or ``hosted/`` (onnxruntime, with our kernels on the nodes it gets wrong);
+``plan`` is what each runs where. ``shape_inference`` infers a model's shapes with our rules
+for the family's nodes.
+"""
+
+from ._arrays_io import load, not_numpy, read_npz, storable, typed_inputs
+from ._feeds import check_inputs, type_str
+from ._graph import all_nodes
+from ._model_check import check_model, load_model, off_spec_nodes
+from .plan import Plan, PlanEntry
+from .session import NodeArg, Session, run_model
+from .shape_inference import check_for_inference, infer_model_shapes, node_shapes
+
+__all__ = [
+    "NodeArg",
+    "Plan",
+    "PlanEntry",
+    "Session",
+    "all_nodes",
+    "check_for_inference",
+    "check_inputs",
+    "check_model",
+    "infer_model_shapes",
+    "load",
+    "load_model",
+    "node_shapes",
+    "not_numpy",
+    "off_spec_nodes",
+    "read_npz",
+    "run_model",
+    "storable",
+    "type_str",
+    "typed_inputs",
+]

@@ -1,0 +1,1 @@
+"""Process resources: integer settings, the thread pool, output buffers, the memory limit."""
