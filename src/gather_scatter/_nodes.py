@@ -28,6 +28,8 @@ from ._calls import (
 )
 from .errors import ArityError, InvalidAttributeError, node_label
 from .resources import memory as _memory
+from .rules import dims as _dims
+from .rules import dtypes as _dtypes
 from .rules import shapes as _shapes
 from .rules.quantized import plan as _quantized_plan
 from .rules.versions import REGISTRY, Mode, OpVersion, Reduction, choice_value, first_accepting, fix_hint, resolve
@@ -66,11 +68,11 @@ class _Op:
     differs is the OpVersion they are given)."""
 
     kernel: Callable[..., np.ndarray]
-    rule: Callable[..., _shapes.Shape]
+    rule: Callable[..., _dims.Shape]
     inputs: tuple[str, ...]
     optional: int = 0  # how many trailing inputs a node may leave out
     dtype_order: tuple[int, int, int] | None = None  # input positions of (data, indices, updates)
-    infer: Callable[..., tuple[_shapes.Shape, Any]] | None = None  # a rule of shapes and dtypes together
+    infer: Callable[..., tuple[_dims.Shape, Any]] | None = None  # a rule of shapes and dtypes together
 
     def dtype_args(self, dtypes: Sequence[Any]) -> tuple[list, tuple[str, ...]]:
         """``dtypes`` (in input order) as output_dtype's (data, indices, updates), and those names."""
@@ -82,9 +84,9 @@ class _Op:
 
 def _infer_quantized(spec: OpVersion, values: Mapping[str, Any], shapes: list, dtypes: list) -> tuple:
     """GatherBlockQuantized's shape and dtype: its output's last dim depends on data's type."""
-    given = list(shapes) + [_shapes.ABSENT] * (4 - len(shapes))
+    given = list(shapes) + [_dims.ABSENT] * (4 - len(shapes))
     plan = _quantized_plan(spec, *given, dtypes=list(dtypes) + [None] * (4 - len(dtypes)), **values)
-    _shapes.check_output_bytes(spec, plan.shape, plan.dtype, limit=_memory.INT64_MAX)
+    _dtypes.check_output_bytes(spec, plan.shape, plan.dtype, limit=_memory.INT64_MAX)
     return plan.shape, plan.dtype
 
 
@@ -335,14 +337,14 @@ def run_node(
 
 def infer_shape(
     op_type: str,
-    input_shapes: Sequence[Sequence[_shapes.Dim] | None],
+    input_shapes: Sequence[Sequence[_dims.Dim] | None],
     input_dtypes: Sequence[Any] | None = None,
     attrs: Attributes = None,
     *,
     opset: int,
     domain: str = "",
     strict: bool = True,
-) -> tuple[_shapes.Shape, Any]:
+) -> tuple[_dims.Shape, Any]:
     """Output shape and dtype of one node, from input shapes, dtypes and attributes alone.
 
     Parameters
@@ -410,9 +412,9 @@ def infer_shape(
 def infer_version(
     spec: OpVersion,
     values: Mapping[str, Any],
-    input_shapes: Sequence[Sequence[_shapes.Dim] | None],
+    input_shapes: Sequence[Sequence[_dims.Dim] | None],
     input_dtypes: Sequence[Any] | None = None,
-) -> tuple[_shapes.Shape, Any]:
+) -> tuple[_dims.Shape, Any]:
     """:func:`infer_shape` for a resolved version: ``values`` as :func:`resolve_node` returns them."""
     op = _OPS[spec.op_type]
     values = dict(values)
@@ -422,16 +424,16 @@ def infer_version(
     if op.infer is not None:
         return op.infer(spec, values, list(input_shapes), dtypes)
     ordered, names = op.dtype_args(dtypes)
-    dtype = _shapes.output_dtype(spec, *ordered, names=names)
+    dtype = _dtypes.output_dtype(spec, *ordered, names=names)
     reduction = values.pop("reduction", None)
     mode = values.pop("mode", None)
-    shapes = list(input_shapes) + [_shapes.ABSENT] * (len(op.inputs) - len(input_shapes))
+    shapes = list(input_shapes) + [_dims.ABSENT] * (len(op.inputs) - len(input_shapes))
     shape = op.rule(spec, *shapes, **values)
-    _shapes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX)
+    _dtypes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX)
     if reduction is not None:
         reduction = Reduction.parse(spec, reduction)
         if dtype is not None:
-            _shapes.check_reduction_type(spec, reduction, dtype)
+            _dtypes.check_reduction_type(spec, reduction, dtype)
     if mode is not None:
         Mode.parse(spec, mode)
     return shape, (np.dtype(dtype) if dtype is not None else None)

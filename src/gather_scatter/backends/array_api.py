@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_out_type, out_of_bounds
 from ..rules.versions import Mode, OpVersion, Reduction
@@ -349,10 +351,10 @@ class ArrayAPIBackend:
         indices = self.array("indices", indices, np.int64)
         shape, ishape = self.shape(data), self.shape(indices)
         dtype = self.dtype("data", data)
-        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices))
+        _dtypes.output_dtype(spec, dtype, self.dtype("indices", indices))
         out_shape = rule(spec, shape, ishape, attribute)
         self.check_out(out, out_shape, dtype)
-        _shapes.check_output_bytes(spec, out_shape, dtype)
+        _dtypes.check_output_bytes(spec, out_shape, dtype)
         return indices, shape, ishape, out_shape
 
     def scatter_steps(self, data, indices, updates, rule, attributes, reduction, out):
@@ -367,12 +369,12 @@ class ArrayAPIBackend:
         indices = self.array("indices", indices, np.int64)
         updates = self.array("updates", updates, dtype)
         shape, ishape, ushape = self.shape(data), self.shape(indices), self.shape(updates)
-        _shapes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
+        _dtypes.output_dtype(spec, dtype, self.dtype("indices", indices), self.dtype("updates", updates))
         rule(spec, shape, ishape, ushape, *attributes)
         reduction = Reduction.parse(spec, reduction)
-        _shapes.check_reduction_type(spec, reduction, dtype)
+        _dtypes.check_reduction_type(spec, reduction, dtype)
         self.check_out(out, shape, dtype)
-        _shapes.check_output_bytes(spec, shape, dtype)
+        _dtypes.check_output_bytes(spec, shape, dtype)
         return indices, updates, shape, ishape, reduction
 
     def gather(self, data, indices, axis=0, out=None):
@@ -382,7 +384,7 @@ class ArrayAPIBackend:
         """
         xp = self.xp
         indices, shape, _ishape, out_shape = self.gather_steps(data, indices, _shapes.gather_shape, axis, out)
-        ax = _shapes.normalize_axis(self.spec, axis, len(shape))
+        ax = _dims.normalize_axis(self.spec, axis, len(shape))
         result = self.take_checked(indices, shape[ax], ax, lambda norm: self.take(data, xp.reshape(norm, (-1,)), ax))
         return self.finish(xp.reshape(result, out_shape), out, {"data": data, "indices": indices})
 
@@ -432,7 +434,7 @@ class ArrayAPIBackend:
         Checks, shapes and errors are the NumPy kernel's; ``out``, if given, receives the result.
         """
         indices, shape, ishape, _ = self.gather_steps(data, indices, _shapes.gather_elements_shape, axis, out)
-        ax = _shapes.normalize_axis(self.spec, axis, len(shape))
+        ax = _dims.normalize_axis(self.spec, axis, len(shape))
         window = data[tuple(slice(None) if d == ax else slice(0, n) for d, n in enumerate(ishape))]
         result = self.take_checked(indices, shape[ax], ax, lambda norm: self.take_along(window, norm, ax))
         return self.finish(result, out, {"data": data, "indices": indices})
@@ -447,7 +449,7 @@ class ArrayAPIBackend:
         indices, updates, shape, _, reduction = self.scatter_steps(
             data, indices, updates, _shapes.scatter_elements_shape, (axis,), reduction, out
         )
-        ax = _shapes.normalize_axis(self.spec, axis, len(shape))
+        ax = _dims.normalize_axis(self.spec, axis, len(shape))
         norm = self.bounds(indices, shape[ax], ax)
         result = self.scatter_along(data, norm, updates, ax, reduction)
         return self.finish(result, out, {"indices": indices, "updates": updates})
@@ -490,18 +492,18 @@ class ArrayAPIBackend:
         absent = write_indices is None
         write = None if absent else self.array("write_indices", write_indices, np.int64)
         shape, ushape = self.shape(past_cache), self.shape(update)
-        _shapes.output_dtype(
+        _dtypes.output_dtype(
             spec,
             dtype,
             None if absent else self.dtype("write_indices", write),
             self.dtype("update", update),
             names=NAMES,
         )
-        _shapes.tensor_scatter_shape(spec, shape, ushape, _shapes.ABSENT if absent else self.shape(write), axis)
+        _shapes.tensor_scatter_shape(spec, shape, ushape, _dims.ABSENT if absent else self.shape(write), axis)
         mode = Mode.parse(spec, mode)
-        ax = _shapes.normalize_axis(spec, axis, len(shape))
+        ax = _dims.normalize_axis(spec, axis, len(shape))
         self.check_out(out, shape, dtype)
-        _shapes.check_output_bytes(spec, shape, dtype)
+        _dtypes.check_output_bytes(spec, shape, dtype)
         if absent:
             write = xp.zeros(shape[0], dtype=xp.int64, device=self.device)
         write = self.checked_writes(write, shape[ax], ushape[ax], mode, ax)

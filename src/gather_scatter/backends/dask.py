@@ -47,6 +47,8 @@ import dask.array as da
 import numpy as np
 
 from ..errors import DTypeError, InvalidAttributeError, ShapeError
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_bounds, refuse_broadcast
 from ..rules.versions import Reduction
@@ -186,9 +188,9 @@ class DaskBackend:
         """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
-        _shapes.output_dtype(spec, data.dtype, indices.dtype)
+        _dtypes.output_dtype(spec, data.dtype, indices.dtype)
         out_shape = _shapes.gather_shape(spec, data.shape, indices.shape, axis)
-        ax = _shapes.normalize_axis(spec, axis, data.ndim)
+        ax = _dims.normalize_axis(spec, axis, data.ndim)
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
         moved = da.moveaxis(data, ax, 0) if ax else data
@@ -211,7 +213,7 @@ class DaskBackend:
         """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
-        _shapes.output_dtype(spec, data.dtype, indices.dtype)
+        _dtypes.output_dtype(spec, data.dtype, indices.dtype)
         _shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims)
         b, k = int(batch_dims), indices.shape[-1]
         norm = self.checked(indices, data.shape[b : b + k], tuple(range(b, b + k)))
@@ -230,9 +232,9 @@ class DaskBackend:
         """
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
-        _shapes.output_dtype(spec, data.dtype, indices.dtype)
+        _dtypes.output_dtype(spec, data.dtype, indices.dtype)
         _shapes.gather_elements_shape(spec, data.shape, indices.shape, axis)
-        ax = _shapes.normalize_axis(spec, axis, data.ndim)
+        ax = _dims.normalize_axis(spec, axis, data.ndim)
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
         return self.finish(
@@ -249,10 +251,10 @@ class DaskBackend:
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         updates = self.input("updates", updates, data.dtype)
-        _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
+        _dtypes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
         _shapes.scatter_nd_shape(spec, data.shape, indices.shape, updates.shape)
         reduction = Reduction.parse(spec, reduction)
-        _shapes.check_reduction_type(spec, reduction, data.dtype)
+        _dtypes.check_reduction_type(spec, reduction, data.dtype)
         k = indices.shape[-1]
         norm = self.checked(indices, data.shape[:k], tuple(range(k)))
         data = _strings_as_objects(data)
@@ -275,11 +277,11 @@ class DaskBackend:
         spec = self.spec
         indices = self.input("indices", indices, np.int64)
         updates = self.input("updates", updates, data.dtype)
-        _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
+        _dtypes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
         _shapes.scatter_elements_shape(spec, data.shape, indices.shape, updates.shape, axis)
-        ax = _shapes.normalize_axis(spec, axis, data.ndim)
+        ax = _dims.normalize_axis(spec, axis, data.ndim)
         reduction = Reduction.parse(spec, reduction)
-        _shapes.check_reduction_type(spec, reduction, data.dtype)
+        _dtypes.check_reduction_type(spec, reduction, data.dtype)
         norm = self.checked(indices, data.shape[ax], ax)
         data = _strings_as_objects(data)
         values = plans.reshape(updates, (math.prod(updates.shape),))

@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import IndexOutOfBoundsError, OutputTooLargeError
-from ..rules.shapes import fmt_shape
+from ..rules.dims import fmt_shape
 from ..rules.validate import as_array, check_bounds, native_indices, out_of_bounds
 from ..rules.versions import REGISTRY, Mode, Reduction
 from ._library import foreign

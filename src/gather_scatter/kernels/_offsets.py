@@ -8,7 +8,7 @@ from typing import overload
 import numpy as np
 
 from ..resources import threads as _parallel
-from ..rules import shapes as _shapes
+from ..rules import dims as _dims
 from ..rules.validate import check_bounds, linear_offsets
 from ..rules.versions import OpVersion
 
@@ -17,7 +17,7 @@ __all__ = ["STEP", "TakeInto", "nd_offsets", "slices_shape"]
 
 def slices_shape(shape: tuple[int, ...], lead: int) -> tuple[int, ...]:
     # Explicit, since reshape(-1, ...) is ambiguous when a trailing dim is 0.
-    return (_shapes.size(shape[:lead]), *shape[lead:])
+    return (_dims.size(shape[:lead]), *shape[lead:])
 
 
 # Index tuples per step of a chunk. Each NumPy call hands the GIL between the threads, and a
@@ -80,7 +80,7 @@ def nd_offsets(
             raise AssertionError("linear_offsets found a bad index that check_bounds did not")  # pragma: no cover
         return offsets
     offsets = None if emit is not None else np.empty(n, dtype=np.int64)
-    block = _shapes.size(dims)
+    block = _dims.size(dims)
 
     def work(lo: int, hi: int) -> bool:
         step: np.ndarray | None

@@ -9,7 +9,8 @@ import numpy as np
 from ..resources import buffers as _buffers
 from ..resources import memory as _memory
 from ..resources import threads as _parallel
-from ..rules import shapes as _shapes
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules.validate import check_out
 from ..rules.versions import OpVersion, Reduction
 from . import _codes, _numba
@@ -111,7 +112,7 @@ def reduce_into(
     with np.errstate(invalid="ignore"):  # NaN in max/min: as quiet as np.maximum itself
         # Complex products differ in the last bit between NumPy's vector loop and its scalar one.
         if dims is None and target.dtype.kind != "c":
-            table = target.reshape(target.shape[0], _shapes.size(target.shape[1:]))
+            table = target.reshape(target.shape[0], _dims.size(target.shape[1:]))
             if reduce_rows(table, offsets, values.reshape(offsets.size, table.shape[1]), reduction):
                 return
         if target.ndim == lead or target.dtype.kind == "c":
@@ -260,7 +261,7 @@ def copy_and_write_nd(
     copy's), or reductions the cost model splits among threads (:func:`_parts`: then the
     offsets pay for the split, :func:`reduce_rows`).
     """
-    k, n_rows = len(dims), _shapes.size(dims)
+    k, n_rows = len(dims), _dims.size(dims)
     if not k or not n_rows or not target.size or not target.flags.c_contiguous or target.dtype.hasobject:
         return None
     n, width = indices.size // k, target.size // n_rows
@@ -381,7 +382,7 @@ def assign_last_wins(target: np.ndarray, offsets: np.ndarray, values: np.ndarray
     if target.dtype.hasobject or values.nbytes < _parallel.MIN_CHUNK_BYTES:
         target[offsets] = values
         return
-    row_bytes = target.itemsize * _shapes.size(target.shape[1:])
+    row_bytes = target.itemsize * _dims.size(target.shape[1:])
     chunks = _parallel.ranges(offsets.size, offsets.size * (8 + 2 * row_bytes))
     _parallel.run(lambda lo, hi: target.__setitem__(offsets[lo:hi], values[lo:hi]), chunks)
 
@@ -441,10 +442,10 @@ def cached_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> n
     """
     output = _buffers.reused(shape, dtype)
     if output is None:
-        _shapes.check_output_bytes(spec, shape, dtype)
+        _dtypes.check_output_bytes(spec, shape, dtype)
         return None
     configured = _memory._configured()
-    _shapes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX if configured is None else configured)
+    _dtypes.check_output_bytes(spec, shape, dtype, limit=_memory.INT64_MAX if configured is None else configured)
     return output
 
 
@@ -453,17 +454,17 @@ def fresh_output(spec: OpVersion, shape: tuple[int, ...], dtype: np.dtype) -> np
     limit (OutputTooLargeError): from the buffer cache where it is big enough for one (a
     cached block takes no new memory, so only a configured limit can refuse it), else from
     ``np.empty``. Few steps: after a copy of megabytes each costs several times its usual."""
-    nbytes = _shapes.size(shape) * dtype.itemsize
+    nbytes = _dims.size(shape) * dtype.itemsize
     if nbytes >= _buffers.MIN_BYTES:
         output = _buffers.reused(shape, dtype)
         if output is None:
-            _shapes.check_output_bytes(spec, shape, dtype)
+            _dtypes.check_output_bytes(spec, shape, dtype)
             return _buffers.empty(shape, dtype)
         if (limit := _memory._configured()) is not None and nbytes > limit:
-            _shapes.check_output_bytes(spec, shape, dtype, limit=limit)  # raises
+            _dtypes.check_output_bytes(spec, shape, dtype, limit=limit)  # raises
         return output
     if _memory.exceeded(nbytes) is not None:
-        _shapes.check_output_bytes(spec, shape, dtype)  # raises, with the facts
+        _dtypes.check_output_bytes(spec, shape, dtype)  # raises, with the facts
     return np.empty(shape, dtype)
 
 

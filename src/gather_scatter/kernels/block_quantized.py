@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..resources import threads as _parallel
-from ..rules import shapes as _shapes
+from ..rules import dims as _dims
+from ..rules.dims import ABSENT
 from ..rules.quantized import Plan, plan
-from ..rules.shapes import ABSENT
 from ..rules.validate import as_array, check_out
 from ..rules.versions import OpVersion
 from . import _numba
@@ -92,7 +92,7 @@ def run_gather_block_quantized(
         block_size=block_size,
         bits=bits,
     )
-    shape, dtype = _shapes.concrete(p.shape), np.dtype(p.dtype)
+    shape, dtype = _dims.concrete(p.shape), np.dtype(p.dtype)
     if out is not None:
         inputs = {"data": data, "indices": indices, "scales": scales}
         if zp is not None:
@@ -168,15 +168,15 @@ def prepare(p: Plan, data, scales, zp, bits) -> Compiled | None:
     if not (data.flags.c_contiguous and scales.flags.c_contiguous and (zp is None or zp.flags.c_contiguous)):
         return None
     loops = compiled()
-    M, S = _shapes.size(data.shape[:g]), data.shape[g]
-    R, Q = _shapes.size(data.shape[g + 1 : q]), data.shape[q] * p.per_byte
+    M, S = _dims.size(data.shape[:g]), data.shape[g]
+    R, Q = _dims.size(data.shape[g + 1 : q]), data.shape[q] * p.per_byte
     # scales grouped as (Ms, Ss, Rs, blocks), each of Ms, Ss, Rs data's or 1 (broadcast):
     # element strides for data's (m, s, r), 0 on a dim of 1
     nb, ms, ss, rs = (
         scales.shape[q],
-        _shapes.size(scales.shape[:g]),
+        _dims.size(scales.shape[:g]),
         scales.shape[g],
-        _shapes.size(scales.shape[g + 1 : q]),
+        _dims.size(scales.shape[g + 1 : q]),
     )
     st_r = nb if rs > 1 else 0
     st_s = rs * nb if ss > 1 else 0

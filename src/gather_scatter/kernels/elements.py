@@ -15,6 +15,8 @@ import numpy as np
 
 from ..resources import buffers as _buffers
 from ..resources import threads as _parallel
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_bounds, check_out, native_indices, same_memory
 from ..rules.versions import OpVersion, Reduction
@@ -79,9 +81,9 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     array([[2, 1]])
     """
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
-    _shapes.output_dtype(spec, data.dtype, indices.dtype)
-    out_shape = _shapes.concrete(_shapes.gather_elements_shape(spec, data.shape, indices.shape, axis))
-    ax = _shapes.normalize_axis(spec, axis, data.ndim)
+    _dtypes.output_dtype(spec, data.dtype, indices.dtype)
+    out_shape = _dims.concrete(_shapes.gather_elements_shape(spec, data.shape, indices.shape, axis))
+    ax = _dims.normalize_axis(spec, axis, data.ndim)
     indices, size, data = native_indices(indices), data.shape[ax], strings_as_objects(data)
     dtype = data.dtype
     if out is None:
@@ -97,7 +99,7 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
         shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(data.shape)
         work = flat.size * (flat.itemsize + data.itemsize)
         if ax == data.ndim - 1 and indices.shape[:-1] == data.shape[:-1]:  # whole rows: prefetched
-            n, rows = indices.shape[-1], _shapes.size(indices.shape[:-1])
+            n, rows = indices.shape[-1], _dims.size(indices.shape[:-1])
             bad = _parallel.run(
                 lambda lo, hi: loops.gather_last(src, flat, dst, size, n, lo, hi), _parallel.ranges(rows, work)
             )
@@ -147,11 +149,11 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
     updates = as_array(spec, "updates", updates, data.dtype)
-    _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
+    _dtypes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
     _shapes.scatter_elements_shape(spec, data.shape, indices.shape, updates.shape, axis)
-    ax = _shapes.normalize_axis(spec, axis, data.ndim)
+    ax = _dims.normalize_axis(spec, axis, data.ndim)
     reduction = Reduction.parse(spec, reduction)
-    _shapes.check_reduction_type(spec, reduction, data.dtype)
+    _dtypes.check_reduction_type(spec, reduction, data.dtype)
     indices = native_indices(indices)
     dtype = result_dtype(data.dtype)
     target = checked_target(spec, out, data, dtype, {"indices": indices, "updates": updates}, in_place)
@@ -253,7 +255,7 @@ def _axis_layout(
     """
     if any(i != d for k, (i, d) in enumerate(zip(indices_shape, data_shape, strict=True)) if k != ax):
         return None
-    outer, inner = _shapes.size(data_shape[:ax]), _shapes.size(data_shape[ax + 1 :])
+    outer, inner = _dims.size(data_shape[:ax]), _dims.size(data_shape[ax + 1 :])
     n, size = indices_shape[ax], data_shape[ax]
     work = outer * n * inner * (8 + 2 * item)  # per index: it, an update read, an element written
     if outer >= threads:
@@ -274,7 +276,7 @@ def _scatter_layout(
     They are the index shape and data's C strides as arrays (read-only to the loop), and per
     call ``(lo, hi, jlo, jhi)``. Cached: a model's nodes repeat their shapes.
     """
-    n = _shapes.size(indices_shape)
+    n = _dims.size(indices_shape)
     r, last = len(indices_shape), indices_shape[-1]
     work = n * (8 + 2 * item)  # an index read, an update read, an element written
     # Targets differ unless all coordinates off the axis agree: split along one of those.

@@ -6,6 +6,8 @@ import numpy as np
 
 from ..resources import buffers as _buffers
 from ..resources import threads as _parallel
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_bounds, check_out, native_indices
 from ..rules.versions import OpVersion
@@ -41,9 +43,9 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
            [3, 9]])
     """
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
-    _shapes.output_dtype(spec, data.dtype, indices.dtype)
-    out_shape = _shapes.concrete(_shapes.gather_shape(spec, data.shape, indices.shape, axis))
-    ax = _shapes.normalize_axis(spec, axis, data.ndim)
+    _dtypes.output_dtype(spec, data.dtype, indices.dtype)
+    out_shape = _dims.concrete(_shapes.gather_shape(spec, data.shape, indices.shape, axis))
+    ax = _dims.normalize_axis(spec, axis, data.ndim)
     indices, data = native_indices(indices), strings_as_objects(data)
     result = None
     if out is None:
@@ -65,7 +67,7 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> np.ndarray:
     if not data.flags.c_contiguous:  # strided or broadcast data: index it where it lies, no full copy
         result[...] = data[(slice(None),) * ax + (indices,)]
         return result
-    outer, inner = _shapes.size(data.shape[:ax]), _shapes.size(data.shape[ax + 1 :])
+    outer, inner = _dims.size(data.shape[:ax]), _dims.size(data.shape[ax + 1 :])
     src = data.reshape(outer, data.shape[ax], inner)
     # A rank-0 index is a length-1 vector here; result keeps the rank-0 output shape.
     dst = result.reshape(outer, indices.size, inner)
@@ -88,7 +90,7 @@ def run_accepted(spec: OpVersion, data: np.ndarray, indices: np.ndarray, ax: int
     check_bounds(spec, indices, data.shape[ax], ax)
     if result is None:
         result = _buffers.empty(out_shape, data.dtype)
-    outer = _shapes.size(data.shape[:ax])
+    outer = _dims.size(data.shape[:ax])
     _take_rows(data.reshape(outer, data.shape[ax], -1), indices.reshape(-1), result.reshape(outer, indices.size, -1))
     return result
 
@@ -107,8 +109,8 @@ def _take_rows_compiled(
     """
     result = fresh_output(spec, out_shape, data.dtype)
     src, dst, flat = bits(data), bits(result), indices.reshape(-1)
-    outer, size = _shapes.size(data.shape[:ax]), data.shape[ax]
-    block, run = _shapes.size(data.shape[ax + 1 :]), loops.take_rows
+    outer, size = _dims.size(data.shape[:ax]), data.shape[ax]
+    block, run = _dims.size(data.shape[ax + 1 :]), loops.take_rows
     if outer == 1:
         calls = [(0, 1, lo, hi) for lo, hi in _parallel.ranges(flat.size, result.nbytes)]
     else:

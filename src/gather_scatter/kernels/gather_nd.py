@@ -9,6 +9,8 @@ import numpy as np
 
 from ..resources import buffers as _buffers
 from ..resources import threads as _parallel
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_bounds, check_out, native_indices
 from ..rules.versions import OpVersion
@@ -47,8 +49,8 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     array([0, 3])
     """
     data, indices = as_array(spec, "data", data), as_array(spec, "indices", indices, np.int64)
-    _shapes.output_dtype(spec, data.dtype, indices.dtype)
-    out_shape = _shapes.concrete(_shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims))
+    _dtypes.output_dtype(spec, data.dtype, indices.dtype)
+    out_shape = _dims.concrete(_shapes.gather_nd_shape(spec, data.shape, indices.shape, batch_dims))
     b, k = int(batch_dims), indices.shape[-1]
     indices, data = native_indices(indices), strings_as_objects(data)
     dims = data.shape[b : b + k]
@@ -65,17 +67,17 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
         check_bounds(spec, indices, dims, np.arange(b, b + k))
     if result is None:
         result = _buffers.empty(out_shape, data.dtype) if out is None else out
-    slice_size = _shapes.size(data.shape[b + k :])
+    slice_size = _dims.size(data.shape[b + k :])
     if result.size == 0:  # nothing to move, but bad indices are still errors
         check_bounds(spec, indices, dims, np.arange(b, b + k))
         return result
     dst = result.reshape(rows.shape[0], slice_size)
-    per_batch = rows.shape[0] // _shapes.size(data.shape[:b]) if b else 1
+    per_batch = rows.shape[0] // _dims.size(data.shape[:b]) if b else 1
     if not data.flags.c_contiguous:  # strided or broadcast data: index it where it lies, no full copy
         offsets = nd_offsets(spec, indices, dims, b, per_batch)
         dst[...] = data[np.unravel_index(offsets, data.shape[: b + k])].reshape(dst.shape)
         return result
-    src = data.reshape(_shapes.size(data.shape[: b + k]), slice_size)
+    src = data.reshape(_dims.size(data.shape[: b + k]), slice_size)
     if src.dtype.hasobject:  # take on objects holds the GIL: offsets first, one take
         np.take(src, nd_offsets(spec, indices, dims, b, per_batch), 0, dst, "wrap")
         return result

@@ -11,6 +11,8 @@ import contextlib
 import numpy as np
 
 from ..resources import buffers as _buffers
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, native_indices, same_memory
 from ..rules.versions import OpVersion, Reduction
@@ -65,10 +67,10 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
     data = as_array(spec, "data", data)
     indices = as_array(spec, "indices", indices, np.int64)
     updates = as_array(spec, "updates", updates, data.dtype)
-    _shapes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
+    _dtypes.output_dtype(spec, data.dtype, indices.dtype, updates.dtype)
     _shapes.scatter_nd_shape(spec, data.shape, indices.shape, updates.shape)
     reduction = Reduction.parse(spec, reduction)
-    _shapes.check_reduction_type(spec, reduction, data.dtype)
+    _dtypes.check_reduction_type(spec, reduction, data.dtype)
     k = indices.shape[-1]
     indices = native_indices(indices)
     dtype = result_dtype(data.dtype)
@@ -172,7 +174,7 @@ def _copy_and_write(
     compiled pass per range of slices (:func:`copy_and_scatter_rows`); False, with nothing
     written, where that loop does not apply (no numba, a dtype or layout NumPy must handle).
     """
-    n_slices = _shapes.size(dims)
+    n_slices = _dims.size(dims)
     if not (data.nbytes >= FUSED_BYTES and output.flags.c_contiguous and data.flags.c_contiguous):
         return False
     shape = (n_slices, data.size // n_slices)
@@ -192,15 +194,15 @@ def _write(
     if not output.flags.c_contiguous:  # a strided view (a cache slice): address it by coordinates
         values = updates.reshape((offsets.size, *slice_shape))
         if reduction is Reduction.NONE:
-            winners = last_of_duplicates(offsets, _shapes.size(dims))
+            winners = last_of_duplicates(offsets, _dims.size(dims))
             if winners is not None:
                 offsets, values = offsets[winners], values[winners]
             output[np.unravel_index(offsets, dims)] = values
         else:
             reduce_into(output, offsets, values, reduction, dims)
         return
-    n_slices = _shapes.size(dims)
-    if slice_shape and _shapes.size(slice_shape) != 1:
+    n_slices = _dims.size(dims)
+    if slice_shape and _dims.size(slice_shape) != 1:
         target = output.reshape((n_slices, *slice_shape))
         values = updates.reshape((offsets.size, *slice_shape))
     else:  # one element per update: the 1-D fast paths of put and ufunc.at

@@ -15,6 +15,8 @@ import numpy as np
 from ..errors import IndexOutOfBoundsError
 from ..resources import buffers as _buffers
 from ..resources import threads as _parallel
+from ..rules import dims as _dims
+from ..rules import dtypes as _dtypes
 from ..rules import shapes as _shapes
 from ..rules.validate import as_array, native_indices, same_memory
 from ..rules.versions import Mode, OpVersion
@@ -99,10 +101,10 @@ def run_tensor_scatter(
     update = as_array(spec, "update", update, past.dtype)
     absent = write_indices is None
     write = None if absent else as_array(spec, "write_indices", write_indices, np.int64)
-    _shapes.output_dtype(spec, past.dtype, None if write is None else write.dtype, update.dtype, names=NAMES)
-    _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _shapes.ABSENT if write is None else write.shape, axis)
+    _dtypes.output_dtype(spec, past.dtype, None if write is None else write.dtype, update.dtype, names=NAMES)
+    _shapes.tensor_scatter_shape(spec, past.shape, update.shape, _dims.ABSENT if write is None else write.shape, axis)
     mode = Mode.parse(spec, mode)
-    ax = _shapes.normalize_axis(spec, axis, past.ndim)
+    ax = _dims.normalize_axis(spec, axis, past.ndim)
     batch, capacity, length = past.shape[0], past.shape[ax], update.shape[ax]
     write = np.zeros(batch, dtype=np.int64) if write is None else native_indices(write).astype(np.int64, copy=False)
     dtype = result_dtype(past.dtype)
@@ -157,7 +159,7 @@ def _write_rows_compiled(
     ):
         return False
     start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
-    heads, inner = _shapes.size(output.shape[1:ax]), _shapes.size(output.shape[ax + 1 :])
+    heads, inner = _dims.size(output.shape[1:ax]), _dims.size(output.shape[ax + 1 :])
     target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
     source = bits(past) if past is not None else target
     write_rows = loops.write_rows

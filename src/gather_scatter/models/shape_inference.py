@@ -39,7 +39,7 @@ from ..errors import (
     UnsupportedOpError,
     node_label,
 )
-from ..rules.shapes import Shape, fmt_shape
+from ..rules.dims import Shape, fmt_shape
 from ..rules.versions import FAMILY, first_accepting, normalize_domain, resolve
 from . import _model_check
 from ._graph import all_nodes

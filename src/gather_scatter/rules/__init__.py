@@ -1,1 +1,1 @@
-"""The operators' rules as data and pure functions: versions, shapes and dtypes, quantized rules, input validation."""
+"""The operators' rules as data and pure functions: versions, dims, shapes, dtypes, quantized rules, validation."""

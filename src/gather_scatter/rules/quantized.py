@@ -3,7 +3,7 @@ and attributes, never of data.
 
 :func:`plan` serves shape inference (``infer_shape``, ``infer_model_shapes``) and the kernel's
 pre-flight check alike, so an error reads the same whether it is found statically or at run
-time. Dims follow :mod:`gather_scatter.rules.shapes` (an int, a symbol, or None; a shape of None is
+time. Dims follow :mod:`gather_scatter.rules.dims` (an int, a symbol, or None; a shape of None is
 an unknown rank); a rule raises only for what the known facts prove.
 
 The rules, from onnxruntime's schema (1.32) and its CPU kernel
@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import ArityError, DTypeError, InvalidAttributeError, ShapeError
-from .shapes import ABSENT, Shape, _int_attr, _known, as_dtype, as_shape, fmt_shape
+from .dims import ABSENT, Shape, _int_attr, _known, as_shape, fmt_shape
+from .dtypes import as_dtype
 from .versions import OpVersion, onnx_type_name
 
 __all__ = ["FP_TYPES", "INT4_TYPES", "T1_TYPES", "T2_TYPES", "Plan", "plan"]

@@ -1,129 +1,20 @@
-"""Pure shape and type rules: functions of shapes, dtypes and attributes, never of data.
+"""The operators' shape rules: functions of shapes and attributes, never of data.
 
 The same rule serves shape inference (``infer_shape``), the kernels' pre-flight check and the
 tests, so a shape error reads the same whether it is found statically or at run time.
 
-A dimension is an ``int`` (known), a ``str`` (a symbol, equal only to itself) or ``None``
-(unknown). A shape is a tuple of dimensions, or ``None`` when even the rank is unknown. A rule
-raises only for violations the known facts prove.
+Dims and shapes are those of :mod:`gather_scatter.rules.dims` (an int, a symbol, or None; a shape
+of None is an unknown rank). A rule raises only for violations the known facts prove. The dtype
+rules are in :mod:`gather_scatter.rules.dtypes`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from typing import Any, TypeGuard, cast
+from typing import Any
 
-import numpy as np
-
-from ..errors import DTypeError, InvalidAttributeError, OutputTooLargeError, ShapeError
-from ..resources import memory as _memory
-from .versions import OpVersion, Reduction, onnx_type_name
-
-Dim = int | str | None
-Shape = tuple[Dim, ...] | None
-
-
-def fmt_shape(shape: Shape) -> str:
-    """``(2, 'N', ?)`` style: symbols quoted, unknown dims as ``?``."""
-    if shape is None:
-        return "(unknown rank)"
-    parts = ["?" if d is None else repr(d) if isinstance(d, str) else str(d) for d in shape]
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-
-def concrete(shape: Shape) -> tuple[int, ...]:
-    """``shape`` as computed by a rule from the shapes of arrays: every dim known (the kernels' case)."""
-    return cast(tuple[int, ...], shape)
-
-
-def _known(d: Dim) -> TypeGuard[int]:
-    return isinstance(d, int)
-
-
-def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
-    """Validate a user-given shape: an ordered sequence (list, tuple, 1-d array) of dims,
-    each an int >= 0, a symbol, or None; or None for an unknown rank.
-
-    Raises
-    ------
-    ShapeError
-        ``shape`` is not such a sequence (a str, bytes, a number, a 0-d array, a set, a
-        mapping, an iterator), or one of its dims is invalid (``position`` names it).
-    """
-    if shape is None:
-        return None
-    if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
-        return shape  # an ndarray's shape: the kernels' every call
-    from collections.abc import Sequence as _Sequence
-
-    ordered = isinstance(shape, np.ndarray) and shape.ndim == 1
-    if not ordered and (isinstance(shape, (str, bytes, bytearray)) or not isinstance(shape, _Sequence)):
-        # "NT" is not the shape ('N', 'T'), nor 5 the shape (5,), nor {4, 3} the shape (3, 4)
-        # (a set's order is not the caller's): refuse rather than guess.
-        raise ShapeError(
-            f"{spec.name}: {input} shape must be a sequence of dims (or None for an unknown rank), got {shape!r}",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input=input,
-            value=shape,
-        )
-    given = tuple(shape)
-    dims: list[Dim] = []
-    for i, d in enumerate(given):
-        if d is None or isinstance(d, str):
-            dims.append(d)
-        elif hasattr(d, "__index__") and not isinstance(d, (bool, np.bool_)) and int(d) >= 0:
-            dims.append(int(d))
-        else:
-            raise ShapeError(
-                f"{spec.name}: {input} shape {given} has an invalid dimension {d!r} at {i} "
-                "(dimensions are ints >= 0, symbol names, or None)",
-                op=spec.op_type,
-                since_version=spec.since_version,
-                input=input,
-                position=(i,),
-                value=d,
-            )
-    return tuple(dims)
-
-
-def _need_rank(spec: OpVersion, input: str, shape: Shape, minimum: int = 1) -> None:
-    if shape is not None and len(shape) < minimum:
-        raise ShapeError(
-            f"{spec.name}: {input} must have rank >= {minimum}, got shape {fmt_shape(shape)}",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input=input,
-            value=len(shape),
-        )
-
-
-def _int_attr(spec: OpVersion, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidAttributeError(
-            f"{spec.name}: attribute {name} must be an int, got {value!r}",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input=name,
-            value=value,
-        )
-    return int(value)
-
-
-def normalize_axis(spec: OpVersion, axis: Any, rank: int) -> int:
-    """``axis`` in ``[-rank, rank-1]`` mapped to ``[0, rank-1]``; InvalidAttributeError otherwise."""
-    axis = _int_attr(spec, "axis", axis)
-    if not -rank <= axis < rank:
-        raise InvalidAttributeError(
-            f"{spec.name}: axis = {axis} is out of range for data of rank {rank} (valid range [{-rank}, {rank - 1}])",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input="axis",
-            value=axis,
-            valid_range=(-rank, rank - 1),
-        )
-    return axis % rank
+from ..errors import InvalidAttributeError, ShapeError
+from .dims import ABSENT, Dim, Shape, _int_attr, _known, _need_rank, as_shape, fmt_shape, normalize_axis
+from .versions import OpVersion
 
 
 def gather_shape(spec: OpVersion, data: Shape, indices: Shape, axis: Any = 0) -> Shape:
@@ -312,10 +203,6 @@ def scatter_elements_shape(spec: OpVersion, data: Shape, indices: Shape, updates
     return data
 
 
-ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
-"""An optional input that the node leaves out (TensorScatter's ``write_indices``)."""
-
-
 def tensor_scatter_shape(
     spec: OpVersion, past_cache: Shape, update: Shape, write_indices: Shape = ABSENT, axis: Any = -2
 ) -> Shape:
@@ -405,125 +292,3 @@ def _fill(dims: tuple, other: tuple) -> tuple:
     the rule has proved equal, so the output keeps the better fact. Symbols are kept.
     """
     return tuple(o if d is None else d for d, o in zip(dims, other, strict=False))
-
-
-def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
-    """``dtype`` as a NumPy dtype: a NumPy dtype or anything ``np.dtype`` reads (``'float32'``,
-    ``np.int64``, ``object`` for strings), an ONNX element type number
-    (``onnx.TensorProto.FLOAT == 1``) or its ``'tensor(float)'`` name; DTypeError otherwise.
-    """
-    if isinstance(dtype, np.dtype):
-        return dtype
-    facts = dict(op=spec.op_type, since_version=spec.since_version, input=input, value=dtype)
-    forms = (
-        "a NumPy dtype or its name ('float32'), an ONNX element type number (onnx.TensorProto.FLOAT) "
-        "or its type string ('tensor(float)')"
-    )
-    if isinstance(dtype, str) and dtype.startswith("tensor(") and dtype.endswith(")"):
-        from onnx import TensorProto
-
-        try:
-            dtype = TensorProto.DataType.Value(dtype[len("tensor(") : -1].upper())
-        except ValueError:
-            raise DTypeError(
-                f"{spec.name}: {input} dtype {dtype!r} names no ONNX element type (pass {forms})", **facts
-            ) from None
-    if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, (bool, np.bool_)):
-        from onnx import TensorProto, helper
-
-        try:
-            return np.dtype(helper.tensor_dtype_to_np_dtype(int(dtype)))
-        except (KeyError, ValueError, TypeError):
-            last = max(TensorProto.DataType.values())
-            raise DTypeError(
-                f"{spec.name}: {input} dtype {int(dtype)} is not an ONNX element type number (those "
-                f"of onnx.TensorProto run from 1, FLOAT, to {last}, "
-                f"{TensorProto.DataType.Name(last)})",
-                **facts,
-            ) from None
-    try:
-        return np.dtype(dtype)
-    except (TypeError, ValueError):
-        raise DTypeError(f"{spec.name}: {input} dtype {dtype!r} is not a dtype (pass {forms})", **facts) from None
-
-
-def output_dtype(
-    spec: OpVersion,
-    data: Any,
-    indices: Any,
-    updates: Any = None,
-    *,
-    names: tuple[str, ...] = ("data", "indices", "updates"),
-) -> Any:
-    """Check each known dtype against ``spec``; the output has ``data``'s dtype.
-
-    Dtypes are read by :func:`as_dtype`. ``updates`` must have data's element type. Unknown
-    dtypes (None) are skipped. ``names`` are the three inputs' names in messages
-    (TensorScatter: past_cache, write_indices, update).
-    """
-    data, indices, updates = (
-        None if d is None else as_dtype(spec, n, d) for n, d in zip(names, (data, indices, updates), strict=False)
-    )
-    for input, dtype in zip(names, (data, indices, updates), strict=False):
-        if dtype is not None:
-            spec.check_dtype(input, dtype)
-    if data is not None and updates is not None and onnx_type_name(data) != onnx_type_name(updates):
-        raise DTypeError(
-            f"{spec.name}: {names[2]} has type tensor({onnx_type_name(updates)}) but {names[0]} has "
-            f"tensor({onnx_type_name(data)}); they must match",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input=names[2],
-            value=onnx_type_name(updates),
-        )
-    return data
-
-
-def check_reduction_type(spec: OpVersion, reduction: Reduction, dtype) -> None:
-    """DTypeError for reductions the spec's loop cannot apply to ``dtype``."""
-    kind = onnx_type_name(dtype)
-    if (kind == "string" and reduction is Reduction.MUL) or (
-        kind in ("complex64", "complex128") and reduction in (Reduction.MAX, Reduction.MIN)
-    ):
-        why = "strings cannot be multiplied" if kind == "string" else "complex numbers have no order"
-        raise DTypeError(
-            f"{spec.name}: reduction {reduction.value!r} is not defined for tensor({kind}) ({why})",
-            op=spec.op_type,
-            since_version=spec.since_version,
-            input="data",
-            value=kind,
-        )
-
-
-def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int | None = None) -> None:
-    """OutputTooLargeError unless an array of ``shape`` and ``dtype`` fits in ``limit`` bytes.
-
-    Always refused: more bytes than int64 offsets address (no such array can exist). ``limit``
-    None means the run-time memory limit (``gather_scatter.set_memory_limit``). Shapes with an
-    unknown dim pass; an unknown dtype counts one byte per element. Python ints, so the product
-    of huge dims cannot overflow here.
-    """
-    if shape is None or not all(_known(d) for d in shape):
-        return
-    nbytes = size(cast(tuple[int, ...], shape)) * (np.dtype(dtype).itemsize if dtype is not None else 1)
-    bound: int | None
-    if nbytes > _memory.INT64_MAX:
-        bound, why = _memory.INT64_MAX, "the most that int64 byte offsets can address"
-    elif (bound := limit if limit is not None else _memory.exceeded(nbytes)) is not None and nbytes > bound:
-        why = "see gather_scatter.set_memory_limit"
-    else:
-        return
-    shown = f" and dtype {np.dtype(dtype)}" if dtype is not None else ""
-    raise OutputTooLargeError(
-        f"{spec.name}: output of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
-        f"more than {'the memory limit of ' if bound != _memory.INT64_MAX else ''}{bound} bytes ({why})",
-        op=spec.op_type,
-        since_version=spec.since_version,
-        input="output",
-        value=nbytes,
-        valid_range=(0, bound),
-    )
-
-
-def size(shape: Sequence[int]) -> int:
-    return math.prod(shape)
