@@ -158,7 +158,7 @@ def _write_node(check: runner.CheckCase, stem: str) -> dict[str, str]:
     """Write the node as the model ran it (before shrinking), beside its finding."""
     with open(stem + ".onnx", "wb") as f:
         f.write(runner.model_bytes(check))
-    np.savez(stem + ".npz", **{name: report._storable(a) for name, a in check.feeds().items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
+    report.write_inputs(stem + ".npz", check.feeds())
     return {"node_model": stem + ".onnx", "node_inputs": stem + ".npz"}
 
 
@@ -414,7 +414,7 @@ def _check_whole(
     if kind in runner.FINDING_KINDS:
         os.makedirs(out_dir, exist_ok=True)
         inputs = os.path.join(out_dir, "model-inputs.npz")
-        np.savez(inputs, **{name: report._storable(np.asarray(a)) for name, a in feeds.items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
+        report.write_inputs(inputs, {name: np.asarray(a) for name, a in feeds.items()})
         path = os.path.abspath(model_path)
         row.update(model=path, inputs=inputs, repro=f'python -c "{engines.repro_code(worker.engine, path, inputs)}"')
         result["findings"].append(row)

@@ -1,7 +1,8 @@
 """What ``gather-scatter check`` writes: the findings' files, a table on stdout, and the JSON report.
 
-Each finding is written as ``finding-NNNN.onnx`` + ``.npz`` (inputs by name) with a one-line
-reproduction.
+Each finding is written as ``finding-NNNN.onnx`` + ``.npz`` (inputs by name, in the one codec of
+``gather_scatter.models``: ``gather-scatter run finding-NNNN.onnx --inputs finding-NNNN.npz`` runs
+it) with a one-line reproduction.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 import numpy as np
 
+from .. import models
 from .engines import repro_code
-from .runner import FINDING_KINDS, Finding, is_ml_dtype, model_bytes
+from .runner import FINDING_KINDS, Finding, model_bytes
 
 
 class Interrupted(KeyboardInterrupt):
@@ -29,10 +31,12 @@ class Interrupted(KeyboardInterrupt):
 def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
     """Load a finding's inputs by name, in the types the model declares.
 
-    NumPy's ``.npz`` cannot hold ml_dtypes' bfloat16, float8 and 4-bit types, so they are
-    stored as their bits; strings are stored as NumPy unicode (``U``) arrays, read back as the
-    object arrays of str that engines take. The archive is read without pickle, unless it holds
-    an object array (a string array ``U`` cannot hold exactly: one with a trailing NUL).
+    The one codec's reader (``gather_scatter.models.load_npz``): each array tagged with its ONNX
+    type is read as that type (ml_dtypes' bfloat16, float8 and 4-bit types, stored as raw void;
+    strings, stored as NumPy unicode, as the object arrays of str that engines take). Files of
+    older versions carry no tags: their bits (``u2``, ``u1``) and unicode arrays are read as the
+    model's declared types. The archive is read without pickle, unless it holds an object array
+    (a string ending in NUL, which no NumPy string array holds).
 
     Parameters
     ----------
@@ -46,53 +50,25 @@ def load_inputs(model_path: str, inputs_path: str) -> dict[str, np.ndarray]:
     dict of str to ndarray
     """
     import onnx
-    from onnx import helper
-
-    declared = {
-        i.name: np.dtype(helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
-        for i in onnx.load(model_path).graph.input
-    }
-
-    def restore(name: str, a: np.ndarray) -> np.ndarray:
-        want = declared.get(name)
-        if want is None or a.dtype == want:
-            return a
-        if is_ml_dtype(want):
-            return a.view(want)
-        return a.astype(object) if want.kind == "O" and a.dtype.kind in "US" else a
 
     try:
-        with np.load(inputs_path, allow_pickle=False) as archive:
-            return {name: restore(name, a) for name, a in archive.items()}
-    except ValueError:  # an object array: written with pickle by this package
-        with np.load(inputs_path, allow_pickle=True) as archive:
-            return {name: restore(name, a) for name, a in archive.items()}
+        arrays = models.load_npz(inputs_path)
+    except ValueError as exc:  # an object array: pickled by write_inputs
+        if "allow_pickle" not in str(exc):
+            raise
+        arrays = models.load_npz(inputs_path, allow_pickle=True)
+    return models.typed_inputs(onnx.load(model_path).graph, arrays)
 
 
-def as_unicode(array: np.ndarray) -> np.ndarray | None:
-    """Return the string array ``array`` as a NumPy unicode array (saved without pickle), or None.
+def write_inputs(path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write a finding's inputs to the .npz file ``path`` with the one codec (``gather_scatter.models.save_npz``).
 
-    None where ``U`` cannot hold it exactly: it drops trailing NULs, and undecodable bytes have
-    no text to store.
+    ml_dtypes' types as raw void and strings as NumPy unicode, each tagged with its ONNX type, so
+    that ``gather-scatter run MODEL --inputs path`` and ``np.load(path, allow_pickle=False)`` read
+    it; a string ending in NUL, which no NumPy string array holds, is pickled (``np.load`` then
+    needs ``allow_pickle=True``; :func:`load_inputs` reads it).
     """
-    try:
-        items = [v.decode() if isinstance(v, bytes) else v for v in array.reshape(-1).tolist()]
-    except UnicodeDecodeError:
-        return None
-    if not all(isinstance(v, str) for v in items):
-        return None
-    stored = np.array(items, dtype=str).reshape(array.shape)
-    return stored if stored.reshape(-1).tolist() == items else None
-
-
-def _storable(array: np.ndarray) -> np.ndarray:
-    """``array`` as a finding's ``.npz`` holds it: ml_dtypes as bits, strings as ``U`` where exact."""
-    if is_ml_dtype(array.dtype):
-        return array.view(f"u{array.itemsize}")
-    if array.dtype.kind == "O":
-        unicode = as_unicode(array)
-        return array if unicode is None else unicode
-    return array
+    models.save_npz(path, arrays, what="input", allow_pickle=True)
 
 
 def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> None:
@@ -105,7 +81,7 @@ def write_finding(finding: Finding, number: int, out_dir: str, engine: str) -> N
     model, inputs = stem + ".onnx", stem + ".npz"
     with open(model, "wb") as f:
         f.write(model_bytes(finding.check))
-    np.savez(inputs, **{name: _storable(a) for name, a in finding.check.feeds().items()})  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
+    write_inputs(inputs, finding.check.feeds())
     finding.files = {"model": model, "inputs": inputs, "repro": f'python -c "{repro_code(engine, model, inputs)}"'}
 
 

@@ -8,9 +8,12 @@ the defect shows, 0 where it does not, :data:`COULD_NOT_RUN` (125) and ``COULD N
 where the script itself could not run the model (numpy, onnx or the engine not installed, a
 plugin not registered, the archive missing). It imports numpy, onnx and the engine only, never
 gather_scatter. Arrays of up to :data:`LITERAL_LIMIT` elements are literals in the script;
-larger ones are in an ``.npz`` archive beside it, loaded without pickle: strings are stored as
-NumPy unicode (``U``) arrays and turned back into object arrays on load (a string array that
-``U`` cannot hold exactly, one with a trailing NUL, stays a literal).
+larger ones are in an ``.npz`` archive beside it, written by the one codec
+(``gather_scatter.models.save_npz``: ml_dtypes' types as raw void, strings as NumPy unicode, each
+tagged with its ONNX type) and loaded without pickle; each array's line decodes it with the
+codec's own source (``gather_scatter.models.decode_source``: ``.view(ml_dtypes.bfloat16)``,
+``.astype(object)``), so that the script and the codec's reader cannot drift. A string array
+that ``U`` cannot hold exactly (one with a trailing NUL) stays a literal.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import numpy as np
 from onnx import TensorProto
 
 from ..errors import GatherScatterError
+from ..models import decode_source, onnx_type_of, storable
 from . import engines, runner
-from .report import as_unicode
 
 __all__ = ["COULD_NOT_RUN", "EXIT_STATUSES", "LITERAL_LIMIT", "attr_source", "build", "op_name"]
 
@@ -103,29 +106,23 @@ def _literal(array: np.ndarray) -> str:
     return text + f".reshape({tuple(array.shape)!r})" if 0 in array.shape else text
 
 
-def _storable(array: np.ndarray) -> np.ndarray | None:
-    """``array`` as the archive stores it: ml_dtypes as their bits, strings as ``U``; None where it cannot."""
-    if runner.is_ml_dtype(array.dtype):
-        return array.view(f"u{array.dtype.itemsize}")
-    if array.dtype.kind in "OUS":
-        return as_unicode(array)
-    return array
+def _storable(name: str, array: np.ndarray) -> np.ndarray | None:
+    """``array`` as the codec stores it (``gather_scatter.models.storable``); None where it cannot."""
+    try:
+        return storable(name, array, what="array")
+    except ValueError:  # a string ending in NUL: no NumPy string array holds it
+        return None
 
 
 def _array_source(name: str, array: np.ndarray, stored: dict[str, np.ndarray], archive: str) -> str:
     """``NAME = <array>``: a literal, or (over :data:`LITERAL_LIMIT` elements) from the archive."""
     array = np.asarray(array)
-    storable = _storable(array) if array.size > LITERAL_LIMIT else None
-    if storable is None:
+    encoded = _storable(name, array) if array.size > LITERAL_LIMIT else None
+    if encoded is None:
         return f"{name} = {_literal(array)}"
-    stored[name] = storable
-    if runner.is_ml_dtype(array.dtype):
-        view = f".view({_dtype_expr(array.dtype)})"
-    elif array.dtype.kind in "OUS":
-        view = ".astype(object)"  # stored as NumPy unicode: no pickle
-    else:
-        view = ""
-    return f"{name} = ARRAYS[{name!r}]{view}  # {array.dtype} {list(array.shape)}, from {archive}"
+    stored[name] = encoded
+    decoded = decode_source(f"ARRAYS[{name!r}]", onnx_type_of(array.dtype))  # the codec's reader, as source
+    return f"{name} = {decoded}  # {array.dtype} {list(array.shape)}, from {archive}"
 
 
 def _elem_name(array: np.ndarray) -> str:
@@ -341,7 +338,8 @@ def build(
     Returns
     -------
     tuple of (str, dict of str to ndarray)
-        The script, and the arrays for ``archive`` (empty: no archive needed).
+        The script, and the arrays for ``archive`` (empty: no archive needed), as they are (not
+        encoded): ``gather_scatter.models.save_npz`` writes them.
     """
     check = finding.check
     spec = check.spec
@@ -352,6 +350,8 @@ def build(
     if also is not None and isinstance(expected, np.ndarray) and runner.same(also, expected) is None:
         also = None
     block = _check_block(finding, expected, also, tries, timeout, tolerance, stored, archive)
+    arrays = {**dict(zip(check.names, check.case.inputs, strict=False)), "EXPECTED": expected, "ALSO_RIGHT": also}
+    stored = {name: np.asarray(arrays[name]) for name in stored}  # as they are: the codec's writer encodes them
     run_source, requires = _engine_source(engine, threads)
     attrs = "".join(f", {k}={attr_source(v)}" for k, v in check.case.attrs.items())
     domain = f", domain={spec.domain!r}" if spec.domain else ""
@@ -421,7 +421,7 @@ def build(
     if stored:
         head += [
             "HERE = os.path.dirname(os.path.abspath(__file__))",
-            f"ARRAYS = np.load(os.path.join(HERE, {archive!r}))  # no pickle: strings are stored as unicode",
+            f"ARRAYS = np.load(os.path.join(HERE, {archive!r}))  # no pickle: strings as unicode, ml_dtypes as void",
             "",
         ]
     body = [

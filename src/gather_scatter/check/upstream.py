@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import GatherScatterError
+from ..models import save_npz
 from . import repro_script, runner
 from .issue_class import IssueClass, classes, spec_quote, title, topic
 from .repro_script import LITERAL_LIMIT, attr_source, op_name
@@ -246,7 +247,7 @@ def _write_class(
     with open(os.path.join(folder, script_name), "w") as f:
         f.write(script)
     if stored:
-        np.savez(os.path.join(folder, archive), **stored)  # type: ignore[arg-type]  # numpy stubs: **arrays might fill allow_pickle
+        save_npz(os.path.join(folder, archive), stored, what="array")  # the one codec (repro_script decodes it)
     output = _run_script(os.path.join(folder, script_name), timeout * (tries + 2) + 60) if run_scripts else "(not run)"
     text = issue_text(group, engine, version, threads, script, script_name, archive if stored else None, output)
     with open(os.path.join(folder, stem + ".md"), "w") as f:

@@ -8,7 +8,6 @@ import argparse
 import math
 import os
 import sys
-import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -79,14 +78,9 @@ def _load_array(name: str, path: str) -> np.ndarray:
 
 
 def _save_arrays(path: str, arrays: dict[str, Any]) -> None:
-    # What np.savez(path, **arrays) writes, without its own parameters taking outputs by name
-    # (an output named 'file' was a TypeError, one named 'allow_pickle' was dropped), and
-    # without pickles: np.load reads it with allow_pickle=False, and run --inputs reads it back.
-    stored = {name: models.storable(name, value) for name, value in arrays.items()}  # every one before writing
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, value in stored.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, value, allow_pickle=False)
+    # The one codec's writer: no pickles (np.load reads it with allow_pickle=False), each
+    # ml_dtypes or string array tagged with its ONNX type, which run --inputs reads back.
+    models.save_npz(path, arrays)
 
 
 def _load_model(path: str | os.PathLike, *, external_data: bool = True):

@@ -167,9 +167,10 @@ def _add_run(subparsers: Any) -> None:
     parser.add_argument(
         "--inputs",
         metavar="FILE.npz",
-        help="model inputs from an .npz file, by name (an --output file of an earlier run is one); a raw void "
-        "array (|V2, |V1, as NumPy stores bfloat16, float8, int4 ...) of the declared type's width is read as "
-        "that type",
+        help="model inputs from an .npz file, by name (an --output file of an earlier run, or a finding's .npz "
+        "of gather-scatter check, is one); an array tagged with its ONNX type (as --output writes them) is read "
+        "as that type, and an untagged raw void array (|V2, |V1, as NumPy stores bfloat16, float8, int4 ...) or "
+        "unsigned bits (uint16, uint8) of the declared type's width as that type",
     )
     parser.add_argument(
         "--output",
@@ -177,8 +178,9 @@ def _add_run(subparsers: Any) -> None:
         help="also save the outputs, by name, to an .npz file that np.load(OUT.npz, allow_pickle=False) reads and "
         "--inputs reads back: strings as NumPy unicode arrays; ml_dtypes' types (bfloat16, float8*, int4, uint4, "
         "float4) as NumPy itself stores them, raw void of their width (|V2, |V1), which np.load cannot type: "
-        "arr.view(ml_dtypes.bfloat16) restores one (the dtype column run prints names it), and --inputs reads it "
-        "as the declared type; a sequence, map or empty optional output cannot be saved",
+        "arr.view(ml_dtypes.bfloat16) restores one (the dtype column run prints names it; the archive member's "
+        "comment, onnx:bfloat16, names it too), and --inputs reads it as that type; a sequence, map or empty "
+        "optional output cannot be saved",
     )
     parser.add_argument(
         "--repeat",

@@ -1,12 +1,33 @@
-"""Arrays in .npy/.npz files as the command line reads and writes them.
+"""The one codec of arrays in .npy/.npz files: the command line's, the checker's findings' and repro scripts'.
 
-NumPy has no dtype of its own for ml_dtypes' types (bfloat16, float8, int4, uint4, ...):
-``np.save`` writes most of them as raw void of their width (``|V2``, ``|V1``), which ``np.load``
-gives back as void, and float8_e5m2 as ``'<f1'``, which ``np.load`` refuses. Inputs are read
-as they are (void for both) and typed by the model's declared type (:func:`typed_inputs`);
-outputs are written so that ``np.load(path, allow_pickle=False)`` reads them and ``run --inputs``
-reads them back (:func:`storable`): strings as NumPy unicode (or bytes) arrays, ml_dtypes'
-types as raw void of their width.
+NumPy has no dtype of its own for ml_dtypes' types (bfloat16, float8*, float4, float6, int4,
+uint4, int2, uint2): ``np.save`` writes most of them as raw void of their width (``|V2``,
+``|V1``), which ``np.load`` gives back as void, and float8_e5m2 as ``'<f1'``, which ``np.load``
+refuses; and it writes a string tensor (an object array) as a pickle. The encoding, one for every
+writer (:func:`save_npz`: ``run --output``, a finding's ``finding-NNNN.npz``, a repro script's
+archive) and every reader (:func:`read_npz`, :func:`load_npz`; a repro script's own lines,
+:func:`decode_source`):
+
+- an ml_dtypes type is stored as raw void of its width (``|V2``, ``|V1``), its bytes unchanged;
+- a string tensor as a NumPy unicode array (``U``; an object array of bytes as ``S``), which
+  cannot hold a string ending in NUL (refused, see :func:`storable`; a finding's inputs pickle
+  that one array instead, :func:`save_npz`'s ``allow_pickle``);
+- any other type (float, int, bool, complex, float16) as NumPy stores it;
+- the exact ONNX type of each array whose NumPy dtype does not say it (the ml_dtypes types, which
+  share ``|V1``, and strings) is the comment of its zip member, ``onnx:<type>``, with ``<type>``
+  ONNX's name in lower case (``onnx:bfloat16``, ``onnx:float8e5m2``, ``onnx:int4``,
+  ``onnx:string``); :data:`TAG_PREFIX`.
+
+So ``np.load(path, allow_pickle=False)`` reads every such file, with exactly the arrays written,
+by name (a comment is no entry: ``dict(np.load(path))`` fed to an engine has no extra input, as a
+side entry would make); ``arr.view(ml_dtypes.bfloat16)`` restores one of void, and
+``np.load(path).zip.getinfo("x.npy").comment`` names its type. :func:`read_npz` gives each tagged
+array back as its ONNX type (strings as the object arrays of str, or bytes, that engines take).
+
+Files written before this codec, or by ``np.savez``, carry no tags: raw void, and the unsigned
+bits (``u1``, ``u2``) that the checker's findings held, are read as the model's declared type by
+:func:`typed_inputs` where its width is the declared ml_dtypes type's; a unicode array as a string
+input. A .npy file (:func:`load`) has no tag either.
 """
 
 from __future__ import annotations
@@ -16,15 +37,103 @@ import math
 import os
 import re
 import struct
+import time
+import zipfile
+from collections.abc import Mapping
+from functools import cache
 from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["load", "not_numpy", "read_npz", "storable", "typed_inputs"]
+__all__ = [
+    "TAG_PREFIX",
+    "decode_source",
+    "load",
+    "load_npz",
+    "not_numpy",
+    "onnx_type_of",
+    "read_npz",
+    "save_npz",
+    "storable",
+    "typed_inputs",
+]
+
+TAG_PREFIX = "onnx:"
+"""A zip member's comment ``onnx:<type>`` names the ONNX type of the array it holds."""
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive's first entry, or an empty archive
 _SIZED = re.compile(r"[<>|=]?[a-zA-Z](\d+)")  # a descr NumPy cannot read, as ml_dtypes' '<f1'
+
+
+@cache
+def _ml_types() -> dict[str, np.dtype]:
+    """ONNX's name (lower case) of each ml_dtypes type onnx maps a tensor type to, and its dtype."""
+    from onnx import TensorProto, helper
+
+    types = {}
+    for name, number in TensorProto.DataType.items():
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(number))
+        except (KeyError, TypeError, ValueError):
+            continue  # UNDEFINED
+        if _ml_dtype(dtype):
+            types[name.lower()] = dtype
+    return types
+
+
+def _ml_dtype(dtype: np.dtype) -> bool:
+    return dtype.type.__module__.startswith("ml_dtypes")
+
+
+def onnx_type_of(dtype: np.dtype) -> str | None:
+    """The tag of an array of ``dtype``: ONNX's type name for ml_dtypes' types and strings, else None.
+
+    None: NumPy's dtype says the type itself (float, int, bool, complex, float16).
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind in "OUS":
+        return "string"
+    if _ml_dtype(dtype):
+        return next((name for name, known in _ml_types().items() if known == dtype), None)  # one onnx lacks: void
+    return None
+
+
+def _decoder(onnx_type: str) -> tuple[str, Any, str]:
+    """How an array tagged ``onnx_type`` is decoded: (method, its argument, the argument's source).
+
+    The one table of :func:`read_npz` (which calls the method) and :func:`decode_source` (which
+    writes the call), so that a repro script decodes as the reader does.
+    """
+    if onnx_type == "string":
+        return "astype", object, "object"
+    dtype = _ml_types().get(onnx_type)
+    if dtype is None:
+        raise ValueError(f"unknown ONNX type {onnx_type!r} in its tag {TAG_PREFIX}{onnx_type}")
+    return "view", dtype, f"ml_dtypes.{dtype.name}"
+
+
+def decode_source(expression: str, onnx_type: str | None) -> str:
+    """Python source decoding ``expression`` (an array as :func:`save_npz` stores it) into its ONNX type.
+
+    ``ARRAYS['x'].view(ml_dtypes.bfloat16)``, ``ARRAYS['s'].astype(object)``; ``expression`` itself
+    for an untagged type (``onnx_type`` None). It needs ``ml_dtypes`` imported for an ml_dtypes type.
+    """
+    if onnx_type is None:
+        return expression
+    method, _, argument = _decoder(onnx_type)
+    return f"{expression}.{method}({argument})"
+
+
+def _decoded(name: str, array: np.ndarray, onnx_type: str) -> np.ndarray:
+    method, argument, _ = _decoder(onnx_type)
+    if onnx_type == "string":
+        if array.dtype.kind not in "OUS":
+            raise ValueError(f"array {name!r} is tagged {TAG_PREFIX}string but holds {array.dtype}")
+    elif array.dtype.kind != "V" or array.dtype.names is not None or array.dtype.itemsize != argument.itemsize:
+        width = argument.itemsize
+        raise ValueError(f"array {name!r} is tagged {TAG_PREFIX}{onnx_type} but holds {array.dtype}, not |V{width}")
+    return getattr(array, method)(argument)
 
 
 def not_numpy(path: str | os.PathLike) -> str | None:
@@ -77,30 +186,45 @@ def load(path: str | os.PathLike) -> Any:
 
 
 def read_npz(archive: Any) -> dict[str, np.ndarray]:
-    """Every array of an open ``NpzFile``, by name; one of a descr NumPy cannot read as raw void."""
+    """Every array of an open ``NpzFile``, by name, each tagged one as its ONNX type.
+
+    One of a descr NumPy cannot read (``'<f1'``, as ``np.savez`` writes float8_e5m2) is raw
+    void; an untagged one is as stored (see :func:`typed_inputs`). A tag of an unknown type, or
+    one the array does not fit, is a ValueError naming the array.
+    """
     arrays = {}
+    names = set(archive.zip.namelist())
     for name in archive.files:
+        member = name if name in names else f"{name}.npy"
         try:
-            arrays[name] = archive[name]
+            array = archive[name]
         except ValueError as exc:
             if not _unknown_descr(exc):
                 raise
-            member = name if name in archive.zip.namelist() else f"{name}.npy"
             with archive.zip.open(member) as f:
-                arrays[name] = _read_raw(f)
+                array = _read_raw(f)
+        comment = archive.zip.getinfo(member).comment.decode("utf8", "replace")
+        arrays[name] = _decoded(name, array, comment[len(TAG_PREFIX) :]) if comment.startswith(TAG_PREFIX) else array
     return arrays
 
 
-def _ml_dtype(dtype: np.dtype) -> bool:
-    return dtype.type.__module__.startswith("ml_dtypes")
+def load_npz(path: str | os.PathLike, *, allow_pickle: bool = False) -> dict[str, np.ndarray]:
+    """Every array of the .npz file ``path``, by name, as :func:`read_npz` gives them."""
+    archive = np.load(path, allow_pickle=allow_pickle)
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # np.load reads one .npy array too
+        raise ValueError(f"{os.fspath(path)!r} is a .npy file, not an .npz archive of arrays by name")
+    with archive:
+        return read_npz(archive)
 
 
 def typed_inputs(graph: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Return ``inputs`` with each raw void array (``|V2``, ``|V1``) read as its input's declared type.
+    """Return ``inputs`` with each untagged array read as its input's declared type, where it is that type's bits.
 
-    Only where that type is one of ml_dtypes' (bfloat16, float8, int4, ...) and its item size the
-    array's: the array is then that type's bytes, as NumPy stores them. Any other array is left
-    to the feed checks, which name a mismatch.
+    Raw void (``|V2``, ``|V1``: what ``np.save`` writes) or unsigned bits (``u2``, ``u1``: what
+    the checker's findings held before the one codec) of the width of an ml_dtypes type that the
+    input declares (bfloat16, float8, int4, ...) is that type's bytes; a NumPy string array (``U``,
+    ``S``) for a string input is the object array engines take. Any other array is left to the
+    feed checks, which name a mismatch.
     """
     import onnx
 
@@ -108,7 +232,7 @@ def typed_inputs(graph: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
     typed = dict(inputs)
     for name, value in inputs.items():
         t = declared.get(name)
-        if t is None or not isinstance(value, np.ndarray) or value.dtype.kind != "V" or value.dtype.names is not None:
+        if t is None or not isinstance(value, np.ndarray) or value.dtype.names is not None:
             continue
         if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type:
             continue
@@ -116,26 +240,29 @@ def typed_inputs(graph: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
             want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
         except (KeyError, TypeError, ValueError):
             continue  # the feed checks name the element type
-        if _ml_dtype(want) and want.itemsize == value.dtype.itemsize:
+        bits = value.dtype.kind in "Vu"
+        if _ml_dtype(want) and bits and want.itemsize == value.dtype.itemsize:
             typed[name] = value.view(want)
+        elif want.kind == "O" and value.dtype.kind in "US":
+            typed[name] = value.astype(object)
     return typed
 
 
-def storable(name: str, value: Any) -> np.ndarray:
-    """Return one output as an array that ``np.load(..., allow_pickle=False)`` reads back.
+def storable(name: str, value: Any, *, what: str = "output") -> np.ndarray:
+    """Return one array as :func:`save_npz` stores it, an array ``np.load(..., allow_pickle=False)`` reads back.
 
     A string tensor (an object array of str, or of bytes) becomes a NumPy unicode (or bytes)
     array; an ml_dtypes type raw void of its width (``|V2``, ``|V1``: what ``np.save`` writes for
     most of them, and what it cannot read back for float8_e5m2's ``'<f1'``). A sequence, map,
     empty optional or a string a NumPy string array cannot hold exactly (one ending in NUL) is
-    a ValueError naming the output.
+    a ValueError naming the ``what`` (output, input) ``name``.
     """
     if isinstance(value, (list, tuple)):  # np.asarray would stack it, or fail on a ragged one
-        raise ValueError(f"output {name!r} is a sequence of {len(value)} tensors, and an .npz file holds tensors only")
+        raise ValueError(f"{what} {name!r} is a sequence of {len(value)} tensors, and an .npz file holds tensors only")
     if value is None:
-        raise ValueError(f"output {name!r} is an empty optional (None), and an .npz file holds tensors only")
+        raise ValueError(f"{what} {name!r} is an empty optional (None), and an .npz file holds tensors only")
     if isinstance(value, dict):
-        raise ValueError(f"output {name!r} is a map, and an .npz file holds tensors only")
+        raise ValueError(f"{what} {name!r} is a map, and an .npz file holds tensors only")
     array = np.asarray(value)
     if _ml_dtype(array.dtype):
         return array.view(f"V{array.dtype.itemsize}")
@@ -149,8 +276,42 @@ def storable(name: str, value: Any) -> np.ndarray:
         fixed, nul = array.astype(np.bytes_), b"\x00"
     else:
         shown = ", ".join(sorted(k.__name__ for k in kinds))
-        raise ValueError(f"output {name!r} is an object array of {shown}, which only a pickle could store")
+        raise ValueError(f"{what} {name!r} is an object array of {shown}, which only a pickle could store")
     # NumPy's fixed-width strings drop trailing NULs: refuse what would not read back as it was.
     if any(item.endswith(nul) for item in array.flat):
-        raise ValueError(f"output {name!r} has a string ending in NUL, which a NumPy string array cannot hold")
+        raise ValueError(f"{what} {name!r} has a string ending in NUL, which a NumPy string array cannot hold")
     return fixed
+
+
+def save_npz(
+    path: str | os.PathLike, arrays: Mapping[str, Any], *, what: str = "output", allow_pickle: bool = False
+) -> None:
+    """Write ``arrays`` by name to the .npz file ``path`` (exactly that path), in the one encoding.
+
+    Each array as :func:`storable` stores it, with its ONNX type as its member's comment where
+    NumPy's dtype does not say it. What ``np.savez(path, **arrays)`` writes otherwise, without its
+    own parameters taking arrays by name (an array named 'file' was a TypeError, one named
+    'allow_pickle' was dropped). Every array is encoded before the file is opened: one that
+    cannot be is a ValueError naming it, and nothing is written; with ``allow_pickle`` an object
+    array :func:`storable` refuses (a string ending in NUL) is pickled instead, a file that
+    ``np.load`` then reads with ``allow_pickle=True`` only.
+    """
+    stored = {}
+    for name, value in arrays.items():
+        try:
+            array = storable(name, value, what=what)
+        except ValueError:
+            if not (allow_pickle and isinstance(value, np.ndarray) and value.dtype.kind == "O"):
+                raise
+            array = value
+        tag = onnx_type_of(np.asarray(value).dtype)
+        stored[name] = (array, tag)
+    now = time.localtime()[:6]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, (array, tag) in stored.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=now)
+            info.compress_type = zipfile.ZIP_STORED
+            if tag is not None:
+                info.comment = (TAG_PREFIX + tag).encode()
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=allow_pickle)
