@@ -233,19 +233,22 @@ def test_a_repro_scripts_archive_is_written_by_the_codec(tmp_path, type_name):
 
 
 def test_old_files_are_read_as_the_declared_types(tmp_path, capsys):
-    # Findings written before the codec held ml_dtypes as unsigned bits (u2, u1) and strings as
-    # unicode; NumPy's np.savez writes raw void (and float8_e5m2 as '<f1'). No tags: the model's
-    # declared types say what they are.
+    # Files without tags: NumPy's np.savez writes ml_dtypes as raw void (and float8_e5m2 as
+    # '<f1'), strings as unicode; the model's declared types say what they are.
     check = _case("bfloat16")
     data, indices = check.case.inputs
     finding = runner.Finding("wrong_output", check, "as found")
     report.write_finding(finding, 1, str(tmp_path), "onnx-reference")
     model = finding.files["model"]
-    for old in (data.view(np.uint16), data):  # the old report's bits; np.savez's raw void
-        np.savez(tmp_path / "old.npz", x0=old, x1=indices)
-        assert main(["run", model, "--inputs", str(tmp_path / "old.npz"), "--output", str(tmp_path / "o.npz")]) == 0
-        _same(load_npz(tmp_path / "o.npz")["y"], runner.expected(check), str(old.dtype))
-        _same(report.load_inputs(model, str(tmp_path / "old.npz"))["x0"], data, str(old.dtype))
+    np.savez(tmp_path / "old.npz", x0=data, x1=indices)  # np.savez's raw void, untagged
+    assert main(["run", model, "--inputs", str(tmp_path / "old.npz"), "--output", str(tmp_path / "o.npz")]) == 0
+    _same(load_npz(tmp_path / "o.npz")["y"], runner.expected(check), "V")
+    _same(report.load_inputs(model, str(tmp_path / "old.npz"))["x0"], data, "V")
+    # unsigned integers are never read as another type's bits: a uint16 array for a bfloat16
+    # input is the user's mistake, refused with both dtypes named
+    np.savez(tmp_path / "old.npz", x0=data.view(np.uint16), x1=indices)
+    assert main(["run", model, "--inputs", str(tmp_path / "old.npz")]) == 2
+    assert "has NumPy dtype uint16, but the model declares tensor(bfloat16)" in capsys.readouterr().err
     strings = _case("string")
     finding = runner.Finding("wrong_output", strings, "as found")
     report.write_finding(finding, 2, str(tmp_path), "onnx-reference")

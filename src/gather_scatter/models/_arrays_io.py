@@ -220,9 +220,9 @@ def load_npz(path: str | os.PathLike, *, allow_pickle: bool = False) -> dict[str
 def typed_inputs(graph: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Return ``inputs`` with each untagged array read as its input's declared type, where it is that type's bits.
 
-    Raw void (``|V2``, ``|V1``: what ``np.save`` writes) or unsigned bits (``u2``, ``u1``: what
-    the checker's findings held before the one codec) of the width of an ml_dtypes type that the
-    input declares (bfloat16, float8, int4, ...) is that type's bytes; a NumPy string array (``U``,
+    Raw void (``|V2``, ``|V1``: what ``np.save`` writes) of the width of an ml_dtypes type that
+    the input declares (bfloat16, float8, int4, ...) is that type's bytes (never unsigned
+    integers: a ``uint16`` array given for a bfloat16 input is refused by the feed checks); a NumPy string array (``U``,
     ``S``) for a string input is the object array engines take. Any other array is left to the
     feed checks, which name a mismatch.
     """
@@ -240,7 +240,7 @@ def typed_inputs(graph: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
             want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
         except (KeyError, TypeError, ValueError):
             continue  # the feed checks name the element type
-        bits = value.dtype.kind in "Vu"
+        bits = value.dtype.kind == "V"  # never unsigned integers: a uint16 feed for bfloat16 is an error
         if _ml_dtype(want) and bits and want.itemsize == value.dtype.itemsize:
             typed[name] = value.view(want)
         elif want.kind == "O" and value.dtype.kind in "US":
