@@ -89,6 +89,21 @@ def node_label(name: str) -> str:
     return f"node {name!r}" if name else "unnamed node"
 
 
+def one_line(exc: BaseException | str, *, with_type: bool = False) -> str:
+    r"""Return an error's message (or a text) on one line, each run of white space one space.
+
+    How a message of ours quotes another library's error (onnx's and onnxruntime's span lines);
+    ``with_type=True`` puts the error's class first.
+
+    >>> one_line(ValueError("bad\n  input"))
+    'bad input'
+    >>> one_line(ValueError("bad\n  input"), with_type=True)
+    'ValueError: bad input'
+    """
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if with_type else text
+
+
 def _rebuild(cls, message, fields):
     # Through the constructor: ``cls.__new__(cls)`` alone is refused for MemoryError's
     # subclasses ("MemoryError.__new__(OutputTooLargeError) is not safe").

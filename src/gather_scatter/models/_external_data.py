@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import ModelInputError
+from ..errors import ModelInputError, one_line
 
 __all__ = ["all_tensors", "check_external", "external_data_loaded", "nbytes"]
 
@@ -96,7 +96,7 @@ def check_external(tensor: onnx.TensorProto, base_dir: str | None) -> None:
     try:
         info = onnx.external_data_helper.ExternalDataInfo(tensor)
     except ValueError as exc:
-        refuse(f"with an invalid entry: {' '.join(str(exc).split())}")
+        refuse(f"with an invalid entry: {one_line(exc)}")
     location = info.location
     if not location:
         refuse("with no location")

@@ -42,7 +42,7 @@ from typing import Any
 
 import onnx
 
-from ..errors import ModelInputError, node_label
+from ..errors import ModelInputError, node_label, one_line
 from ..rules.versions import FAMILY, normalize_domain
 from ._external_data import all_tensors, check_external, nbytes
 from ._graph import all_nodes
@@ -83,9 +83,7 @@ def load_model(path: str | os.PathLike, *, external_data: bool = True) -> onnx.M
     try:
         return onnx.load(path, load_external_data=external_data)
     except Exception as exc:  # noqa: BLE001 - missing file, not a protobuf, bad external data
-        raise ModelInputError(
-            f"cannot read model {path!r}: {type(exc).__name__}: {_one_line(exc)}", value=path
-        ) from None
+        raise ModelInputError(f"cannot read model {path!r}: {one_line(exc, with_type=True)}", value=path) from None
 
 
 def check_model(
@@ -138,10 +136,6 @@ def check_model(
         else:
             _check_raw_size(tensor)
     _run_checker(model, path, frozenset((normalize_domain(d), op) for d, op in engine_ops))
-
-
-def _one_line(exc: BaseException | str) -> str:
-    return " ".join(str(exc).split())
 
 
 def _check_strings(model: onnx.ModelProto, where: str) -> None:
@@ -388,14 +382,14 @@ def _run_checker(
     try:
         onnx.checker.check_model(_checker_copy(model, engine_ops), full_check=False)
     except (onnx.checker.ValidationError, ValueError, TypeError, RuntimeError) as exc:
-        text = _one_line(str(exc).split("==> Context:")[0])
+        text = one_line(str(exc).split("==> Context:")[0])
         unknown = _NO_OP.search(text)
         if unknown and unknown.group(1) in _ORT_DEFAULT_DOMAIN_OPS:
             text += (
                 f" ({unknown.group(1)} is an onnxruntime contrib operator registered in the default domain, "
                 "as onnxruntime-genai exports write it: engine='onnxruntime' runs this model)"
             )
-        context = _CONTEXT.search(" ".join(str(exc).split())) or _OF_NODE.search(text)
+        context = _CONTEXT.search(one_line(exc)) or _OF_NODE.search(text)
         node = context.group(1) if context else None
         twice = _SSA.search(text)
         if twice and not context:  # name the node that writes the value a second time

@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ...errors import one_line
+
 __all__ = [
     "Engine",
     "EngineBroken",
@@ -147,9 +149,7 @@ def import_engine(module: str) -> None:
     try:
         importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - installed but broken
-        raise EngineBroken(
-            f"import {module} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
-        ) from None
+        raise EngineBroken(f"import {module} failed: {one_line(exc, with_type=True)}"[:500]) from None
 
 
 def distribution_version(distribution: str) -> str:

@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ...errors import one_line
 from ._protocol import Engine, EngineBroken, EngineInvalid, EngineMissing
 
 __all__ = ["ENGINES", "GROUP", "RENAMED", "canonical", "discover", "load", "renamed_note", "repro_code", "require"]
@@ -191,9 +192,9 @@ def load(name: str) -> Engine:
         if isinstance(engine, type):
             engine = engine()
     except Exception as exc:  # noqa: BLE001 - a plugin's import error, whatever it is
+        failure = one_line(exc, with_type=True)
         raise EngineBroken(
-            f"engine {name!r} cannot be loaded: entry point {_origin(point)!r} failed: "
-            f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+            f"engine {name!r} cannot be loaded: entry point {_origin(point)!r} failed: {failure}"[:500]
         ) from None
     problem = _check_protocol(name, engine)
     if problem:
@@ -219,7 +220,7 @@ def require(name: str) -> Engine:
         except Exception as exc:  # noqa: BLE001 - a plugin's bug
             raise EngineBroken(f"engine {name!r}: available() raised {type(exc).__name__}: {exc}") from None
         if why:
-            raise EngineMissing(" ".join(str(why).split()))
+            raise EngineMissing(one_line(why))
     return engine
 
 

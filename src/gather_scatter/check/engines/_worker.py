@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import one_line
 from ._protocol import EngineBroken, EngineMissing, RunOptions
 from ._registry import canonical, load, require
 
@@ -39,10 +40,6 @@ class Outcome:
     output: Any = None
     message: str = ""
     outputs: tuple = ()
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def _answer(engine, model: bytes, feeds: dict, options: RunOptions) -> tuple:
@@ -99,11 +96,11 @@ def _start_engine(name: str) -> tuple[Any, str]:
     except EngineMissing:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's bug
-        raise EngineBroken(_one_line(exc)[:500]) from None
+        raise EngineBroken(one_line(exc, with_type=True)[:500]) from None
     model, feeds = _smoke_model()
     kind, _, message = _answer(engine, model, feeds, RunOptions(output=((2,), np.dtype(np.float32))))
     if kind == "error":
-        raise EngineBroken(f"its run() raised on a one-node Gather-13 model: {' '.join(message.split())}"[:500])
+        raise EngineBroken(f"its run() raised on a one-node Gather-13 model: {one_line(message)}"[:500])
     return engine, version
 
 

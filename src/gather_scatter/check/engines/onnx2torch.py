@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import one_line
 from ._protocol import BUILTIN_UNSUPPORTED, RunOptions, distribution_version, import_engine, installed
 
 name = "onnx2torch"
@@ -53,7 +54,7 @@ def guard_torchvision() -> str | None:
 
         return None
     except Exception as exc:  # noqa: BLE001 - a CUDA build against a CPU torch, a missing library, ...
-        why = f"torchvision cannot be imported here ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        why = f"torchvision cannot be imported here ({type(exc).__name__}: {one_line(exc)[:200]})"
     for key in [k for k in sys.modules if k == "torchvision" or k.startswith("torchvision.")]:
         del sys.modules[key]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import onnx
 
-from ...errors import GatherScatterError, ModelInputError, NodeError
+from ...errors import GatherScatterError, ModelInputError, NodeError, one_line
 from ...rules.versions import normalize_domain
 from .._graph import node_name, subgraphs
 from ..plan import Plan, PlanEntry
@@ -93,10 +93,6 @@ def _named_node(message: str) -> str | None:
         if match:
             return match.group(1)
     return None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 class _Refused(Exception):
@@ -259,7 +255,7 @@ class Hosted:
             try:
                 self.steps.append(_OrtStep(self, step, source, ortvalues, fed))
             except Exception as exc:  # noqa: BLE001 - onnxruntime's load errors are its own classes
-                raise _Refused(_one_line(exc), self._refused_node(_one_line(exc), step, types)) from None
+                raise _Refused(one_line(exc), self._refused_node(one_line(exc), step, types)) from None
         self.plan_steps = plan
 
     def _refused_node(self, message: str, step: PlanStep, types: Mapping[str, onnx.TypeProto]) -> int | None:
@@ -367,7 +363,7 @@ class Hosted:
 
     def node_error(self, exc: BaseException) -> NodeError:
         """Return onnxruntime's run-time error as a NodeError naming the node onnxruntime names."""
-        message = _one_line(exc)
+        message = one_line(exc)
         name = _named_node(message)
         index = self.labels.get(name) if name is not None else None
         if index is None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from ...errors import OutputTooLargeError, node_label
+from ...errors import OutputTooLargeError, node_label, one_line
 from ...resources import memory as _memory
 
 __all__ = ["check_outputs", "from_memory_error", "static_sizes"]
@@ -99,7 +99,7 @@ def check_outputs(node: onnx.NodeProto, sizes: Mapping[str, tuple[tuple[int, ...
 
 def from_memory_error(node: onnx.NodeProto, exc: MemoryError) -> OutputTooLargeError:
     """The OutputTooLargeError naming ``node`` for a MemoryError its operator raised."""
-    text = " ".join(str(exc).split()) or "out of memory"
+    text = one_line(exc) or "out of memory"
     return OutputTooLargeError(
         f"{node_label(node.name)} ({node.op_type}): MemoryError: {text} (the memory limit is "
         f"{_memory.memory_limit()} bytes; see gather_scatter.set_memory_limit)",
