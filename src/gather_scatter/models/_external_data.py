@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import onnx
 
 from ..errors import ModelInputError, one_line
+from ._graph import walk
 
 __all__ = ["all_tensors", "check_external", "external_data_loaded", "nbytes"]
 
@@ -46,22 +46,17 @@ def external_data_loaded(model: onnx.ModelProto, *, from_bytes: bool = False) ->
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    def of_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-        yield from graph.initializer
-        yield from of_nodes(graph.node)
-
-    def of_nodes(nodes: Any) -> Iterator[onnx.TensorProto]:
-        for node in nodes:
-            for attr in node.attribute:
-                if attr.HasField("t"):
-                    yield attr.t
-                yield from attr.tensors
-                for graph in [attr.g, *attr.graphs]:
-                    yield from of_graph(graph)
-
-    yield from of_graph(model.graph)
-    for function in model.functions:
-        yield from of_nodes(function.node)
+    """Every tensor of ``model``, in :func:`._graph.walk`'s order: each graph's initializers
+    (main graph and subgraphs) and each node's tensor attributes (functions' nodes included)."""
+    for body, _, node in walk(model):
+        if node is None:
+            if isinstance(body.proto, onnx.GraphProto):
+                yield from body.proto.initializer
+            continue
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
 
 
 def nbytes(tensor: onnx.TensorProto) -> int | None:

@@ -45,7 +45,7 @@ import onnx
 from ..errors import ModelInputError, node_label, one_line
 from ..rules.versions import FAMILY, normalize_domain
 from ._external_data import all_tensors, check_external, nbytes
-from ._graph import all_nodes
+from ._graph import Body, all_nodes, walk
 
 __all__ = ["check_model", "load_model"]
 
@@ -145,15 +145,18 @@ def _check_strings(model: onnx.ModelProto, where: str) -> None:
         _fields(entry, f"metadata_props[{i}]", ("key", "value"))
     for i, o in enumerate(model.opset_import):
         _fields(o, f"opset_import[{i}]", ("domain",))
-    _graph_strings(model.graph, "graph")
-    for i, f in enumerate(model.functions):
-        at = f"functions[{i}]"
-        _fields(f, at, ("name",))
-        at += f" ({f.name!r})"
-        _fields(f, at, ("domain", "overload", "input", "output", "attribute", "doc_string"))
-        for j, o in enumerate(f.opset_import):
-            _fields(o, f"{at}.opset_import[{j}]", ("domain",))
-        _nodes_strings(f.node, at)
+    functions = iter(range(len(model.functions)))
+    for body, index, node in walk(model):
+        if node is not None:
+            _node_strings(node, body, index)
+        elif isinstance(body.proto, onnx.GraphProto):
+            _graph_strings(body.proto, body.where)
+        else:
+            f, at = body.proto, body.where
+            _fields(f, f"functions[{next(functions)}]", ("name",))
+            _fields(f, at, ("domain", "overload", "input", "output", "attribute", "doc_string"))
+            for j, o in enumerate(f.opset_import):
+                _fields(o, f"{at}.opset_import[{j}]", ("domain",))
 
 
 def _fields(message: Any, where: str, names: tuple[str, ...], node: str | None = None) -> None:
@@ -172,6 +175,7 @@ def _fields(message: Any, where: str, names: tuple[str, ...], node: str | None =
 
 
 def _graph_strings(graph: onnx.GraphProto, where: str) -> None:
+    """A graph's own strings; its nodes are the walk's next steps."""
     _fields(graph, where, ("name", "doc_string"))
     for kind in ("input", "output", "value_info"):
         for i, value in enumerate(getattr(graph, kind)):
@@ -181,7 +185,6 @@ def _graph_strings(graph: onnx.GraphProto, where: str) -> None:
     for i, sparse in enumerate(graph.sparse_initializer):
         _tensor_strings(sparse.values, f"{where}.sparse_initializer[{i}].values")
         _tensor_strings(sparse.indices, f"{where}.sparse_initializer[{i}].indices")
-    _nodes_strings(graph.node, where)
 
 
 def _tensor_strings(tensor: onnx.TensorProto, where: str) -> None:
@@ -190,23 +193,18 @@ def _tensor_strings(tensor: onnx.TensorProto, where: str) -> None:
         _fields(entry, f"{where}.external_data[{i}]", ("key", "value"))
 
 
-def _nodes_strings(nodes: Any, where: str) -> None:
-    for i, node in enumerate(nodes):
-        at = f"{where}.node[{i}]"
-        _fields(node, at, ("name",))
-        at += f" ({node.name!r})" if node.name else ""
-        _fields(node, at, ("op_type", "domain", "overload", "input", "output", "doc_string"), node.name)
-        for attr in node.attribute:
-            _fields(attr, f"{at}.attribute", ("name", "ref_attr_name", "doc_string"), node.name)
-            aat = f"{at}.attribute {attr.name!r}"
-            if attr.HasField("t"):
-                _tensor_strings(attr.t, f"{aat}.t")
-            for j, tensor in enumerate(attr.tensors):
-                _tensor_strings(tensor, f"{aat}.tensors[{j}]")
-            if attr.HasField("g"):
-                _graph_strings(attr.g, f"{aat}.g")
-            for j, graph in enumerate(attr.graphs):
-                _graph_strings(graph, f"{aat}.graphs[{j}]")
+def _node_strings(node: onnx.NodeProto, body: Body, index: int) -> None:
+    """A node's strings and its attributes'; its subgraphs are the walk's next steps."""
+    _fields(node, f"{body.where}.node[{index}]", ("name",))
+    at = body.node_where(index, node)
+    _fields(node, at, ("op_type", "domain", "overload", "input", "output", "doc_string"), node.name)
+    for attr in node.attribute:
+        _fields(attr, f"{at}.attribute", ("name", "ref_attr_name", "doc_string"), node.name)
+        aat = f"{at}.attribute {attr.name!r}"
+        if attr.HasField("t"):
+            _tensor_strings(attr.t, f"{aat}.t")
+        for j, tensor in enumerate(attr.tensors):
+            _tensor_strings(tensor, f"{aat}.tensors[{j}]")
 
 
 def _check_opsets(imports: Any, where: str) -> None:
@@ -271,26 +269,16 @@ def _check_aborts(model: onnx.ModelProto) -> None:
 def family_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, str, int]]:
     """Each node of the family, ``(node, domain, opset)``, in the main graph, subgraphs and functions.
 
-    ``domain`` is normalized (``""`` for ai.onnx); subgraph nodes take the model's opsets, a
-    function's nodes the function's. A node whose domain the opsets do not import is left out
-    (onnx's checker and loading refuse it).
+    ``domain`` is normalized (``""`` for ai.onnx); subgraph nodes take the opsets of the graph
+    or function that holds them, a function's nodes the function's (:class:`._graph.Body`). A
+    node whose domain the opsets do not import is left out (onnx's checker and loading refuse
+    it). In :func:`._graph.walk`'s order.
     """
-
-    def walk(nodes: Any, opsets: dict[str, int]) -> Iterator[tuple[onnx.NodeProto, str, int]]:
-        for node in nodes:
-            for attr in node.attribute:
-                for graph in [attr.g, *attr.graphs]:
-                    yield from walk(graph.node, opsets)
+    for body, _, node in walk(model):
+        if node is not None:
             domain = normalize_domain(node.domain)
-            if (domain, node.op_type) in FAMILY and domain in opsets:
-                yield node, domain, opsets[domain]
-
-    def imports(entries: Any) -> dict[str, int]:
-        return {normalize_domain(o.domain): o.version for o in entries}
-
-    yield from walk(model.graph.node, imports(model.opset_import))
-    for function in model.functions:
-        yield from walk(function.node, imports(function.opset_import))
+            if (domain, node.op_type) in FAMILY and domain in body.opsets:
+                yield node, domain, body.opsets[domain]
 
 
 def off_spec_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int, Exception]]:
@@ -409,10 +397,13 @@ def _checker_copy(model: onnx.ModelProto, engine_ops: frozenset[tuple[str, str]]
     copy.CopyFrom(model)
     _as_checked(copy.opset_import)
     unchecked = FAMILY | engine_ops
-    _graph_copy(copy.graph, unchecked)
-    for function in copy.functions:
-        _as_checked(function.opset_import)
-        _nodes_copy(function.node, unchecked)
+    for body, _, node in walk(copy):
+        if node is not None:
+            _node_copy(node, unchecked)
+        elif isinstance(body.proto, onnx.GraphProto):
+            _graph_copy(body.proto)
+        else:
+            _as_checked(body.proto.opset_import)
     return copy
 
 
@@ -426,14 +417,13 @@ def _as_checked(imports: Any) -> None:
     imports.add(domain=_UNCHECKED_DOMAIN, version=1)
 
 
-def _graph_copy(graph: onnx.GraphProto, unchecked: frozenset[tuple[str, str]] = FAMILY) -> None:
+def _graph_copy(graph: onnx.GraphProto) -> None:
     for value in [*graph.input, *graph.output, *graph.value_info]:
         _give_shape(value.type)
     for tensor in list(graph.initializer):  # external data: checked by _check_external
         if onnx.external_data_helper.uses_external_data(tensor):
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
             graph.initializer.remove(tensor)
-    _nodes_copy(graph.node, unchecked)
 
 
 def _give_shape(t: onnx.TypeProto) -> None:
@@ -446,15 +436,12 @@ def _give_shape(t: onnx.TypeProto) -> None:
         _give_shape(t.optional_type.elem_type)
 
 
-def _nodes_copy(nodes: Any, unchecked: frozenset[tuple[str, str]] = FAMILY) -> None:
-    for node in nodes:
-        node.domain = normalize_domain(node.domain)
-        if (node.domain, node.op_type) in unchecked:
-            node.domain = _UNCHECKED_DOMAIN
-        for attr in node.attribute:
-            if attr.HasField("t") and onnx.external_data_helper.uses_external_data(attr.t):
-                del attr.t.external_data[:]
-                attr.t.data_location = onnx.TensorProto.DEFAULT
-                attr.t.raw_data = bytes(nbytes(attr.t) or 0)
-            for graph in [attr.g, *attr.graphs]:
-                _graph_copy(graph, unchecked)
+def _node_copy(node: onnx.NodeProto, unchecked: frozenset[tuple[str, str]]) -> None:
+    node.domain = normalize_domain(node.domain)
+    if (node.domain, node.op_type) in unchecked:
+        node.domain = _UNCHECKED_DOMAIN
+    for attr in node.attribute:
+        if attr.HasField("t") and onnx.external_data_helper.uses_external_data(attr.t):
+            del attr.t.external_data[:]
+            attr.t.data_location = onnx.TensorProto.DEFAULT
+            attr.t.raw_data = bytes(nbytes(attr.t) or 0)

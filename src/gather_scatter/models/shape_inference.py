@@ -42,7 +42,7 @@ from ..errors import (
 from ..rules.dims import Shape, fmt_shape
 from ..rules.versions import FAMILY, first_accepting, normalize_domain, resolve
 from . import _model_check
-from ._graph import all_nodes
+from ._graph import all_nodes, imported_opsets
 
 __all__ = ["infer_model_shapes", "node_shapes"]
 
@@ -54,10 +54,6 @@ __all__ = ["infer_model_shapes", "node_shapes"]
 def _ours(node: onnx.NodeProto) -> bool:
     domain = normalize_domain(node.domain)
     return (domain, node.op_type) in FAMILY
-
-
-def _opsets(model: onnx.ModelProto) -> dict[str, int]:
-    return {normalize_domain(o.domain): o.version for o in model.opset_import}
 
 
 def _known_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
@@ -180,7 +176,7 @@ def _onnx_node(node: onnx.NodeProto, model: onnx.ModelProto, types: dict[str, on
 
     {} where onnx has no schema or cannot infer it alone (a function, a subgraph's outer names).
     """
-    domain, opsets = normalize_domain(node.domain), _opsets(model)
+    domain, opsets = normalize_domain(node.domain), imported_opsets(model)
     if domain not in opsets or not onnx.defs.has(node.op_type, domain):
         return {}
     try:
@@ -267,7 +263,7 @@ def infer_model_shapes(
         )
     if check:
         check_for_inference(model, path)
-    opsets = _opsets(model)
+    opsets = imported_opsets(model)
     for node in model.graph.node:  # onnx's own error for this would not name the node
         if _ours(node):
             try:
@@ -399,7 +395,7 @@ def node_shapes(model: onnx.ModelProto, *, strict: bool = True) -> Iterator[str]
         An output's ``elem_type`` that ``onnx.TensorProto.DataType`` does not define
         (naming the node).
     """
-    graph, opsets = model.graph, _opsets(model)
+    graph, opsets = model.graph, imported_opsets(model)
     types = _known_types(graph)
     for node in graph.node:
         if not _ours(node):

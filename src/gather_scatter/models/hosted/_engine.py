@@ -23,7 +23,7 @@ import onnx
 
 from ...errors import GatherScatterError, ModelInputError, NodeError, one_line
 from ...rules.versions import normalize_domain
-from .._graph import node_name, subgraphs
+from .._graph import all_nodes, node_name, subgraphs
 from ..plan import Plan, PlanEntry
 from ._partition import (
     FAMILY,
@@ -274,12 +274,8 @@ class Hosted:
     def _main_node(self, name: str) -> int | None:
         if name in self.labels:
             return self.labels[name]
-
-        def holds(graph: onnx.GraphProto) -> bool:
-            return any(n.name == name or any(holds(g) for g in subgraphs(n)) for n in graph.node)
-
         for index, node in enumerate(self.model.graph.node):
-            if any(holds(g) for g in subgraphs(node)):
+            if any(inner.name == name for graph in subgraphs(node) for inner in all_nodes(graph)):
                 return index
         return None
 

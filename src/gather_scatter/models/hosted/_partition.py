@@ -27,7 +27,7 @@ from typing import Literal
 import onnx
 
 from ...rules.versions import FAMILY, normalize_domain
-from .._graph import node_name, subgraphs
+from .._graph import node_name, subgraphs, walk
 from ._routes import NodeFacts, route_reason
 
 __all__ = [
@@ -122,20 +122,15 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     light.functions.extend(model.functions)
     light.graph.CopyFrom(graph)
     types: dict[str, onnx.TypeProto] = {}
-
-    def collect(g: onnx.GraphProto) -> None:
-        for value in (*g.input, *g.output, *g.value_info):
-            if value.type.WhichOneof("value") is not None:
-                types.setdefault(value.name, value.type)
-        for node in g.node:
-            for sub in subgraphs(node):
-                collect(sub)
-
     for _ in range(len(model.graph.node) + 1):
         # Inference is a help, not a requirement: where it fails, the declared types stand.
         with contextlib.suppress(Exception):
             light = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False)
-        collect(light.graph)
+        for body, _, node in walk(light.graph):  # the main graph and its subgraphs
+            if node is None and isinstance(g := body.proto, onnx.GraphProto):
+                for value in (*g.input, *g.output, *g.value_info):
+                    if value.type.WhichOneof("value") is not None:
+                        types.setdefault(value.name, value.type)
         filled = _family_output_types(light.graph, types)
         if not filled:
             break

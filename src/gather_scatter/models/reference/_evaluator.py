@@ -16,6 +16,7 @@ from onnx.reference.op_run import OpFunction, OpRun
 from ...errors import GatherScatterError
 from ...resources import memory as _memory
 from .. import _external_data, _model_check
+from .._graph import walk
 from . import _sizes as _model_memory
 from ._fixes import FIXED_OPS
 from ._ops import _STRICT, NEW_OPS, _Node, _node_error, _our_error
@@ -35,21 +36,14 @@ def _default_domain(proto: Any) -> Any:
     for o in proto.opset_import:
         if o.domain == "ai.onnx":
             o.domain = ""
-
-    def fix(nodes) -> None:
-        for node in nodes:
+    for body, _, node in walk(proto):
+        if node is not None:
             if node.domain == "ai.onnx":
                 node.domain = ""
-            for attr in node.attribute:
-                for graph in [attr.g, *attr.graphs]:
-                    fix(graph.node)
-
-    fix(proto.graph.node if isinstance(proto, onnx.ModelProto) else proto.node)
-    for function in getattr(proto, "functions", ()):
-        fix(function.node)
-        for o in function.opset_import:
-            if o.domain == "ai.onnx":
-                o.domain = ""
+        elif isinstance(body.proto, onnx.FunctionProto):
+            for o in body.proto.opset_import:
+                if o.domain == "ai.onnx":
+                    o.domain = ""
     return proto
 
 
