@@ -436,11 +436,10 @@ def run_gather_block_quantized(
     inputs = {"data": data, "indices": indices, "scales": scales, "zero_points": zp}
     for name, value in inputs.items():
         if value is not None and backend_for(spec, {name: value}) is not None:
-            raise DTypeError(
-                f"{spec.name}: {name} is a {library_name(value)}, but this operator runs on NumPy arrays only "
+            raise spec.error(
+                DTypeError,
+                f"{name} is a {library_name(value)}, but this operator runs on NumPy arrays only "
                 "(ml_dtypes' int4/uint4/float8/float4 for the quantized types): pass every input as a NumPy array",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input=name,
                 value=library_name(value),
             )

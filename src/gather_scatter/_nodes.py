@@ -181,10 +181,9 @@ def node_attributes(spec: OpVersion, attrs: Mapping[str, Any] | None) -> dict[st
                     hint += f", and {name} = {choice_value(value)!r} exists from {later.name}"
                 hint += f": {fix_hint(later)}"
             known = ", ".join(spec.attributes) or "none"
-            raise InvalidAttributeError(
-                f"{spec.name}: has no attribute {name!r} (attributes: {known}){hint}",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                InvalidAttributeError,
+                f"has no attribute {name!r} (attributes: {known}){hint}",
                 input=name,
                 value=value,
             )
@@ -198,10 +197,9 @@ def _check_arity(spec: OpVersion, op: _Op, count: int) -> None:
         takes = f"{low} to {high}" if low != high else f"{high}"
         optional = f", the last {op.optional} optional" if op.optional else ""
         missing = f"; missing: {', '.join(op.inputs[count:low])}" if count < low else ""
-        raise ArityError(
-            f"{spec.name}: takes {takes} inputs ({', '.join(op.inputs)}{optional}), got {count}{missing}",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            ArityError,
+            f"takes {takes} inputs ({', '.join(op.inputs)}{optional}), got {count}{missing}",
             value=count,
             valid_range=(low, high),
             input=op.inputs[count] if count < low else None,

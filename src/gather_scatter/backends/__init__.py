@@ -56,12 +56,11 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
     if not foreign(first):
         for name, value in items:
             if foreign(value):
-                raise DTypeError(
-                    f"{spec.name}: {name} is a {library_name(value)} but {first_name} is a {library_name(first)}; "
+                raise spec.error(
+                    DTypeError,
+                    f"{name} is a {library_name(value)} but {first_name} is a {library_name(first)}; "
                     f"{first_name} decides the library of the result, so pass {name} as a NumPy array (or "
                     f"{first_name} as a {library_name(value)})",
-                    op=spec.op_type,
-                    since_version=spec.since_version,
                     input=name,
                     value=library_name(value),
                 )
@@ -78,11 +77,9 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
     try:
         xp = array_api_compat.array_namespace(first)
     except TypeError as exc:
-        raise DTypeError(
-            f"{spec.name}: {first_name} is a {library_name(first)}, which is not an array library this package "
-            f"can run on ({exc})",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            DTypeError,
+            f"{first_name} is a {library_name(first)}, which is not an array library this package can run on ({exc})",
             input=first_name,
             value=library_name(first),
         ) from None

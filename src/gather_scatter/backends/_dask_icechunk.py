@@ -60,13 +60,12 @@ def store(spec, result: da.Array, out: Any, blocks: Callable[[da.Array], tuple[l
     session = session_of(out)
     if session is not None and not _runs_here([result]):
         if session.has_uncommitted_changes:
-            raise InvalidAttributeError(
-                f"{spec.name}: out is an array of an icechunk session with uncommitted changes; a scheduler that "
+            raise spec.error(
+                InvalidAttributeError,
+                "out is an array of an icechunk session with uncommitted changes; a scheduler that "
                 "pickles its tasks (dask.distributed) writes through a fork of the session, and icechunk forks "
                 "only a session without them: commit them (session.commit(...)), open a new writable session and "
                 "its array, then run again",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input="out",
             )
         import zarr

@@ -96,10 +96,9 @@ class ArrayAPIBackend:
             return numpy_dtype(array.dtype)
         except TypeError:
             spec = self.spec
-            raise DTypeError(
-                f"{spec.name}: {name} has dtype {array.dtype}, which has no ONNX type",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                DTypeError,
+                f"{name} has dtype {array.dtype}, which has no ONNX type",
                 input=name,
                 value=str(array.dtype),
             ) from None
@@ -115,21 +114,19 @@ class ArrayAPIBackend:
         spec = self.spec
         if isinstance(value, self.kind):
             if not self.same_device(value):
-                raise DTypeError(
-                    f"{spec.name}: {name} is on device {self._device_of(value)} but {self.first_name} is on "
+                raise spec.error(
+                    DTypeError,
+                    f"{name} is on device {self._device_of(value)} but {self.first_name} is on "
                     f"{self.device}; move it there first",
-                    op=spec.op_type,
-                    since_version=spec.since_version,
                     input=name,
                     value=str(self._device_of(value)),
                 )
             return value
         if foreign(value):
-            raise DTypeError(
-                f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a {self.library}; pass "
+            raise spec.error(
+                DTypeError,
+                f"{name} is a {library_name(value)} but {self.first_name} is a {self.library}; pass "
                 f"arrays of one library (or NumPy arrays, which move to {self.first_name}'s device)",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input=name,
                 value=library_name(value),
             )
@@ -563,27 +560,24 @@ class ArrayAPIBackend:
             return
         spec = self.spec
         if not self.writable:
-            raise DTypeError(
-                f"{spec.name}: out= cannot be written for {self.library} (immutable arrays); use the returned array",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                DTypeError,
+                f"out= cannot be written for {self.library} (immutable arrays); use the returned array",
                 input="out",
                 value=library_name(out),
             )
         if not isinstance(out, self.kind):
-            raise DTypeError(
-                f"{spec.name}: out must be a {self.library} like {self.first_name}, got {library_name(out)}",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                DTypeError,
+                f"out must be a {self.library} like {self.first_name}, got {library_name(out)}",
                 input="out",
                 value=library_name(out),
             )
         check_out_type(spec, self.dtype("out", out), self.shape(out), dtype, shape)
         if not self.same_device(out):
-            raise DTypeError(
-                f"{spec.name}: out is on device {self._device_of(out)} but {self.first_name} is on {self.device}",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                DTypeError,
+                f"out is on device {self._device_of(out)} but {self.first_name} is on {self.device}",
                 input="out",
                 value=str(self._device_of(out)),
             )

@@ -71,11 +71,9 @@ class DaskBackend:
         """
         if any(math.isnan(c) for chunks in array.chunks for c in chunks):
             spec = self.spec
-            raise ShapeError(
-                f"{spec.name}: {name} has unknown chunk sizes (shape {array.shape}); call "
-                f"{name}.compute_chunk_sizes() first",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                ShapeError,
+                f"{name} has unknown chunk sizes (shape {array.shape}); call {name}.compute_chunk_sizes() first",
                 input=name,
                 value=array.shape,
             )
@@ -89,11 +87,10 @@ class DaskBackend:
             return value
         if foreign(value):
             spec = self.spec
-            raise DTypeError(
-                f"{spec.name}: {name} is a {library_name(value)} but {self.first_name} is a dask.array.Array; pass "
+            raise spec.error(
+                DTypeError,
+                f"{name} is a {library_name(value)} but {self.first_name} is a dask.array.Array; pass "
                 f"NumPy or dask arrays",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input=name,
                 value=library_name(value),
             )
@@ -132,19 +129,17 @@ class DaskBackend:
             return result
         spec = self.spec
         if not hasattr(out, "__setitem__") or tuple(getattr(out, "shape", ())) != result.shape:
-            raise ShapeError(
-                f"{spec.name}: out must be a writable array of shape {result.shape} (a zarr array, an HDF5 dataset, "
+            raise spec.error(
+                ShapeError,
+                f"out must be a writable array of shape {result.shape} (a zarr array, an HDF5 dataset, "
                 f"a NumPy memmap), got {library_name(out)} of shape {getattr(out, 'shape', None)}",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input="out",
                 value=getattr(out, "shape", None),
             )
         if np.dtype(out.dtype) != result.dtype:
-            raise DTypeError(
-                f"{spec.name}: out has dtype {out.dtype} but the result has dtype {result.dtype}",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                DTypeError,
+                f"out has dtype {out.dtype} but the result has dtype {result.dtype}",
                 input="out",
                 value=str(out.dtype),
             )
@@ -152,20 +147,18 @@ class DaskBackend:
             refuse_broadcast(spec, out)
         why = _read_only(out)
         if why is not None:
-            raise InvalidAttributeError(
-                f"{spec.name}: out is read-only ({why})",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                InvalidAttributeError,
+                f"out is read-only ({why})",
                 input="out",
             )
         in_place = spec.op_type.startswith("Scatter") and _read_from(inputs["data"], out)
         for name, array in inputs.items():
             if isinstance(array, da.Array) and not (in_place and name == "data") and _mentions(array, out):
-                raise InvalidAttributeError(
-                    f"{spec.name}: out is an array that {name} is read from; the result would overwrite its own "
+                raise spec.error(
+                    InvalidAttributeError,
+                    f"out is an array that {name} is read from; the result would overwrite its own "
                     "input (pass a separate array)",
-                    op=spec.op_type,
-                    since_version=spec.since_version,
                     input="out",
                 )
         unit = _write_unit(out, result.ndim)
@@ -300,11 +293,10 @@ class DaskBackend:
         array-API arrays.
         """
         spec = self.spec
-        raise DTypeError(
-            f"{spec.name}: past_cache is a dask.array.Array; TensorScatter runs on NumPy, PyTorch, JAX and "
+        raise spec.error(
+            DTypeError,
+            "past_cache is a dask.array.Array; TensorScatter runs on NumPy, PyTorch, JAX and "
             "array-API arrays (a KV cache lives in one device's memory)",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input="past_cache",
             value="dask.array.Array",
         )

@@ -248,11 +248,10 @@ class JaxBackend(ArrayAPIBackend):
             if positions >= count
             else f"{count} index values need positions up to {count}"
         )
-        raise OutputTooLargeError(
-            f"{spec.name}: {what}, more than int32 holds (2**31); JAX without jax_enable_x64 indexes with int32, "
+        raise spec.error(
+            OutputTooLargeError,
+            f"{what}, more than int32 holds (2**31); JAX without jax_enable_x64 indexes with int32, "
             f"so enable it (jax.config.update('jax_enable_x64', True), or `with jax.enable_x64(True):`)",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input=self.first_name,
             value=max(positions, count),
         )

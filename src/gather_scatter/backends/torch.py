@@ -291,11 +291,10 @@ class TorchBackend(ArrayAPIBackend):
         self.refuse_broadcast(out)
         if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
             spec = self.spec
-            raise InvalidAttributeError(
-                f"{spec.name}: out is a leaf tensor that requires grad (an nn.Parameter?), which autograd cannot "
+            raise spec.error(
+                InvalidAttributeError,
+                "out is a leaf tensor that requires grad (an nn.Parameter?), which autograd cannot "
                 "let an operation write into; call under torch.no_grad() to update it, or use the returned tensor",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input="out",
             )
 

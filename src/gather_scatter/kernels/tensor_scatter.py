@@ -52,11 +52,10 @@ def write_index_error(spec: OpVersion, b: int, value: int, length: int, capacity
         why = f"linear mode needs write_indices[b] + sequence_length ({length}) <= max_sequence_length ({capacity})"
     valid = (0, high) if high is not None else (0, None)
     shown = f"[0, {high}]" if high is not None else "[0, inf)"
-    raise IndexOutOfBoundsError(
-        f"{spec.name}: write_indices[{b}] = {value} is out of bounds for the sequence axis {axis} of size "
+    raise spec.error(
+        IndexOutOfBoundsError,
+        f"write_indices[{b}] = {value} is out of bounds for the sequence axis {axis} of size "
         f"{capacity} (valid range {shown}: {why})",
-        op=spec.op_type,
-        since_version=spec.since_version,
         input="write_indices",
         position=(b,),
         value=value,

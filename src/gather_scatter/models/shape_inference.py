@@ -151,11 +151,9 @@ def _infer_node(node: onnx.NodeProto, opsets: dict[str, int], types: dict[str, o
         position = names.index("") if "" in names else len(declared)
         if position < len(declared):  # only trailing inputs may be left out
             input = declared[position]
-            raise ArityError(
-                f"{spec.name}: input {position} ({input}) is required, but the node leaves it out "
-                "(an empty input name)",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                ArityError,
+                f"input {position} ({input}) is required, but the node leaves it out (an empty input name)",
                 input=input,
                 position=(position,),
                 value="",

@@ -69,10 +69,9 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
     if not ordered and (isinstance(shape, (str, bytes, bytearray)) or not isinstance(shape, _Sequence)):
         # "NT" is not the shape ('N', 'T'), nor 5 the shape (5,), nor {4, 3} the shape (3, 4)
         # (a set's order is not the caller's): refuse rather than guess.
-        raise ShapeError(
-            f"{spec.name}: {input} shape must be a sequence of dims (or None for an unknown rank), got {shape!r}",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            ShapeError,
+            f"{input} shape must be a sequence of dims (or None for an unknown rank), got {shape!r}",
             input=input,
             value=shape,
         )
@@ -84,11 +83,10 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
         elif hasattr(d, "__index__") and not isinstance(d, (bool, np.bool_)) and int(d) >= 0:
             dims.append(int(d))
         else:
-            raise ShapeError(
-                f"{spec.name}: {input} shape {given} has an invalid dimension {d!r} at {i} "
+            raise spec.error(
+                ShapeError,
+                f"{input} shape {given} has an invalid dimension {d!r} at {i} "
                 "(dimensions are ints >= 0, symbol names, or None)",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input=input,
                 position=(i,),
                 value=d,
@@ -98,10 +96,9 @@ def as_shape(spec: OpVersion, input: str, shape: Sequence[Dim] | None) -> Shape:
 
 def _need_rank(spec: OpVersion, input: str, shape: Shape, minimum: int = 1) -> None:
     if shape is not None and len(shape) < minimum:
-        raise ShapeError(
-            f"{spec.name}: {input} must have rank >= {minimum}, got shape {fmt_shape(shape)}",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            ShapeError,
+            f"{input} must have rank >= {minimum}, got shape {fmt_shape(shape)}",
             input=input,
             value=len(shape),
         )
@@ -109,10 +106,9 @@ def _need_rank(spec: OpVersion, input: str, shape: Shape, minimum: int = 1) -> N
 
 def _int_attr(spec: OpVersion, name: str, value: Any) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidAttributeError(
-            f"{spec.name}: attribute {name} must be an int, got {value!r}",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            InvalidAttributeError,
+            f"attribute {name} must be an int, got {value!r}",
             input=name,
             value=value,
         )
@@ -123,10 +119,9 @@ def normalize_axis(spec: OpVersion, axis: Any, rank: int) -> int:
     """``axis`` in ``[-rank, rank-1]`` mapped to ``[0, rank-1]``; InvalidAttributeError otherwise."""
     axis = _int_attr(spec, "axis", axis)
     if not -rank <= axis < rank:
-        raise InvalidAttributeError(
-            f"{spec.name}: axis = {axis} is out of range for data of rank {rank} (valid range [{-rank}, {rank - 1}])",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            InvalidAttributeError,
+            f"axis = {axis} is out of range for data of rank {rank} (valid range [{-rank}, {rank - 1}])",
             input="axis",
             value=axis,
             valid_range=(-rank, rank - 1),

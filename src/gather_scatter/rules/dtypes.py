@@ -26,7 +26,7 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
     """
     if isinstance(dtype, np.dtype):
         return dtype
-    facts = dict(op=spec.op_type, since_version=spec.since_version, input=input, value=dtype)
+    facts = dict(input=input, value=dtype)
     forms = (
         "a NumPy dtype or its name ('float32'), an ONNX element type number (onnx.TensorProto.FLOAT) "
         "or its type string ('tensor(float)')"
@@ -37,8 +37,8 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
         try:
             dtype = TensorProto.DataType.Value(dtype[len("tensor(") : -1].upper())
         except ValueError:
-            raise DTypeError(
-                f"{spec.name}: {input} dtype {dtype!r} names no ONNX element type (pass {forms})", **facts
+            raise spec.error(
+                DTypeError, f"{input} dtype {dtype!r} names no ONNX element type (pass {forms})", **facts
             ) from None
     if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, (bool, np.bool_)):
         from onnx import TensorProto, helper
@@ -47,8 +47,9 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
             return np.dtype(helper.tensor_dtype_to_np_dtype(int(dtype)))
         except (KeyError, ValueError, TypeError):
             last = max(TensorProto.DataType.values())
-            raise DTypeError(
-                f"{spec.name}: {input} dtype {int(dtype)} is not an ONNX element type number (those "
+            raise spec.error(
+                DTypeError,
+                f"{input} dtype {int(dtype)} is not an ONNX element type number (those "
                 f"of onnx.TensorProto run from 1, FLOAT, to {last}, "
                 f"{TensorProto.DataType.Name(last)})",
                 **facts,
@@ -56,7 +57,7 @@ def as_dtype(spec: OpVersion, input: str, dtype: Any) -> np.dtype:
     try:
         return np.dtype(dtype)
     except (TypeError, ValueError):
-        raise DTypeError(f"{spec.name}: {input} dtype {dtype!r} is not a dtype (pass {forms})", **facts) from None
+        raise spec.error(DTypeError, f"{input} dtype {dtype!r} is not a dtype (pass {forms})", **facts) from None
 
 
 def output_dtype(
@@ -80,11 +81,10 @@ def output_dtype(
         if dtype is not None:
             spec.check_dtype(input, dtype)
     if data is not None and updates is not None and onnx_type_name(data) != onnx_type_name(updates):
-        raise DTypeError(
-            f"{spec.name}: {names[2]} has type tensor({onnx_type_name(updates)}) but {names[0]} has "
+        raise spec.error(
+            DTypeError,
+            f"{names[2]} has type tensor({onnx_type_name(updates)}) but {names[0]} has "
             f"tensor({onnx_type_name(data)}); they must match",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input=names[2],
             value=onnx_type_name(updates),
         )
@@ -98,10 +98,9 @@ def check_reduction_type(spec: OpVersion, reduction: Reduction, dtype) -> None:
         kind in ("complex64", "complex128") and reduction in (Reduction.MAX, Reduction.MIN)
     ):
         why = "strings cannot be multiplied" if kind == "string" else "complex numbers have no order"
-        raise DTypeError(
-            f"{spec.name}: reduction {reduction.value!r} is not defined for tensor({kind}) ({why})",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            DTypeError,
+            f"reduction {reduction.value!r} is not defined for tensor({kind}) ({why})",
             input="data",
             value=kind,
         )
@@ -126,11 +125,10 @@ def check_output_bytes(spec: OpVersion, shape: Shape, dtype: Any, *, limit: int 
     else:
         return
     shown = f" and dtype {np.dtype(dtype)}" if dtype is not None else ""
-    raise OutputTooLargeError(
-        f"{spec.name}: output of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
+    raise spec.error(
+        OutputTooLargeError,
+        f"output of shape {fmt_shape(shape)}{shown} would take {nbytes} bytes, "
         f"more than {'the memory limit of ' if bound != _memory.INT64_MAX else ''}{bound} bytes ({why})",
-        op=spec.op_type,
-        since_version=spec.since_version,
         input="output",
         value=nbytes,
         valid_range=(0, bound),

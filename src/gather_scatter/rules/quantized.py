@@ -48,10 +48,6 @@ class Plan(NamedTuple):
     block: int | None  # the effective block size (block_size, or the quantize dim for 0)
 
 
-def _facts(spec: OpVersion, input: str, value: Any, **more: Any) -> dict[str, Any]:
-    return dict(op=spec.op_type, since_version=spec.since_version, input=input, value=value, **more)
-
-
 def _kind(type_name: str | None) -> str | None:
     if type_name is None:
         return None
@@ -60,10 +56,12 @@ def _kind(type_name: str | None) -> str | None:
 
 def _axis(spec: OpVersion, name: str, value: int, rank: int) -> int:
     if not -rank <= value < rank:
-        raise InvalidAttributeError(
-            f"{spec.name}: {name} = {value} is out of range for data of rank {rank} "
-            f"(valid range [{-rank}, {rank - 1}])",
-            **_facts(spec, name, value, valid_range=(-rank, rank - 1)),
+        raise spec.error(
+            InvalidAttributeError,
+            f"{name} = {value} is out of range for data of rank {rank} (valid range [{-rank}, {rank - 1}])",
+            input=name,
+            value=value,
+            valid_range=(-rank, rank - 1),
         )
     return value % rank
 
@@ -77,10 +75,12 @@ def _dtypes(spec: OpVersion, dtypes: list[Any], given_zp: bool) -> tuple[str | N
             spec.check_dtype(name, dtype)
     data, zp = read[0], (read[3] if given_zp and len(read) > 3 else None)
     if data is not None and zp is not None and onnx_type_name(data) != onnx_type_name(zp):
-        raise DTypeError(
-            f"{spec.name}: zero_points has type tensor({onnx_type_name(zp)}) but data has "
+        raise spec.error(
+            DTypeError,
+            f"zero_points has type tensor({onnx_type_name(zp)}) but data has "
             f"tensor({onnx_type_name(data)}); they must match (T1)",
-            **_facts(spec, "zero_points", onnx_type_name(zp)),
+            input="zero_points",
+            value=onnx_type_name(zp),
         )
     return (onnx_type_name(data) if data is not None else None), (read[2] if len(read) > 2 else None)
 
@@ -110,45 +110,57 @@ def plan(
     type_name, out_dtype = _dtypes(spec, list(dtypes or []), given_zp)
     kind = _kind(type_name)
     if kind == "uint8" and bits not in (2, 4, 8):
-        raise InvalidAttributeError(
-            f"{spec.name}: bits = {bits} is not accepted for uint8 data (accepted: 2, 4, 8)",
-            **_facts(spec, "bits", bits),
+        raise spec.error(
+            InvalidAttributeError,
+            f"bits = {bits} is not accepted for uint8 data (accepted: 2, 4, 8)",
+            input="bits",
+            value=bits,
         )
     if kind == "int4" and bits != 4:
-        raise InvalidAttributeError(
-            f"{spec.name}: bits = {bits} is not accepted for tensor({type_name}) data (accepted: 4)",
-            **_facts(spec, "bits", bits, valid_range=(4, 4)),
+        raise spec.error(
+            InvalidAttributeError,
+            f"bits = {bits} is not accepted for tensor({type_name}) data (accepted: 4)",
+            input="bits",
+            value=bits,
+            valid_range=(4, 4),
         )
     power = block_size >= 16 and block_size & (block_size - 1) == 0
     if not (power or (block_size == 0 and kind in ("fp", None))):
         zero = " or 0 (FP8/FP4 data only: one block spanning the quantize axis)"
-        raise InvalidAttributeError(
-            f"{spec.name}: block_size = {block_size} must be a power of 2 >= 16{zero}"
+        raise spec.error(
+            InvalidAttributeError,
+            f"block_size = {block_size} must be a power of 2 >= 16{zero}"
             + (f"; data is tensor({type_name})" if type_name else ""),
-            **_facts(spec, "block_size", block_size),
+            input="block_size",
+            value=block_size,
         )
     data, indices = as_shape(spec, "data", data), as_shape(spec, "indices", indices)
     scales = as_shape(spec, "scales", scales)
     zp = as_shape(spec, "zero_points", zero_points) if given_zp else None
     if data is not None and len(data) < 1:
-        raise ShapeError(f"{spec.name}: data must have rank >= 1, got shape ()", **_facts(spec, "data", 0))
+        raise spec.error(ShapeError, "data must have rank >= 1, got shape ()", input="data", value=0)
     rank = len(data) if data is not None else len(scales) if scales is not None else None
     g = q = None
     if rank is not None:
         g, q = _axis(spec, "gather_axis", g_attr, rank), _axis(spec, "quantize_axis", q_attr, rank)
     if kind == "uint8" and rank is not None and (g != 0 or q != rank - 1 or g == q):
         name, value = ("gather_axis", g_attr) if g != 0 else ("quantize_axis", q_attr)
-        raise InvalidAttributeError(
-            f"{spec.name}: for uint8 data gather_axis must be 0 and quantize_axis the last axis "
+        raise spec.error(
+            InvalidAttributeError,
+            f"for uint8 data gather_axis must be 0 and quantize_axis the last axis "
             f"({rank - 1} or -1), and they must differ; got gather_axis = {g_attr}, quantize_axis = "
             f"{q_attr} for data of rank {rank}",
-            **_facts(spec, name, value),
+            input=name,
+            value=value,
         )
     if kind == "fp" and given_zp:
-        raise ArityError(
-            f"{spec.name}: zero_points must not be given for tensor({type_name}) data (FP8/FP4 "
+        raise spec.error(
+            ArityError,
+            f"zero_points must not be given for tensor({type_name}) data (FP8/FP4 "
             "quantization is symmetric): the node takes 3 inputs (data, indices, scales), got 4",
-            **_facts(spec, "zero_points", 4, valid_range=(3, 3)),
+            input="zero_points",
+            value=4,
+            valid_range=(3, 3),
         )
     per_byte = 8 // bits if kind == "uint8" else 1
     if kind is None and bits in (2, 4) and g == 0 and rank is not None and q == rank - 1:
@@ -176,9 +188,12 @@ def plan(
 def _check_scales(spec: OpVersion, data: tuple, scales: tuple, q: int, kind: str | None, per: int, bs: int) -> None:
     shown = f"data shape {fmt_shape(data)}, scales shape {fmt_shape(scales)}"
     if len(scales) != len(data):
-        raise ShapeError(
-            f"{spec.name}: scales must have data's rank {len(data)}, got rank {len(scales)} ({shown})",
-            **_facts(spec, "scales", len(scales), valid_range=(len(data), len(data))),
+        raise spec.error(
+            ShapeError,
+            f"scales must have data's rank {len(data)}, got rank {len(scales)} ({shown})",
+            input="scales",
+            value=len(scales),
+            valid_range=(len(data), len(data)),
         )
     for i, (d, s) in enumerate(zip(data, scales, strict=True)):
         if not (_known(d) and _known(s)):
@@ -191,25 +206,38 @@ def _check_scales(spec: OpVersion, data: tuple, scales: tuple, q: int, kind: str
             want = -(-unpacked // block)
             if s != want:
                 packed = f" ({d} stored x {per} per byte)" if per > 1 else ""
-                raise ShapeError(
-                    f"{spec.name}: scales.shape[{i}] = {s} but the quantize axis {i} of {unpacked} elements"
+                raise spec.error(
+                    ShapeError,
+                    f"scales.shape[{i}] = {s} but the quantize axis {i} of {unpacked} elements"
                     f"{packed} in blocks of {block} needs ceil({unpacked} / {block}) = {want} ({shown})",
-                    **_facts(spec, "scales", s, position=(i,), axis=i, valid_range=(want, want)),
+                    input="scales",
+                    value=s,
+                    position=(i,),
+                    axis=i,
+                    valid_range=(want, want),
                 )
         elif s != d and not (kind == "fp" and s == 1):
             also = " or 1 (FP8/FP4 data: broadcast)" if kind in ("fp", None) else ""
-            raise ShapeError(
-                f"{spec.name}: scales.shape[{i}] = {s} must equal data.shape[{i}] = {d}{also} ({shown})",
-                **_facts(spec, "scales", s, position=(i,), axis=i, valid_range=(d, d)),
+            raise spec.error(
+                ShapeError,
+                f"scales.shape[{i}] = {s} must equal data.shape[{i}] = {d}{also} ({shown})",
+                input="scales",
+                value=s,
+                position=(i,),
+                axis=i,
+                valid_range=(d, d),
             )
 
 
 def _check_zero_points(spec: OpVersion, scales: tuple, zp: tuple, q: int, per: int) -> None:
     shown = f"scales shape {fmt_shape(scales)}, zero_points shape {fmt_shape(zp)}"
     if len(zp) != len(scales):
-        raise ShapeError(
-            f"{spec.name}: zero_points must have scales' rank {len(scales)}, got rank {len(zp)} ({shown})",
-            **_facts(spec, "zero_points", len(zp), valid_range=(len(scales), len(scales))),
+        raise spec.error(
+            ShapeError,
+            f"zero_points must have scales' rank {len(scales)}, got rank {len(zp)} ({shown})",
+            input="zero_points",
+            value=len(zp),
+            valid_range=(len(scales), len(scales)),
         )
     for i, (s, z) in enumerate(zip(scales, zp, strict=True)):
         if not (_known(s) and _known(z)) or (i == q and not per):
@@ -217,7 +245,12 @@ def _check_zero_points(spec: OpVersion, scales: tuple, zp: tuple, q: int, per: i
         want = -(-s // per) if i == q else s
         if z != want:
             why = f"ceil({s} / {per}): {per} zero points per byte" if i == q and per > 1 else f"scales.shape[{i}]"
-            raise ShapeError(
-                f"{spec.name}: zero_points.shape[{i}] = {z} must be {want} ({why}; {shown})",
-                **_facts(spec, "zero_points", z, position=(i,), axis=i, valid_range=(want, want)),
+            raise spec.error(
+                ShapeError,
+                f"zero_points.shape[{i}] = {z} must be {want} ({why}; {shown})",
+                input="zero_points",
+                value=z,
+                position=(i,),
+                axis=i,
+                valid_range=(want, want),
             )

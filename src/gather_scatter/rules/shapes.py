@@ -36,12 +36,11 @@ def _batch_dims(spec: OpVersion, batch_dims: Any, data: Shape, indices: Shape) -
     limit = min(ranks) if ranks else None
     if b < 0 or (limit is not None and b >= limit):
         shown = f"{limit - 1}" if limit is not None else "min(rank(data), rank(indices)) - 1"
-        raise InvalidAttributeError(
-            f"{spec.name}: batch_dims = {b} must be in [0, {shown}] "
+        raise spec.error(
+            InvalidAttributeError,
+            f"batch_dims = {b} must be in [0, {shown}] "
             f"(below min(rank(data), rank(indices)); data shape {fmt_shape(data)}, "
             f"indices shape {fmt_shape(indices)})",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input="batch_dims",
             value=b,
             valid_range=(0, limit - 1) if limit is not None else None,
@@ -50,11 +49,10 @@ def _batch_dims(spec: OpVersion, batch_dims: Any, data: Shape, indices: Shape) -
         for i in range(b):
             d, j = data[i], indices[i]
             if _known(d) and _known(j) and d != j:  # two symbols may still be equal at run time
-                raise ShapeError(
-                    f"{spec.name}: batch dimension {i} differs: data.shape[{i}] = {d} but "
+                raise spec.error(
+                    ShapeError,
+                    f"batch dimension {i} differs: data.shape[{i}] = {d} but "
                     f"indices.shape[{i}] = {j} (data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-                    op=spec.op_type,
-                    since_version=spec.since_version,
                     input="indices",
                     position=(i,),
                     value=j,
@@ -67,11 +65,10 @@ def _last_dim_range(
 ) -> None:
     """``low <= k <= high``, where ``high`` is ``bound`` (e.g. rank(data)) or None when unknown."""
     if _known(k) and not (low <= k and (high is None or k <= high)):
-        raise ShapeError(
-            f"{spec.name}: indices.shape[-1] = {k} must be in [{low}, {bound if high is None else high}] "
+        raise spec.error(
+            ShapeError,
+            f"indices.shape[-1] = {k} must be in [{low}, {bound if high is None else high}] "
             f"({low} to {bound}; data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input="indices",
             position=(len(indices) - 1,) if indices is not None else None,
             value=k,
@@ -128,11 +125,10 @@ def scatter_nd_shape(spec: OpVersion, data: Shape, indices: Shape, updates: Shap
 
 def _same_rank(spec: OpVersion, data: Shape, other: Shape, name: str, data_name: str = "data") -> None:
     if data is not None and other is not None and len(data) != len(other):
-        raise ShapeError(
-            f"{spec.name}: {name} must have the rank of {data_name} ({len(data)}), got shape {fmt_shape(other)} "
+        raise spec.error(
+            ShapeError,
+            f"{name} must have the rank of {data_name} ({len(data)}), got shape {fmt_shape(other)} "
             f"({data_name} shape {fmt_shape(data)})",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input=name,
             value=len(other),
         )
@@ -154,12 +150,11 @@ def _elements_rule(spec: OpVersion, data: Shape, indices: Shape, axis: Any) -> i
     if data is not None and indices is not None:
         for d, (n, s) in enumerate(zip(indices, data, strict=False)):
             if d != ax and _known(n) and _known(s) and n > s:
-                raise ShapeError(
-                    f"{spec.name}: indices.shape[{d}] = {n} exceeds data.shape[{d}] = {s} "
+                raise spec.error(
+                    ShapeError,
+                    f"indices.shape[{d}] = {n} exceeds data.shape[{d}] = {s} "
                     f"(off the axis, indices may not be larger than data; axis = {ax}, "
                     f"data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-                    op=spec.op_type,
-                    since_version=spec.since_version,
                     input="indices",
                     position=(d,),
                     value=n,
@@ -193,10 +188,9 @@ def scatter_elements_shape(spec: OpVersion, data: Shape, indices: Shape, updates
             or any(_known(i) and _known(u) and i != u for i, u in zip(indices, updates, strict=False))
         )
     ):
-        raise ShapeError(
-            f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices shape {fmt_shape(indices)}",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            ShapeError,
+            f"updates shape {fmt_shape(updates)} must equal indices shape {fmt_shape(indices)}",
             input="updates",
             value=updates,
         )
@@ -223,11 +217,10 @@ def tensor_scatter_shape(
     else:
         ax = normalize_axis(spec, axis, len(known))
         if ax == 0:
-            raise InvalidAttributeError(
-                f"{spec.name}: axis = {axis} is the batch axis 0; the sequence axis must be in "
+            raise spec.error(
+                InvalidAttributeError,
+                f"axis = {axis} is the batch axis 0; the sequence axis must be in "
                 f"[1, {len(known) - 1}] (or [{-len(known) + 1}, -1])",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input="axis",
                 value=int(axis),
                 valid_range=(-len(known) + 1, len(known) - 1),
@@ -240,11 +233,10 @@ def tensor_scatter_shape(
                         if d == ax
                         else "off the sequence axis, update must have past_cache's dims"
                     )
-                    raise ShapeError(
-                        f"{spec.name}: update.shape[{d}] = {u} but past_cache.shape[{d}] = {p} ({rule}; "
+                    raise spec.error(
+                        ShapeError,
+                        f"update.shape[{d}] = {u} but past_cache.shape[{d}] = {p} ({rule}; "
                         f"axis = {ax}, past_cache shape {fmt_shape(past)}, update shape {fmt_shape(update)})",
-                        op=spec.op_type,
-                        since_version=spec.since_version,
                         input="update",
                         position=(d,),
                         value=u,
@@ -255,11 +247,10 @@ def tensor_scatter_shape(
     if write is not None:
         batch = next((s[0] for s in (past, update) if s is not None and _known(s[0])), None)
         if len(write) != 1 or (batch is not None and _known(write[0]) and write[0] != batch):
-            raise ShapeError(
-                f"{spec.name}: write_indices must have shape (batch,) = "
+            raise spec.error(
+                ShapeError,
+                f"write_indices must have shape (batch,) = "
                 f"{fmt_shape((batch if batch is not None else 'batch',))}, got {fmt_shape(write)}",
-                op=spec.op_type,
-                since_version=spec.since_version,
                 input="write_indices",
                 value=write,
             )
@@ -276,12 +267,11 @@ def _check_updates(spec: OpVersion, updates, lead: tuple, tail: tuple, k, data: 
     if mismatch:
         # With data's rank unknown only the indices part of the expected shape is a fact.
         shown = fmt_shape(expected) if data is not None else f"{fmt_shape(lead)} + (unknown)"
-        raise ShapeError(
-            f"{spec.name}: updates shape {fmt_shape(updates)} must equal indices.shape[:-1] + "
+        raise spec.error(
+            ShapeError,
+            f"updates shape {fmt_shape(updates)} must equal indices.shape[:-1] + "
             f"data.shape[k:] = {shown} with k = {k} "
             f"(data shape {fmt_shape(data)}, indices shape {fmt_shape(indices)})",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input="updates",
             value=updates,
         )

@@ -42,20 +42,18 @@ def as_array(spec: OpVersion, input: str, value: Any, dtype: Any = None) -> np.n
     if isinstance(value, np.generic):
         return np.asarray(value)
     if value is None:  # an input left out, not an object array holding None
-        raise ArityError(
-            f"{spec.name}: {input} is None, but it is a required input: pass an array",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            ArityError,
+            f"{input} is None, but it is a required input: pass an array",
             input=input,
             value=None,
         )
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as exc:
-        raise DTypeError(
-            f"{spec.name}: {input} cannot be read as an array ({exc})",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            DTypeError,
+            f"{input} cannot be read as an array ({exc})",
             input=input,
         ) from None
     if array.dtype.kind in "OUS":  # the items as given: NumPy makes ['a', 1] into ['a', '1']
@@ -106,11 +104,10 @@ def _only_strings(spec: OpVersion, input: str, array: np.ndarray, listed: bool =
     else:
         what = "a list that NumPy can only hold as objects"
         hint = " (no NumPy number type holds this value)" if _is_number(item) else ""
-    raise DTypeError(
-        f"{spec.name}: {input}{where} = {shown} is {_a(type(item).__name__)}, but {input} is {what}, which stands "
+    raise spec.error(
+        DTypeError,
+        f"{input}{where} = {shown} is {_a(type(item).__name__)}, but {input} is {what}, which stands "
         f"for tensor(string) and may hold only str or bytes{hint}",
-        op=spec.op_type,
-        since_version=spec.since_version,
         input=input,
         position=position,
         value=type(item).__name__,
@@ -123,11 +120,10 @@ def _a(noun: str) -> str:
 
 def _refuse_masked(spec: OpVersion, input: str, value: np.ndarray) -> None:
     if isinstance(value, np.ma.MaskedArray):
-        raise DTypeError(
-            f"{spec.name}: {input} is a masked array, and masks are not supported (the kernels would "
+        raise spec.error(
+            DTypeError,
+            f"{input} is a masked array, and masks are not supported (the kernels would "
             f"ignore them); pass {input}.filled(fill_value) or {input}.data",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input=input,
             value="MaskedArray",
         )
@@ -157,11 +153,10 @@ def _exactly(spec: OpVersion, input: str, array: np.ndarray, dtype: np.dtype, va
     value = _items(value, array)[position]  # as given: NumPy makes [-1, 2**63] floats
     value = value.item() if isinstance(value, np.generic) else value
     where = f"[{', '.join(map(str, position))}]" if position else ""
-    raise DTypeError(
-        f"{spec.name}: {input}{where} = {value!r} does not fit exactly in {dtype}, the type {input} must have "
+    raise spec.error(
+        DTypeError,
+        f"{input}{where} = {value!r} does not fit exactly in {dtype}, the type {input} must have "
         f"here (a list takes that type when every value fits; pass an array to choose another)",
-        op=spec.op_type,
-        since_version=spec.since_version,
         input=input,
         position=position,
         value=value,
@@ -226,10 +221,9 @@ def out_of_bounds(spec: OpVersion, position: tuple[int, ...], value: int, sizes:
         valid_range, shown = (-size, size - 1), f"valid range [{-size}, {size - 1}]"
     else:
         valid_range, shown = None, "the axis is empty: no index is valid"
-    raise IndexOutOfBoundsError(
-        f"{spec.name}: {where} = {value} is out of bounds for data axis {axis} of size {size} ({shown})",
-        op=spec.op_type,
-        since_version=spec.since_version,
+    raise spec.error(
+        IndexOutOfBoundsError,
+        f"{where} = {value} is out of bounds for data axis {axis} of size {size} ({shown})",
         input="indices",
         position=position,
         value=value,
@@ -293,16 +287,15 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
     Raises DTypeError (not an array, masked, wrong dtype), ShapeError (wrong shape) or
     InvalidAttributeError (read-only, broadcast, overlapping an input).
     """
-    facts: dict[str, Any] = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if not isinstance(out, np.ndarray):
-        raise DTypeError(f"{spec.name}: out must be a numpy.ndarray, got {type(out).__name__}", **facts)
+        raise spec.error(DTypeError, f"out must be a numpy.ndarray, got {type(out).__name__}", input="out")
     _refuse_masked(spec, "out", out)
     check_out_type(spec, out.dtype, out.shape, dtype, shape)
     refuse_broadcast(spec, out)
     # After the broadcast check: np.broadcast_to views are read-only too, and "read-only" would
     # send the caller to flip a flag rather than pass an array of its own.
     if not out.flags.writeable:
-        raise InvalidAttributeError(f"{spec.name}: out is read-only", **facts)
+        raise spec.error(InvalidAttributeError, "out is read-only", input="out")
     refuse_overlap(spec, out, inputs)
     return out if type(out) is np.ndarray else out.view(np.ndarray)
 
@@ -314,11 +307,10 @@ def check_out(spec: OpVersion, out: Any, shape: tuple[int, ...], dtype: np.dtype
 def refuse_broadcast(spec: OpVersion, out: np.ndarray) -> None:
     """InvalidAttributeError if two elements of ``out`` are one (a stride of 0 on a dim of size > 1)."""
     if out.size and any(stride == 0 and size > 1 for stride, size in zip(out.strides, out.shape, strict=False)):
-        raise InvalidAttributeError(
-            f"{spec.name}: out is a broadcast view (strides {out.strides}: several elements share memory), so "
+        raise spec.error(
+            InvalidAttributeError,
+            f"out is a broadcast view (strides {out.strides}: several elements share memory), so "
             "it cannot hold a result; pass an array of its own",
-            op=spec.op_type,
-            since_version=spec.since_version,
             input="out",
         )
 
@@ -330,11 +322,9 @@ def refuse_overlap(spec: OpVersion, out: np.ndarray, inputs: dict) -> None:
     """
     for name, array in inputs.items():
         if _overlaps(out, array):
-            raise InvalidAttributeError(
-                f"{spec.name}: out shares memory with {name}; the result would overwrite its own input "
-                "(pass a separate array)",
-                op=spec.op_type,
-                since_version=spec.since_version,
+            raise spec.error(
+                InvalidAttributeError,
+                f"out shares memory with {name}; the result would overwrite its own input (pass a separate array)",
                 input="out",
             )
 
@@ -343,7 +333,6 @@ def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype
     """DTypeError/ShapeError unless an ``out`` of ``out_dtype`` and ``out_shape`` can hold a
     result of ``dtype`` and ``shape`` (the dtypes as NumPy's, whatever the array library).
     """
-    facts: dict[str, Any] = dict(op=spec.op_type, since_version=spec.since_version, input="out")
     if out_dtype != dtype:
         why = ""
         if dtype == object and out_dtype.kind in "US":  # noqa: E721 - NumPy dtype equality (dtype("O") == object), not a type comparison
@@ -351,16 +340,18 @@ def check_out_type(spec: OpVersion, out_dtype: np.dtype, out_shape: tuple, dtype
                 " (string results are object arrays of str: a fixed-width string array would truncate "
                 "them; pass an object array, e.g. out.astype(object))"
             )
-        raise DTypeError(
-            f"{spec.name}: out has dtype {out_dtype} but the result has dtype {np.dtype(dtype)}{why}",
+        raise spec.error(
+            DTypeError,
+            f"out has dtype {out_dtype} but the result has dtype {np.dtype(dtype)}{why}",
+            input="out",
             value=str(out_dtype),
-            **facts,
         )
     if tuple(out_shape) != tuple(shape):
-        raise ShapeError(
-            f"{spec.name}: out has shape {tuple(out_shape)} but the result has shape {tuple(shape)}",
+        raise spec.error(
+            ShapeError,
+            f"out has shape {tuple(out_shape)} but the result has shape {tuple(shape)}",
+            input="out",
             value=tuple(out_shape),
-            **facts,
         )
 
 

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import ml_dtypes
 import numpy as np
 
-from ..errors import DTypeError, InvalidAttributeError, UnsupportedOpError
+from ..errors import DTypeError, GatherScatterError, InvalidAttributeError, UnsupportedOpError
 
 __all__ = [
     "FAMILY",
@@ -32,6 +32,8 @@ __all__ = [
     "onnx_type_name",
     "resolve",
 ]
+
+_E = TypeVar("_E", bound=GatherScatterError)
 
 # ONNX tensor element type name -> NumPy dtype. Strings are object arrays of str.
 ONNX_TYPES: Mapping[str, np.dtype] = MappingProxyType(
@@ -123,6 +125,15 @@ class OpVersion:
         prefix = f"{self.domain}." if self.domain else ""
         return f"{prefix}{self.op_type}-{self.since_version}"
 
+    def error(self, cls: type[_E], message: str, **fields: Any) -> _E:
+        """The error ``cls`` about this version: its message is ``"<name>: <message>"``
+        (``"GatherND-13: indices[0] = 5 is out of bounds ..."``) and it carries ``op`` and
+        ``since_version`` besides ``fields`` (``input``, ``position``, ``value``, ...), so every
+        error an operator raises reads and describes itself alike. Returned, not raised:
+        ``raise spec.error(ShapeError, "...", input="indices")``.
+        """
+        return cls(f"{self.name}: {message}", op=self.op_type, since_version=self.since_version, **fields)
+
     def refuses(self, attrs: Mapping[str, Any]) -> str | None:
         """The first attribute of ``attrs`` (name -> value) this version does not accept: a
         name it lacks, or a string value outside its list (``reduction``, ``mode``); None if
@@ -145,11 +156,10 @@ class OpVersion:
         type_name = onnx_type_name(dtype)
         if type_name not in allowed:
             shown = f"tensor({type_name})" if type_name else f"NumPy dtype {np.dtype(dtype)}"
-            raise DTypeError(
-                f"{self.name}: {input} has type {shown}, which this version does not allow "
+            raise self.error(
+                DTypeError,
+                f"{input} has type {shown}, which this version does not allow "
                 f"(allowed: {', '.join(f'tensor({t})' for t in sorted(allowed))})",
-                op=self.op_type,
-                since_version=self.since_version,
                 input=input,
                 value=shown,
             )
@@ -376,10 +386,9 @@ def _parse_choice(cls, spec: OpVersion, name: str, accepted: tuple[str, ...], va
     if value not in accepted:
         later = first_accepting(spec, {name: value})
         fix = f"; {value!r} exists from {later.name}: {fix_hint(later)}" if later else ""
-        raise InvalidAttributeError(
-            f"{spec.name}: {name} = {value!r} is not accepted (accepted: {', '.join(map(repr, accepted))}){fix}",
-            op=spec.op_type,
-            since_version=spec.since_version,
+        raise spec.error(
+            InvalidAttributeError,
+            f"{name} = {value!r} is not accepted (accepted: {', '.join(map(repr, accepted))}){fix}",
             input=name,
             value=value,
         )
