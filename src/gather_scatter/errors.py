@@ -89,19 +89,23 @@ def node_label(name: str) -> str:
     return f"node {name!r}" if name else "unnamed node"
 
 
-def one_line(exc: BaseException | str, *, with_type: bool = False) -> str:
-    r"""Return an error's message (or a text) on one line, each run of white space one space.
+def one_line(exc: object, *, with_type: bool = False, limit: int | None = None) -> str:
+    r"""Return an error's message (or any text) on one line, each run of white space one space.
 
-    How a message of ours quotes another library's error (onnx's and onnxruntime's span lines);
-    ``with_type=True`` puts the error's class first.
+    How a message of ours quotes another library's error (onnx's and onnxruntime's span lines,
+    protobuf's embed whole protos); ``with_type=True`` puts the error's class first; ``limit``
+    cuts the text to that many characters, the last three ``...``.
 
     >>> one_line(ValueError("bad\n  input"))
     'bad input'
     >>> one_line(ValueError("bad\n  input"), with_type=True)
     'ValueError: bad input'
+    >>> one_line("a  long\ntext", limit=8)
+    'a lon...'
     """
     text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if with_type else text
+    text = f"{type(exc).__name__}: {text}" if with_type else text
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _rebuild(cls, message, fields):

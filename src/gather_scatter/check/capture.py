@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import GatherScatterError, InvalidAttributeError, NodeError
+from ..errors import GatherScatterError, InvalidAttributeError, NodeError, one_line
 from ..models import all_nodes, check_inputs, check_model, load_model, type_str
 from ..rules.versions import FAMILY, OpVersion
 from . import case_values as C
@@ -300,8 +300,8 @@ def finish(
     if failure is not None and ours is None:
         said = str(failure) if isinstance(failure, GatherScatterError) else f"{type(failure).__name__}: {failure}"
         if isinstance(failure, InvalidAttributeError):  # the model's own fault, whatever its inputs (off-spec)
-            raise ModelUsageError(" ".join(said.split())) from None
-        raise ModelUsageError(f"{who} failed: {' '.join(said.split())}") from None
+            raise ModelUsageError(one_line(said)) from None
+        raise ModelUsageError(f"{who} failed: {one_line(said)}") from None
     return list(runs.values()), outputs, ours if failure is not None else None
 
 
@@ -376,7 +376,7 @@ def load(
         left = engine_ops(proto) if engine_ops is not None else ()
         check_model(proto, path=path, engine_ops=left)
     except GatherScatterError as exc:
-        raise ModelUsageError(" ".join(str(exc).split())) from None
+        raise ModelUsageError(one_line(exc)) from None
     return proto
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import onnx
 
-from ..errors import GatherScatterError
+from ..errors import GatherScatterError, one_line
 from ..models import all_nodes
 from ..rules.versions import FAMILY, normalize_domain
 from .capture import ModelUsageError, NodeRun, capturing_ops, finish, recorder
@@ -148,7 +148,7 @@ def hosted_capture(
         except GatherScatterError as exc:  # onnxruntime cannot load a node, or one of ours refuses its attributes
             raise ModelUsageError(
                 f"model mode runs a model with operators our evaluator cannot run ({_listed(ops)}) in onnxruntime, "
-                f"our kernels running its indexing nodes, and this one cannot run so: {' '.join(str(exc).split())}"
+                f"our kernels running its indexing nodes, and this one cannot run so: {one_line(exc)}"
             ) from None
         outputs = None
         failure = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import one_line
 from . import runner
 from .repro_script import op_name
 from .spec_quotes import SPEC_QUOTES
@@ -188,7 +189,7 @@ def _threads(threads: int | None) -> str:
 
 
 def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = one_line(text)
     return text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + " ..."
 
 

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import numpy as np
 import onnx
 
-from ..errors import GatherScatterError
+from ..errors import GatherScatterError, one_line
 from . import engines, report, runner, shrink, upstream
 from .capture import ModelUsageError, NodeRun, capture, indexing_nodes, load, make_feeds, not_run
 from .hosted_capture import HOSTED, OURS, foreign_ops, hosted_capture, left_to_onnxruntime
@@ -172,7 +172,7 @@ def _refuse_off_spec(proto: onnx.ModelProto) -> None:
 
     for node, _, error in off_spec_nodes(proto):
         said = error.in_node(node.name, node.op_type) if isinstance(error, GatherScatterError) else error
-        raise ModelUsageError(" ".join(str(said).split()))
+        raise ModelUsageError(one_line(said))
 
 
 def _is_off_spec(run: NodeRun) -> bool:
@@ -317,7 +317,7 @@ def run_model_check(
             "foreign_ops": foreign,
             "not_run": not_run(proto, runs),
             "off_spec": [_off_spec(run) for run in runs if _is_off_spec(run)],
-            "our_error": None if our_error is None else " ".join(str(our_error).split()),
+            "our_error": None if our_error is None else one_line(our_error),
             "nodes": [],
             "whole_model": None,
             "findings": [],
@@ -473,7 +473,7 @@ def print_report(result: dict, stream: TextIO) -> None:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
     print("  ".join(c.ljust(w) for c, w in zip(header, widths, strict=False)) + "  detail", file=stream)
     for *cells, r in rows:
-        detail = " ".join(str(r["detail"]).split())[:200]
+        detail = one_line(r["detail"])[:200]
         print(
             ("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False)) + "  " + detail).rstrip(), file=stream
         )

@@ -16,6 +16,7 @@ from typing import TextIO
 import numpy as np
 
 from .. import models
+from ..errors import one_line
 from .engines import repro_code
 from .runner import FINDING_KINDS, Finding, model_bytes
 
@@ -154,7 +155,7 @@ def print_table(result: dict, stream: TextIO) -> None:
         return
     header = ("engine", "op", "version", "kind", "count", "example")
     lines = [
-        (result["engine"], op, str(v), kind, str(len(fs)), " ".join(fs[0]["detail"].split())[:100])
+        (result["engine"], op, str(v), kind, str(len(fs)), one_line(fs[0]["detail"])[:100])
         for (op, v, kind), fs in sorted(rows.items())
     ]
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(5)]

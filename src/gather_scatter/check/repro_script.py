@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from ..errors import GatherScatterError
+from ..errors import GatherScatterError, one_line
 from ..models import decode_source, onnx_type_of, storable
 from . import engines, runner
 
@@ -185,7 +185,7 @@ def _check_block(
 ) -> str:
     """Return the part of the script that runs the model and says whether the defect shows."""
     if isinstance(expected, GatherScatterError):
-        lines = [f"EXPECTED_ERROR = {' '.join(str(expected).split())!r}  # the spec requires an error"]
+        lines = [f"EXPECTED_ERROR = {one_line(expected)!r}  # the spec requires an error"]
     else:
         lines = [_array_source("EXPECTED", expected, stored, archive) + "  # the spec's loop (see the issue)"]
     if finding.kind == "wrong_output":

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import GatherScatterError
+from ..errors import GatherScatterError, one_line
 from ..models import save_npz
 from . import repro_script, runner
 from .issue_class import IssueClass, classes, spec_quote, title, topic
@@ -117,10 +117,10 @@ def _what(group: IssueClass) -> str:
     attrs = ", ".join(f"{k}={attr_source(v)}" for k, v in check.case.attrs.items())
     shapes = ", ".join(f"{n}: {a.dtype} {list(a.shape)}" for n, a in zip(check.names, check.case.inputs, strict=False))
     case = "a valid input" if check.kind == "valid" else f"an invalid input ({check.kind})"
-    detail = " ".join(finding.detail.split())
+    detail = one_line(finding.detail)
     expected = runner.expected(check)
     if finding.kind == "accepted_invalid" and isinstance(expected, GatherScatterError):
-        detail = f"the spec requires an error ({' '.join(str(expected).split())}), but the engine returned a result"
+        detail = f"the spec requires an error ({one_line(expected)}), but the engine returned a result"
     text = (
         f"A model of one `{op_name(check)}` node (opset {check.opset}{', ' + attrs if attrs else ''}), run on "
         f"{case} ({shapes}): {detail}"
@@ -324,7 +324,7 @@ def write_reports(
                 for suffix in (".py", ".npz", ".md"):
                     if os.path.lexists(os.path.join(tmp, stem + suffix)):
                         os.remove(os.path.join(tmp, stem + suffix))
-                reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                reason = one_line(exc, with_type=True)[:300]
                 failures.append(f"{stem}.md ({len(group.findings)} finding(s)) could not be written: {reason}")
                 continue
             written.append(os.path.join(report_dir, stem + ".md"))

@@ -15,8 +15,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import one_line
 from ._check import _add_check
-from ._common import _FAMILY, USAGE_ERROR, _paragraph, _UserError
+from ._common import _FAMILY, USAGE_ERROR, _UserError
 from ._run import _add_run, _add_shapes
 from ._suite import _add_export_tests, _add_run_tests
 
@@ -71,5 +72,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except _UserError as exc:
-        print(f"gather-scatter {args.command}: error: {_paragraph(exc)}", file=sys.stderr)
+        print(f"gather-scatter {args.command}: error: {one_line(exc, limit=600)}", file=sys.stderr)
         return USAGE_ERROR

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import models
+from ..errors import one_line
 
 USAGE_ERROR = 2
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
@@ -21,12 +22,6 @@ INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 
 class _UserError(Exception):
     """A failure to report as one paragraph and exit status 2."""
-
-
-def _paragraph(text: object, limit: int = 600) -> str:
-    # onnx and protobuf messages can span many lines and embed whole protos.
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _named_input(spec: str) -> tuple[str, str]:
@@ -132,7 +127,7 @@ def _print_caught(command: str, caught: list) -> None:
 
     for w in caught:
         if issubclass(w.category, OffSpecWarning):
-            print(f"gather-scatter {command}: warning: {_paragraph(_cli_text(w.message))}", file=sys.stderr)
+            print(f"gather-scatter {command}: warning: {one_line(_cli_text(w.message), limit=600)}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..check.engines import EngineBroken, Outcome, Worker, canonical, is_ml_dtype
 from ..check.runner import same
+from ..errors import one_line
 from .load import SuiteTest, load_suite
 
 __all__ = ["FAILURES", "OUTCOMES", "compare", "print_summary", "run_case", "run_cases", "run_tests", "score"]
@@ -88,11 +89,6 @@ def compare(actual: Any, expected: np.ndarray, rtol: float | None = None, atol: 
     )
 
 
-def _line(text: str, limit: int = 600) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _signal_named(message: str) -> str:
     """``exit code -8`` as ``exit code -8, SIGFPE``: a worker killed by a signal says which."""
 
@@ -108,28 +104,33 @@ def _signal_named(message: str) -> str:
 def _outcome(case: SuiteTest, answer: Outcome, expected: list[np.ndarray]) -> tuple[str, str]:
     """(outcome, detail) of one data set's answer."""
     if answer.kind in ("crash", "timeout", "unsupported"):
-        return answer.kind, _line(_signal_named(answer.message) if answer.kind == "crash" else answer.message)
+        return answer.kind, one_line(
+            _signal_named(answer.message) if answer.kind == "crash" else answer.message, limit=600
+        )
     if not case.valid:
         if answer.kind == "error":
-            return "pass", _line(f"refused: {answer.message}")
+            return "pass", one_line(f"refused: {answer.message}", limit=600)
         required = case.error.get("error") or case.error.get("kind") or "an error"
         said = f": {case.error['message']}" if case.error.get("message") else ""
-        return "accepted_invalid", _line(f"the spec requires {required}{said}; the engine returned a result")
+        return "accepted_invalid", one_line(
+            f"the spec requires {required}{said}; the engine returned a result", limit=600
+        )
     if answer.kind == "error":
-        return "error", _line(f"the engine raised on a valid test: {answer.message}")
+        return "error", one_line(f"the engine raised on a valid test: {answer.message}", limit=600)
     if len(answer.outputs) < len(expected):
         return "fail", f"{len(answer.outputs)} outputs, expected {len(expected)}"
     for k, want in enumerate(expected):
         name = case.output_names[k] if k < len(case.output_names) else f"#{k}"
         got = answer.outputs[k]
         if got is None:
-            return "unsupported", _line(
+            return "unsupported", one_line(
                 f"output {k} ({name!r}) could not be read back as a NumPy array "
-                f"({answer.message or 'None'}): not scored"
+                f"({answer.message or 'None'}): not scored",
+                limit=600,
             )
         diff = compare(got, want, case.rtol, case.atol)
         if diff:
-            return "fail", _line(f"output {k} ({name!r}): {diff}")
+            return "fail", one_line(f"output {k} ({name!r}): {diff}", limit=600)
     return "pass", ""
 
 
@@ -250,7 +251,11 @@ def run_cases(
                 try:
                     outcome, detail, seconds = run_case(worker, case)
                 except EngineBroken as exc:  # its worker would not start again after a crash: this test's crash
-                    outcome, detail, seconds = "crash", _line(f"the engine's worker did not restart: {exc}"), 0.0
+                    outcome, detail, seconds = (
+                        "crash",
+                        one_line(f"the engine's worker did not restart: {exc}", limit=600),
+                        0.0,
+                    )
                 rows.append(
                     {
                         "name": case.name,
