@@ -259,6 +259,13 @@ def test_errors_name_the_node():
     onnxruntimes = info.value.__cause__
     assert isinstance(onnxruntimes, NodeError)
     assert re.match(r"node 'embed' \(Gather, domain ai.onnx, opset 18\): onnxruntime: ", str(onnxruntimes))
+    # a model importing the default domain as 'ai.onnx' names the node's opset too
+    del model.opset_import[:]
+    model.opset_import.append(oh.make_opsetid("ai.onnx", 18))
+    with pytest.raises(IndexOutOfBoundsError) as info:
+        gs.Session(model, engine="onnxruntime", threads=1).run(None, {"t": np.zeros((4, 2), np.float32),
+                                                                      "ids": np.array([9])})
+    assert re.match(r"node 'embed' \(Gather, domain ai.onnx, opset 18\): onnxruntime: ", str(info.value.__cause__))
     # feeds are checked as for the reference engine
     with pytest.raises(gs.errors.DTypeError):
         session.run(None, {"t": np.zeros((4, 2), np.float64), "ids": np.array([1])})

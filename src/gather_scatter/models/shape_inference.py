@@ -38,6 +38,7 @@ from ..errors import (
     ShapeError,
     UnsupportedOpError,
     node_label,
+    one_line,
 )
 from ..rules.dims import Shape, fmt_shape
 from ..rules.versions import FAMILY, first_accepting, normalize_domain, resolve
@@ -356,7 +357,7 @@ _INFERENCE_NODE = re.compile(r"for node name ([^ .]*)")
 
 def _refused(model: onnx.ModelProto, exc: Exception) -> ModelInputError:
     """ONNX's whole-model inference refusing the model, as one line naming the node."""
-    text = " ".join(str(exc).split())
+    text = one_line(exc)
     error = ModelInputError(f"onnx's shape inference refuses the model: {text}")
     found = _INFERENCE_NODE.search(text)
     nodes = [n for n in model.graph.node if found and found.group(1) and n.name == found.group(1)]

@@ -23,7 +23,7 @@ import onnx
 
 from ...errors import GatherScatterError, ModelInputError, NodeError, one_line
 from ...rules.versions import normalize_domain
-from .._graph import all_nodes, node_name, subgraphs
+from .._graph import all_nodes, imported_opsets, node_name, subgraphs
 from ..plan import Plan, PlanEntry
 from ._partition import (
     FAMILY,
@@ -365,7 +365,7 @@ class Hosted:
         if index is None:
             return NodeError(f"onnxruntime: {message}", node=name)
         node = self.model.graph.node[index]
-        opset = {o.domain: o.version for o in self.model.opset_import}.get(node.domain)
+        opset = imported_opsets(self.model).get(normalize_domain(node.domain))  # 'ai.onnx' imports '' too
         domain = node.domain or "ai.onnx"
         where = f"node '{name}' ({node.op_type}, domain {domain}" + (f", opset {opset})" if opset else ")")
         err = NodeError(f"{where}: onnxruntime: {message}", op=node.op_type, node=name)
