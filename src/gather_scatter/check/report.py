@@ -163,6 +163,70 @@ def print_table(result: dict, stream: TextIO) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=False)) + "  " + row[5], file=stream)
 
 
+def print_model_report(result: dict, stream: TextIO) -> None:
+    """Print model mode's report: a summary line, one row per node, and the whole model's row.
+
+    A row per node gives its name, op version, opset, kind and detail, with the files of each
+    finding under it.
+
+    Parameters
+    ----------
+    result : dict
+        As :func:`~gather_scatter.check.run_model_check` returns it.
+    stream : text stream
+    """
+    threads = f" ({result['threads']} threads)" if result.get("threads") else ""
+    ran = (
+        progress(result) if result["interrupted"] else f"{result['cases']} indexing node{'s' * (result['cases'] != 1)}"
+    )
+    print(
+        f"{result['engine']} {result['engine_version']}{threads}: {result['model']}: {ran}; "
+        + ", ".join(f"{k} {v}" for k, v in result["summary"].items()),
+        file=stream,
+    )
+    print(f"inputs (seed {result['seed']}): " + ", ".join(result["inputs"]), file=stream)
+    if result.get("foreign_ops"):
+        ops = ", ".join(result["foreign_ops"])
+        print(f"captured by {result['captured_by']}: our evaluator cannot run {ops}", file=stream)
+    if result["our_error"]:
+        print(
+            f"our kernels raise on these inputs, so the nodes after it did not run: {result['our_error']}", file=stream
+        )
+    if result["not_run"]:
+        print("not run by the model on these inputs: " + ", ".join(result["not_run"]), file=stream)
+    for line in result.get("off_spec", ()):
+        print(f"off-spec: {line}", file=stream)
+    header = ("node", "op", "opset", "kind")
+    rows = [
+        (
+            r["node"],
+            f"{r['domain'] + '.' if r['domain'] != 'ai.onnx' else ''}{r['op']}-{r['since_version']}",
+            str(r["opset"]),
+            r["kind"],
+            r,
+        )
+        for r in result["nodes"]
+    ]
+    whole = result["whole_model"]
+    if whole is not None:
+        rows.append(("(whole model)", "-", "-", whole["kind"], whole))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    print("  ".join(c.ljust(w) for c, w in zip(header, widths, strict=False)) + "  detail", file=stream)
+    for *cells, r in rows:
+        detail = one_line(r["detail"])[:200]
+        print(
+            ("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False)) + "  " + detail).rstrip(), file=stream
+        )
+        if r.get("repro"):
+            files = [r["model"], r["inputs"]] if r["node"] else [r["inputs"]]
+            if r.get("node_model"):
+                files += [r["node_model"], r["node_inputs"]]
+            print(f"    files: {', '.join(files)}", file=stream)
+            print(f"    repro: {r['repro']}", file=stream)
+    findings = result["findings"]
+    print(f"{len(findings)} finding{'s' * (len(findings) != 1)}" if findings else "no findings", file=stream)
+
+
 def write_json(result: dict, path: str) -> None:
     """Write the report ``result`` to ``path`` as indented JSON."""
     with open(path, "w") as f:
