@@ -4,6 +4,10 @@ Each function passes its version (an OpVersion of the registry) to ``run_<op>`` 
 :mod:`gather_scatter._calls`, which holds the per-call policy: the per-signature fast path,
 then the backend that the first array input picks (NumPy's kernels for NumPy input).
 :mod:`gather_scatter._nodes` calls the same runners with the version in effect at an opset.
+
+One module of ~490 lines on purpose: it is the public face of six operators, each a few lines of
+code under its overloads and its whole numpydoc docstring (shapes, dtypes, errors, spec section),
+which is what the API reference renders; splitting it would spread the front door over files.
 """
 
 from __future__ import annotations
