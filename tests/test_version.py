@@ -49,7 +49,7 @@ def test_one_version_everywhere(capsys):
 def test_changelog_format():
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## \[([^\]]+)\]", text, re.M)
-    assert headings[0] == "Unreleased" and headings[1:] == ["0.2.0", "0.1.0"]
+    assert headings[0] == "Unreleased" and headings[1:] == ["0.3.0", "0.2.0", "0.1.0"]
     for section in re.split(r"^## ", text, flags=re.M)[2:]:  # each release: only Keep a Changelog's groups
         groups = re.findall(r"^### (.+)$", section, re.M)
         assert groups and set(groups) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, groups
