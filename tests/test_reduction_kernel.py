@@ -1,5 +1,5 @@
 """The compiled reduction kernels (issue 24) against the spec's loop: ScatterND's rows
-(kernels._writes.reduce_rows) and ScatterElements' elements along an axis (scatter_axis).
+(kernels._reductions.reduce_rows) and ScatterElements' elements along an axis (scatter_axis).
 
 Every reduction x dtype x row width (1, 7, 8, 9, 64, 1000) x duplicate depth (none, a few, all
 updates on one target) x thread count 1-3, through the public ``scatter_nd``, bit for bit with
@@ -28,7 +28,7 @@ import pytest
 import gather_scatter as gs
 from gather_scatter import _calls as _runners
 from gather_scatter.kernels import _numba as _compiled
-from gather_scatter.kernels import _writes, elements
+from gather_scatter.kernels import _reductions, elements
 from gather_scatter.resources import threads as _parallel
 
 LOOPS = _compiled.loops()
@@ -80,7 +80,7 @@ def threads(request, monkeypatch):
     monkeypatch.setattr(_runners, "_ACCEPTED", {})
     monkeypatch.setattr(_runners, "_small", lambda nbytes, most=0: False)
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
-    monkeypatch.setattr(_writes, "_parts", lambda n_updates, nbytes, n_rows: max(1, min(n, n_rows)))
+    monkeypatch.setattr(_reductions, "thread_parts", lambda n_updates, nbytes, n_rows: max(1, min(n, n_rows)))
     before = gs.get_num_threads()
     gs.set_num_threads(n)
     yield n

@@ -1,4 +1,4 @@
-"""ScatterND's reductions on whole slices (kernels._writes.reduce_into): the compiled row loop
+"""ScatterND's reductions on whole slices (kernels._reductions.reduce_into): the compiled row loop
 and NumPy's rounds give ufunc.at's bits (the spec's row-major loop) for every dtype, with and
 without duplicates, on one thread and on two with the columns split. The fused copy and write
 (kernels._writes.copy_and_scatter_rows) gives the spec loop's bits too, slices narrower and
@@ -10,7 +10,7 @@ import pytest
 
 import gather_scatter as gs
 from gather_scatter.kernels import _numba as _compiled
-from gather_scatter.kernels import _writes
+from gather_scatter.kernels import _reductions, _writes
 from gather_scatter.resources import threads as _parallel
 from gather_scatter.rules.versions import Reduction
 
@@ -50,11 +50,11 @@ def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compi
     data, offsets, values = _inputs(dtype, 40, 30 if distinct else 200, 17, distinct, rng)
     expected = data.copy()
     with np.errstate(all="ignore"):
-        _writes.UFUNCS[reduction].at(expected, offsets, values)
+        _reductions.UFUNCS[reduction].at(expected, offsets, values)
     if not compiled:
         monkeypatch.setattr(_compiled, "loops", lambda: None)
         if threads == 2:  # NumPy's path one row per step too (by default 8 MiB of rows per step)
-            monkeypatch.setattr(_writes, "_ROUND_BYTES", 1)
+            monkeypatch.setattr(_reductions, "_ROUND_BYTES", 1)
     elif LOOPS is None:
         pytest.skip("numba's loops are not available here (GATHER_SCATTER_COMPILED=0 or no numba)")
     monkeypatch.setattr(_parallel, "MIN_CHUNK_BYTES", 1)
@@ -65,11 +65,11 @@ def test_reduce_into_matches_ufunc_at(dtype, reduction, distinct, threads, compi
             actual = np.zeros((40, 2, 17), dtype)[:, 0]
             actual[...] = data
             with np.errstate(all="ignore"):
-                _writes.reduce_into(actual.reshape(4, 10, 17), offsets, values, reduction, (4, 10))
+                _reductions.reduce_into(actual.reshape(4, 10, 17), offsets, values, reduction, (4, 10))
         else:
             actual = data.copy()
             with np.errstate(all="ignore"):
-                _writes.reduce_into(actual, offsets, values, reduction)
+                _reductions.reduce_into(actual, offsets, values, reduction)
     finally:
         gs.set_num_threads(before)
     assert actual.tobytes() == expected.tobytes() if dtype is not object else (actual == expected).all()
@@ -80,7 +80,8 @@ def _spec_loop(data, offsets, values, reduction):
     output = data.copy()
     with np.errstate(all="ignore"):
         for i, row in enumerate(offsets):
-            output[row] = values[i] if reduction is Reduction.NONE else _writes.UFUNCS[reduction](output[row], values[i])
+            ufunc = _reductions.UFUNCS.get(reduction)
+            output[row] = values[i] if reduction is Reduction.NONE else ufunc(output[row], values[i])
     return output
 
 
@@ -149,7 +150,7 @@ def test_reduce_into_few_updates(n):
     expected = data.copy()
     offsets, values = np.array([2][:n], np.int64), np.ones((n, 3))
     np.add.at(expected, offsets, values)
-    _writes.reduce_into(data, offsets, values, Reduction.ADD)
+    _reductions.reduce_into(data, offsets, values, Reduction.ADD)
     assert data.tobytes() == expected.tobytes()
 
 

@@ -2,9 +2,9 @@
 
 The families: gather, gather_nd, scatter_nd, elements (GatherElements, ScatterElements,
 Scatter), tensor_scatter. Shared pieces: ``_offsets``
-(index tuples to flat offsets, bounds checked in the same chunked pass), ``_writes`` (copies,
-last-wins assignment, reductions, dtype rules), ``_codes`` (the reduction codes), ``_numba``/``_loops``
-(numba loops, loaded lazily).
+(index tuples to flat offsets, bounds checked in the same chunked pass), ``_writes`` (outputs,
+copies, last-wins assignment, dtype rules), ``_reductions`` (reductions into rows, NumPy's and
+compiled), ``_codes`` (the reduction codes), ``_numba``/``_loops`` (numba loops, loaded lazily).
 
 Each ``run_<op>(spec, ...)`` computes the same thing for every version of its operator; the
 ``spec`` (an OpVersion) only says what that version accepts and names it in errors.
@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import _numba
-from ._writes import UFUNCS, assign_last_wins, reduce_rows, strings_as_objects
+from ._reductions import UFUNCS, reduce_rows
+from ._writes import assign_last_wins, strings_as_objects
 
 __all__ = ["UFUNCS", "assign_last_wins", "compiled_loaded", "compiled_loops", "reduce_rows", "strings_as_objects"]
 

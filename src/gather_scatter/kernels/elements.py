@@ -21,12 +21,11 @@ from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_bounds, check_out, native_indices, same_memory
 from ..rules.versions import OpVersion, Reduction
 from . import _codes, _numba
+from ._reductions import UFUNCS, compiled_operands
 from ._writes import (
-    UFUNCS,
     bits,
     cached_output,
     checked_target,
-    compiled_operands,
     copy_into,
     fresh_output,
     last_of_duplicates,

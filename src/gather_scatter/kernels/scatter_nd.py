@@ -17,6 +17,7 @@ from ..rules import shapes as _shapes
 from ..rules.validate import as_array, native_indices, same_memory
 from ..rules.versions import OpVersion, Reduction
 from ._offsets import nd_offsets
+from ._reductions import reduce_into
 from ._writes import (
     assign_last_wins,
     checked_target,
@@ -25,7 +26,6 @@ from ._writes import (
     copy_into,
     fresh_output,
     last_of_duplicates,
-    reduce_into,
     result_dtype,
     scatter_output,
     strings_as_objects,
