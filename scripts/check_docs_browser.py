@@ -51,6 +51,7 @@ PAGES = {  # screenshot name -> path in the site
     "checker": "checker/",
     "performance": "performance/",
     "api": "api/",
+    "architecture": "architecture/",
 }
 # Chromium logs each console message (any level: its log does not tell them apart) as
 # `...:INFO:CONSOLE:12] "message", source: URL (12)` (older builds: `CONSOLE(12)]`).
