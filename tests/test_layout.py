@@ -192,3 +192,25 @@ def test_the_checks_would_catch_a_cycle_and_a_private_import(monkeypatch):
     monkeypatch.setitem(globals(), "imports", lambda m: [("kernels._writes", "")] if m == "backends.torch" else [])
     with pytest.raises(AssertionError, match="private names"):
         test_no_import_of_another_packages_private_names("backends.torch")
+
+
+def test_the_public_module_paths_stay_where_users_import_them():
+    # the modules that moved into models/ keep their public paths (docs/api.md names them)
+    import gather_scatter as gs
+    from gather_scatter import reference, session, shape_inference
+
+    assert session.Session is gs.Session and session.run_model is gs.run_model is reference.run_model
+    assert shape_inference.infer_model_shapes is gs.infer_model_shapes
+    assert session.Plan is type(gs.Session(_one_node_model()).plan)
+    assert set(reference.__all__) >= {"NEW_OPS", "Evaluator", "ScatterND", "run_model"}
+
+
+def _one_node_model():
+    import onnx.helper as oh
+    from onnx import TensorProto
+
+    node = oh.make_node("Gather", ["x", "i"], ["y"])
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+                                        oh.make_tensor_value_info("i", TensorProto.INT64, [1])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
