@@ -248,7 +248,8 @@ def main(argv=None):
     parser.add_argument("--dtype", nargs="*", choices=DTYPES, default=None)
     parser.add_argument("--width", nargs="*", type=int, default=None)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results_reductions.json"))
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "perf" / "reductions.png"))
+    parser.add_argument("--plot", default=str(ROOT / "docs" / "perf" / "reductions.png"),
+                        help="the heatmap's file (needs matplotlib, the [bench] extra; '' for none)")
     args = parser.parse_args(argv)
     quick = args.quick
     ops, reductions = args.op or OPS, args.reduction or REDUCTIONS
@@ -259,9 +260,9 @@ def main(argv=None):
     target_s = 0.005 if quick else 0.02
     # Steady state, as a model's loop of calls sees it: the compiled loops loaded first (a
     # process's first calls of small work take NumPy's path until they pay for numba's import).
-    from gather_scatter.kernels import _numba as _compiled
+    from gather_scatter.kernels import compiled_loops
 
-    _compiled.loops()
+    compiled_loops()
     rows = []
     started = time.perf_counter()
     for op in ops:
@@ -308,7 +309,10 @@ def main(argv=None):
     }
     Path(args.json).write_text(json.dumps(result, indent=1))
     if args.plot:
-        plot(rows, args.plot)
+        try:
+            plot(rows, args.plot)
+        except ImportError:  # the table and the JSON are written: the heatmap alone needs matplotlib
+            print(f"no heatmap ({args.plot}): it needs matplotlib: pip install \"gather_scatter[bench]\"", file=sys.stderr)
     return 0
 
 

@@ -97,6 +97,23 @@ def test_quick_reduction_sweep_writes_every_cell_and_the_heatmap(tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_reduction_sweep_without_matplotlib_writes_its_table_and_names_the_extra(tmp_path, monkeypatch, capsys):
+    # matplotlib is only the heatmap's: without it the sweep still prints and saves, then says what to install
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[bench]')")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_reductions", ROOT / "benchmarks" / "bench_reductions.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    path, plot = tmp_path / "reductions.json", tmp_path / "reductions.png"
+    assert bench.main(["--quick", "--op", "scatter_nd_rows", "--reduction", "add", "--dtype", "float32",
+                       "--width", "8", "--rounds", "1", "--json", str(path), "--plot", str(plot)]) == 0
+    out = capsys.readouterr()
+    assert "| op | reduction | dtype | W | R | U |" in out.out and len(json.loads(path.read_text())["cells"]) == 2
+    assert 'it needs matplotlib: pip install "gather_scatter[bench]"' in out.err and not plot.exists()
+
+
 def test_quick_quantized_sweep_runs_every_cell_bitwise_against_onnxruntime(tmp_path):
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install 'gather_scatter[bench]')")
     path = tmp_path / "quantized.json"
