@@ -312,7 +312,8 @@ def main(argv=None):
         try:
             plot(rows, args.plot)
         except ImportError:  # the table and the JSON are written: the heatmap alone needs matplotlib
-            print(f"no heatmap ({args.plot}): it needs matplotlib: pip install \"gather_scatter[bench]\"", file=sys.stderr)
+            extra = 'pip install "gather_scatter[bench]"'
+            print(f"no heatmap ({args.plot}): it needs matplotlib: {extra}", file=sys.stderr)
     return 0
 
 
