@@ -16,6 +16,14 @@ import re
 
 import pytest
 
+from gather_scatter.kernels import _numba
+
+# The tests' own process takes the compiled loops on every call where numba is here, small ones
+# included (_numba.EAGER): the kernels' tests mean "compiled" when they say it. By default a
+# small call takes NumPy's path until its kernel's work pays for the compile; the tests of that
+# rule set it back, and the tests that start a Python process run the default.
+_numba.EAGER = True
+
 # A backend module that imports an optional library at its top (backends/torch.py and
 # backends/_torch_compile.py import torch, ...): read from the module itself, so a new module
 # cannot be forgotten here.

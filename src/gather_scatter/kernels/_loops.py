@@ -11,8 +11,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from ._codes import ADD, MAX, MUL, NONE
-from ._loops_reduce import _reduce_row, bucket_rows, reduce_nd, reduce_rows, reduce_rows_at, scatter_axis
+from ._codes import ADD, MAX, MIN, MUL, NONE
+from ._loops_reduce import _reduce_row, bucket_rows, by_reduction, reduce_nd, reduce_rows, reduce_rows_at, scatter_axis
 
 __all__ = [
     "bucket_rows",
@@ -329,7 +329,51 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
             dst[row + i] = values[at + i]
 
 
-@jit
+def _scatter_rows_for(op):
+    @jit
+    def rows(dst, past, offsets, src, width, copy, lo, hi, half):
+        w = u64(width)
+        runs = copy and width * dst.itemsize >= LINE
+        if copy and not runs:
+            _copy_run(dst, u64(lo) * w, past, u64(lo) * w, u64(hi - lo) * w)
+        hit = np.zeros(hi - lo if runs else 0, np.uint8)
+        if runs and op == NONE:  # the last update to each slice wins: the first met walking back
+            for i in range(offsets.size - 1, -1, -1):
+                o = offsets[i]
+                if o >= lo and o < hi and hit[o - lo] == 0:
+                    _copy_run(dst, u64(o) * w, src, u64(i) * w, w)
+                    hit[o - lo] = 1
+        else:  # every update in order: reductions, and assignments to narrow slices
+            for i in range(offsets.size):
+                o = offsets[i]
+                if o < lo or o >= hi:
+                    continue
+                at = u64(o) * w
+                if op == NONE:
+                    _copy_run(dst, at, src, u64(i) * w, w)
+                elif runs and hit[o - lo] == 0:  # a slice's first update reads past: not copied first
+                    _reduce_row(dst, at, past, at, src, u64(i) * w, w, op, half)
+                else:
+                    _reduce_row(dst, at, dst, at, src, u64(i) * w, w, op, half)
+                if runs:
+                    hit[o - lo] = 1
+        if runs:  # past's slices that no update touched
+            r = lo
+            while r < hi:
+                if hit[r - lo]:
+                    r += 1
+                    continue
+                start = r
+                while r < hi and hit[r - lo] == 0:
+                    r += 1
+                _copy_run(dst, u64(start) * w, past, u64(start) * w, u64(r - start) * w)
+
+    return rows
+
+
+_SCATTER_ROWS = by_reduction(_scatter_rows_for, (NONE, ADD, MUL, MAX, MIN))
+
+
 def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, half):
     """ScatterND on whole slices of ``width`` elements, the output's slices ``[lo, hi)``: every
     update ``i`` in increasing order whose destination lies there, assigned (NONE: the last
@@ -343,38 +387,4 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, half):
     two, whatever its duplicates. Narrower slices take one memcpy of the whole range first
     (runs would be elements), then every update in order. ``half``: as for
     ``_reduce_row`` (None, 0 but for float16/bfloat16 reductions)."""
-    w = u64(width)
-    runs = copy and width * dst.itemsize >= LINE
-    if copy and not runs:
-        _copy_run(dst, u64(lo) * w, past, u64(lo) * w, u64(hi - lo) * w)
-    hit = np.zeros(hi - lo if runs else 0, np.uint8)
-    if runs and op == NONE:  # the last update to each slice wins: the first met walking back
-        for i in range(offsets.size - 1, -1, -1):
-            o = offsets[i]
-            if o >= lo and o < hi and hit[o - lo] == 0:
-                _copy_run(dst, u64(o) * w, src, u64(i) * w, w)
-                hit[o - lo] = 1
-    else:  # every update in order: reductions, and assignments to narrow slices
-        for i in range(offsets.size):
-            o = offsets[i]
-            if o < lo or o >= hi:
-                continue
-            at = u64(o) * w
-            if op == NONE:
-                _copy_run(dst, at, src, u64(i) * w, w)
-            elif runs and hit[o - lo] == 0:  # a slice's first update reads past: not copied first
-                _reduce_row(dst, at, past, at, src, u64(i) * w, w, op, half)
-            else:
-                _reduce_row(dst, at, dst, at, src, u64(i) * w, w, op, half)
-            if runs:
-                hit[o - lo] = 1
-    if runs:  # past's slices that no update touched
-        r = lo
-        while r < hi:
-            if hit[r - lo]:
-                r += 1
-                continue
-            start = r
-            while r < hi and hit[r - lo] == 0:
-                r += 1
-            _copy_run(dst, u64(start) * w, past, u64(start) * w, u64(r - start) * w)
+    _SCATTER_ROWS[op](dst, past, offsets, src, width, copy, lo, hi, half)

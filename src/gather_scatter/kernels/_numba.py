@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Hashable
 from typing import Any
 
 _module: Any = None  # the _loops module once imported, False when it cannot be
@@ -68,13 +69,47 @@ def loaded() -> bool:
     return bool(_module)
 
 
-def loops_for(elements: int) -> Any:
-    """:func:`warm_loops` for a call of ``elements`` elements of work, or :func:`loops` at once
-    where that work is large (``EAGER_ELEMENTS``): a script that scatters once into a big
-    table must not pay NumPy's path, many times numba's import, for it."""
-    if _module is None and elements >= EAGER_ELEMENTS:
-        return loops()
-    return warm_loops()
+# A kernel's compiled loop is worth its compile (1-2 s for one dtype and reduction, the first
+# time ever; ~10 ms from numba's disk cache) once its work in this process reaches this many
+# elements or WARM_CALLS calls; before that its calls take NumPy's path. A script's or a test
+# suite's few small calls of many signatures then compile nothing (the default conformance
+# export compiled ~100 signatures: minutes on a fresh install), where a model's loop of calls
+# or one large call compiles at once.
+PAYS_ELEMENTS = EAGER_ELEMENTS
+_ready: set = set()  # the kernels' keys whose loops this process uses
+_seen: dict = {}  # key -> [calls, elements] taken on NumPy's path so far
+
+# Every keyed call takes the compiled loops where they are here (the tests of the compiled
+# loops set this: a small call is then compiled, not NumPy's).
+EAGER = os.environ.get("GATHER_SCATTER_COMPILED", "1").strip() == "eager"
+
+
+def loops_for(elements: int, key: Hashable = None) -> Any:
+    """The compiled loops for one call of ``elements`` elements of work, or None for NumPy's path.
+
+    With a ``key`` (the kernel family and what fixes its compiled signatures: dtype,
+    reduction; ScatterND's three row loops share ``("rows", dtype, reduction)``), the
+    loops once that key's work in this process pays for its compile (``PAYS_ELEMENTS``
+    elements or ``WARM_CALLS`` calls, this one included; from then on every call), or at once
+    under ``EAGER``. Without one, :func:`warm_loops`, or :func:`loops` at once where the work
+    is large (``EAGER_ELEMENTS``): a script that scatters once into a big table must not pay
+    NumPy's path, many times numba's import, for it."""
+    if key is None:
+        if _module is None and elements >= EAGER_ELEMENTS:
+            return loops()
+        return warm_loops()
+    if key in _ready:
+        return _module or None
+    if not EAGER:
+        seen = _seen.setdefault(key, [0, 0])
+        seen[0] += 1
+        seen[1] += elements
+        if seen[0] < WARM_CALLS and seen[1] < PAYS_ELEMENTS:
+            return None
+    module = loops()
+    if module is not None:
+        _ready.add(key)
+    return module
 
 
 def warm_loops() -> Any:

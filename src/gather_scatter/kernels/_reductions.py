@@ -152,7 +152,7 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     if target.ndim == 1:  # one element per update
         target, values = target.reshape(-1, 1), values.reshape(-1, 1)
     n_rows, width = target.shape
-    loops = _numba.loops_for(offsets.size * width)
+    loops = _numba.loops_for(offsets.size * width, ("rows", target.dtype.str, reduction))
     operands = None if loops is None else compiled_operands(target, values, reduction)
     if operands is None:
         return False

@@ -116,7 +116,7 @@ def copy_and_write_nd(
         return None
     else:
         operands = _reductions.compiled_operands(target.reshape(-1), values, reduction)
-    loops = _numba.loops_for(n * width)
+    loops = _numba.loops_for(n * width, ("rows", target.dtype.str, reduction))
     if loops is None or operands is None:
         return None
     dst, src, op, half = operands
@@ -153,7 +153,7 @@ def copy_and_scatter_rows(
     width = target.shape[1]
     if reduction is Reduction.NONE and width * dtype.itemsize < _ROW_BYTES:  # put is faster
         return False
-    loops = _numba.loops_for(offsets.size * width)
+    loops = _numba.loops_for(offsets.size * width, ("rows", dtype.str, reduction))
     if (
         loops is None
         or dtype.hasobject

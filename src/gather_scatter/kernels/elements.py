@@ -91,7 +91,9 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
     else:  # a caller's buffer (any layout): every index is checked before the first write
         result = check_out(spec, out, out_shape, dtype, {"data": data, "indices": indices})
         check_bounds(spec, indices, size, ax)
-    loops = _numba.loops() if result.size else None
+    loops = (
+        _numba.loops_for(result.size, ("gather_elements", dtype.itemsize, indices.dtype.str)) if result.size else None
+    )
     if loops is not None and _copyable(data) and result.flags.c_contiguous:
         src, dst = bits(data), bits(result)
         flat = np.ascontiguousarray(indices).reshape(-1)
@@ -197,8 +199,8 @@ def _scatter_compiled(
     Returns the position of a bad index it met (-1: none); None leaves the work to NumPy,
     nothing written.
     """
-    loops = _numba.loops()
     dtype = output.dtype
+    loops = _numba.loops_for(indices.size, ("scatter_elements", dtype.str, reduction))
     if loops is None or not _copyable(output) or not dtype.isnative:
         return None
     if reduction is Reduction.NONE:

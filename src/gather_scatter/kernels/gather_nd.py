@@ -81,7 +81,7 @@ def run_gather_nd(spec: OpVersion, data, indices, batch_dims=0, out=None) -> np.
     if src.dtype.hasobject:  # take on objects holds the GIL: offsets first, one take
         np.take(src, nd_offsets(spec, indices, dims, b, per_batch), 0, dst, "wrap")
         return result
-    loops = _numba.loops() if b else None
+    loops = _numba.loops_for(dst.size, ("gather_nd", src.dtype.itemsize, rows.dtype.str)) if b else None
     if loops is not None:  # one compiled pass: each tuple read, checked and its slice copied
         _take_tuples(loops, spec, src, rows, dst, indices, dims, b, per_batch)
         return result

@@ -147,7 +147,7 @@ def _write_rows_compiled(
 
     Each thread takes a range of cache rows; False where the dtype or layout needs NumPy.
     """
-    loops = _numba.loops()
+    loops = _numba.loops_for(update.size, ("tensor_scatter", output.dtype.itemsize))
     if (
         loops is None
         or not output.flags.c_contiguous

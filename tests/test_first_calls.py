@@ -1,0 +1,99 @@
+"""When a call takes the compiled loops (kernels/_numba.loops_for with a key): a kernel's small
+calls take NumPy's path until its work in the process pays for the compile, then every call
+is compiled; large work is compiled at once; each reduction compiles only its own loop.
+
+The suite's process runs with ``_numba.EAGER`` (conftest.py); these tests set the default back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import oracle
+import pytest
+
+import gather_scatter as gs
+from gather_scatter.kernels import _loops_reduce, _numba
+from gather_scatter.rules.versions import Reduction
+
+pytestmark = pytest.mark.skipif(_numba.loops() is None, reason="numba's loops are off here (GATHER_SCATTER_COMPILED=0)")
+
+
+@pytest.fixture
+def default_rule(monkeypatch):
+    """The users' default: no EAGER, and no key seen yet in this process."""
+    monkeypatch.setattr(_numba, "EAGER", False)
+    monkeypatch.setattr(_numba, "_ready", set())
+    monkeypatch.setattr(_numba, "_seen", {})
+
+
+def _keys(kernel):
+    return {key for key in _numba._ready if key[0] == kernel}
+
+
+CALLS = [
+    # (kernel key, call, spec), small enough to stay under PAYS_ELEMENTS per call
+    (
+        "rows",
+        lambda d, i, u, r: gs.scatter_nd(d, i[:, :1], u, reduction=r),
+        lambda d, i, u, r: oracle.scatter_nd(d, i[:, :1], u, r),
+    ),
+    (
+        "scatter_elements",
+        lambda d, i, u, r: gs.scatter_elements(d, i, u, axis=0, reduction=r),
+        lambda d, i, u, r: oracle.scatter_elements(d, i, u, 0, r),
+    ),
+]
+
+
+@pytest.mark.parametrize("reduction", ["add", "max"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+@pytest.mark.parametrize("kernel, call, spec", CALLS, ids=[c[0] for c in CALLS])
+def test_small_calls_compile_once_they_pay_and_give_the_same_bits(default_rule, kernel, call, spec, dtype, reduction):
+    rng = np.random.default_rng(3)
+    data = (rng.standard_normal((16, 8)) * 4).astype(dtype)
+    indices = rng.integers(-16, 16, (40, 8))
+    updates = (rng.standard_normal((40, 8)) * 4).astype(dtype)
+    expected = spec(data, indices, updates, reduction).tobytes()
+    ready_at = None
+    for i in range(_numba.WARM_CALLS + 2):
+        assert call(data, indices, updates, reduction).tobytes() == expected, f"call {i + 1}"
+        if ready_at is None and _keys(kernel):
+            ready_at = i + 1
+    # NumPy's path first, the compiled loop once the calls add up (a ScatterND call may ask for
+    # two of its row loops, each counted), the same bits throughout
+    assert ready_at is not None and _numba.WARM_CALLS // 2 <= ready_at <= _numba.WARM_CALLS
+    (key,) = _keys(kernel)
+    assert key[1:] == (np.dtype(dtype).str, Reduction(reduction))
+
+
+def test_large_work_compiles_at_once_and_small_work_adds_up(default_rule):
+    key = ("test", "kernel")
+    assert _numba.loops_for(_numba.PAYS_ELEMENTS, key) is not None  # one call that pays
+    small = ("test", "small")
+    half = _numba.PAYS_ELEMENTS // 2
+    assert _numba.loops_for(half, small) is None
+    assert _numba.loops_for(half - 1, small) is None
+    assert _numba.loops_for(1, small) is not None  # the elements add up to the rule's count
+    assert _numba.loops_for(0, small) is not None  # and it stays compiled
+    assert _numba.loops_for(0, ("test", "other")) is None  # per key
+
+
+def test_eager_compiles_every_keyed_call(monkeypatch, default_rule):
+    monkeypatch.setattr(_numba, "EAGER", True)
+    assert _numba.loops_for(1, ("test", "eager")) is not None
+
+
+def test_each_reduction_has_its_own_compiled_function():
+    # A first call compiles only its reduction's loop (by_reduction): one function per code,
+    # each compiled on its own (the dispatchers are distinct, their signatures separate).
+    tables = [_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_reduce._AXIS, _loops_reduce._ND]
+    for table in tables:
+        functions = [f for f in table if f is not None]
+        assert len({id(f) for f in functions}) == len(functions) >= 4
+    data = np.zeros(8, np.float32)
+    offsets = np.array([1, 1, 3], np.int64)
+    values = np.array([2.0, -1.0, 5.0], np.float32)
+    for code, expected in [(1, [0, 1, 0, 5]), (2, [0, -0.0, 0, 0]), (3, [0, 2, 0, 5]), (4, [0, -1, 0, 0])]:
+        dst = data.copy()
+        _loops_reduce.reduce_rows_at(dst, offsets, values, 1, code, offsets[:0], 0, 3, None)
+        assert dst[:4].tolist() == expected
