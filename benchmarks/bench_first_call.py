@@ -14,7 +14,9 @@ where it says "warm", a second process on the same folder (every later run):
 - ``export``: ``gather-scatter export-tests DIR`` at its default size, cold and warm.
 - ``harness``: docs/conformance.md's pytest harness over that suite with ``run`` set to
   ``gather_scatter.run_model``, cold and warm.
-- ``models``: ``run_model``'s first run of every model of tests/data with its inputs, cold.
+- ``models``: ``run_model``'s first run of every model of tests/data with its inputs, cold, and
+  of every model of ``--zoo DIR`` (``hosted_models.py``'s exports, ``<name>.onnx`` beside
+  ``<name>.npz``) where given.
 
 A measurement, never an assertion: the targets are in issue 38's closing note.
 """
@@ -128,7 +130,7 @@ def harness_source() -> str:
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     run = (
         "def run(model_path, feeds):\n    import gather_scatter\n\n"
-        "    return gather_scatter.run_model(str(model_path), feeds)\n"
+        "    return list(gather_scatter.run_model(str(model_path), feeds).values())\n"
     )
     return re.sub(r"def run\(model_path, feeds\):.*?\n\n\n", run + "\n\n", code, count=1, flags=re.S)
 
@@ -164,10 +166,12 @@ print(t1 - t, time.perf_counter() - t1)
 """
 
 
-def bench_models() -> list[dict]:
+def bench_models(zoo: str | None) -> list[dict]:
     rows = []
-    for model in sorted((ROOT / "tests" / "data").glob("*.onnx")):
+    models = sorted((ROOT / "tests" / "data").glob("*.onnx")) + (sorted(Path(zoo).glob("*.onnx")) if zoo else [])
+    for model in models:
         inputs = model.with_name(model.stem + "_inputs.npz")
+        inputs = inputs if inputs.exists() else model.with_suffix(".npz")
         with tempfile.TemporaryDirectory() as cache:
             _, done = _run([sys.executable, "-c", _MODEL, str(model), str(inputs) if inputs.exists() else ""], cache)
         first, second = map(float, done.stdout.split())
@@ -180,6 +184,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="float32 calls at a model's size and the export only")
     parser.add_argument("--part", nargs="*", choices=("calls", "export", "harness", "models"), default=None)
+    parser.add_argument("--zoo", default=None, help="a folder of hosted_models.py's exports (models part)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results_first_call.json"))
     args = parser.parse_args(argv)
     parts = args.part or (("calls", "export") if args.quick else ("calls", "export", "harness", "models"))
@@ -203,7 +208,7 @@ def main(argv=None) -> int:
             result["harness"] = bench_harness(suite)
         if "models" in parts:
             print("\n| model | first run_model s | second ms |\n| --- | ---: | ---: |")
-            result["models"] = bench_models()
+            result["models"] = bench_models(args.zoo)
     Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from .backends import backend_for, library_name
 from .errors import DTypeError
-from .kernels import UFUNCS, assign_last_wins, compiled_loaded, compiled_loops, reduce_rows
+from .kernels import UFUNCS, assign_last_wins, compiled_loaded, reduce_rows
 from .kernels import block_quantized as _block_quantized
 from .kernels import elements as _elements
 from .kernels import gather as _gather
@@ -292,9 +292,10 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
             if data.dtype.kind in "biufc" and result.dtype == data.dtype and data.shape[axis]:
                 ax = axis % data.ndim  # the offsets' plan for small calls (a base offset per index)
                 # Small calls: offsets computed by NumPy where the compiled loops are not here
-                # (complex; numba missing) or for a few assignments (Python's dict: ~4 us); else
-                # the accepted kernel is faster (15 vs 34 us for 10,000 adds into 16 rows).
-                compiled = data.dtype.kind != "c" and compiled_loops() is not None
+                # (complex; numba missing or not imported yet: a small call never imports it,
+                # 0.25 s) or for a few assignments (Python's dict: ~4 us); else the accepted
+                # kernel is faster (15 vs 34 us for 10,000 adds into 16 rows).
+                compiled = data.dtype.kind != "c" and compiled_loaded()
                 few = reduction == "none" and indices.size <= 64
                 small = data.nbytes <= SMALL_BYTES and (few or not compiled)
                 plan = _elements_plan(data.shape, indices.shape, ax) if small else None
