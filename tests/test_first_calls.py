@@ -31,7 +31,7 @@ def _keys(kernel):
 
 
 CALLS = [
-    # (kernel key, call, spec), small enough to stay under PAYS_ELEMENTS per call
+    # (kernel key, call, spec), small enough to stay under pays_elements per call
     (
         "rows",
         lambda d, i, u, r: gs.scatter_nd(d, i[:, :1], u, reduction=r),
@@ -67,15 +67,17 @@ def test_small_calls_compile_once_they_pay_and_give_the_same_bits(default_rule, 
 
 
 def test_large_work_compiles_at_once_and_small_work_adds_up(default_rule):
-    key = ("test", "kernel")
-    assert _numba.loops_for(_numba.PAYS_ELEMENTS, key) is not None  # one call that pays
-    small = ("test", "small")
-    half = _numba.PAYS_ELEMENTS // 2
+    key = ("rows", "test")
+    assert _numba.loops_for(_numba.pays_elements("rows"), key) is not None  # one call that pays
+    assert _numba.pays_elements("scatter_elements") < _numba.pays_elements("rows")  # NumPy's slower path pays sooner
+    small = ("scatter_elements", "small")
+    half = _numba.pays_elements("scatter_elements") // 2
     assert _numba.loops_for(half, small) is None
     assert _numba.loops_for(half - 1, small) is None
-    assert _numba.loops_for(1, small) is not None  # the elements add up to the rule's count
+    rest = _numba.pays_elements("scatter_elements") - half - (half - 1)
+    assert _numba.loops_for(rest, small) is not None  # the elements add up to the rule's count
     assert _numba.loops_for(0, small) is not None  # and it stays compiled
-    assert _numba.loops_for(0, ("test", "other")) is None  # per key
+    assert _numba.loops_for(0, ("scatter_elements", "other")) is None  # per key
 
 
 def test_eager_compiles_every_keyed_call(monkeypatch, default_rule):

@@ -153,12 +153,15 @@ def test_out_data_in_place_equals_the_copy(dtype):
 
 
 def test_large_work_loads_the_compiled_loops_on_the_first_call():
-    # A fresh process: numba not imported. A call of >= EAGER_ELEMENTS elements of work loads
-    # it at once (no 100-call wait); a small one stays on NumPy's path, numba unloaded; both
-    # give the compiled path's bits (checked here in this process, where it is loaded).
+    # A fresh process: numba not imported. A call whose work on NumPy's path would cost more
+    # than the compile loads it at once (no 100-call wait; PAYS_SECONDS lowered so that a test
+    # sized call is one); a small one stays on NumPy's path, numba unloaded; both give the
+    # compiled path's bits (checked here in this process, where it is loaded).
     script = textwrap.dedent(
         """
         import sys, numpy as np, gather_scatter as gs
+        from gather_scatter.kernels import _numba
+        _numba.PAYS_SECONDS = 0.01  # 1.25M elements of ScatterND rows
         rng = np.random.default_rng(9)
         small = (rng.standard_normal((64, 8)).astype(np.float16), rng.integers(-64, 64, (500, 1)),
                  rng.standard_normal((500, 8)).astype(np.float16))

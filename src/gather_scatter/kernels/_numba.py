@@ -69,13 +69,25 @@ def loaded() -> bool:
     return bool(_module)
 
 
-# A kernel's compiled loop is worth its compile (1-2 s for one dtype and reduction, the first
-# time ever; ~10 ms from numba's disk cache) once its work in this process reaches this many
-# elements or WARM_CALLS calls; before that its calls take NumPy's path. A script's or a test
-# suite's few small calls of many signatures then compile nothing (the default conformance
-# export compiled ~100 signatures: minutes on a fresh install), where a model's loop of calls
-# or one large call compiles at once.
-PAYS_ELEMENTS = EAGER_ELEMENTS
+# A kernel's compiled loop is worth its compile once the time its calls spend on NumPy's path
+# in this process reaches PAYS_SECONDS (about what a compile costs: 1-3 s for one kernel, dtype
+# and reduction the first time on a machine, 0.7 s for numba's import and the cache's load in
+# every later process) or its calls reach WARM_CALLS (a loop); before that its calls take
+# NumPy's path. The time is estimated from the elements of work, at what each kernel's NumPy
+# path costs per element (_NUMPY_NS: ns, 2 cores, bench_first_call.py's large calls run with
+# GATHER_SCATTER_COMPILED=0). A script's or a test suite's small calls of many signatures then
+# compile nothing (the default conformance export compiled ~100 signatures, minutes on a fresh
+# install), nor does a first call that NumPy finishes sooner than numba could compile it, where
+# a model's loop of calls, or one call NumPy would take seconds over, compiles at once.
+PAYS_SECONDS = 1.0
+_NUMPY_NS = {"rows": 8.0, "scatter_elements": 90.0, "gather_elements": 30.0, "gather_nd": 2.0, "tensor_scatter": 2.0}
+
+
+def pays_elements(kernel: str) -> int:
+    """The elements of work after which ``kernel``'s compiled loop pays (see PAYS_SECONDS)."""
+    return int(PAYS_SECONDS * 1e9 / _NUMPY_NS.get(kernel, 30.0))
+
+
 _ready: set = set()  # the kernels' keys whose loops this process uses
 _seen: dict = {}  # key -> [calls, elements] taken on NumPy's path so far
 
@@ -89,9 +101,9 @@ def loops_for(elements: int, key: Hashable = None) -> Any:
 
     With a ``key`` (the kernel family and what fixes its compiled signatures: dtype,
     reduction; ScatterND's three row loops share ``("rows", dtype, reduction)``), the
-    loops once that key's work in this process pays for its compile (``PAYS_ELEMENTS``
-    elements or ``WARM_CALLS`` calls, this one included; from then on every call), or at once
-    under ``EAGER``. Without one, :func:`warm_loops`, or :func:`loops` at once where the work
+    loops once that key's work in this process pays for its compile (:func:`pays_elements`
+    of ``key[0]``, or ``WARM_CALLS`` calls, this one included; from then on every call), or at
+    once under ``EAGER``. Without one, :func:`warm_loops`, or :func:`loops` at once where the work
     is large (``EAGER_ELEMENTS``): a script that scatters once into a big table must not pay
     NumPy's path, many times numba's import, for it."""
     if key is None:
@@ -104,7 +116,7 @@ def loops_for(elements: int, key: Hashable = None) -> Any:
         seen = _seen.setdefault(key, [0, 0])
         seen[0] += 1
         seen[1] += elements
-        if seen[0] < WARM_CALLS and seen[1] < PAYS_ELEMENTS:
+        if seen[0] < WARM_CALLS and seen[1] < pays_elements(key[0]):
             return None
     module = loops()
     if module is not None:
