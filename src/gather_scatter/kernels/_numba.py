@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Hashable
 from typing import Any
 
 _module: Any = None  # the _loops module once imported, False when it cannot be
@@ -96,7 +95,7 @@ _seen: dict = {}  # key -> [calls, elements] taken on NumPy's path so far
 EAGER = os.environ.get("GATHER_SCATTER_COMPILED", "1").strip() == "eager"
 
 
-def loops_for(elements: int, key: Hashable = None) -> Any:
+def loops_for(elements: int, key: tuple | None = None) -> Any:
     """The compiled loops for one call of ``elements`` elements of work, or None for NumPy's path.
 
     With a ``key`` (the kernel family and what fixes its compiled signatures: dtype,
