@@ -90,10 +90,10 @@ def _special() -> list[tuple[str, onnx.ModelProto, dict]]:
     return out
 
 
-def _routed_body(relus: int = 20) -> list[onnx.NodeProto]:
+def _routed_body(data: str, relus: int = 20) -> list[onnx.NodeProto]:
     """A ScatterND ``reduction='max'`` of float data (routed at every thread count: onnxruntime
-    drops a NaN) of ``s`` into ``v``, then ``relus`` Relu nodes ending in ``out``."""
-    nodes = [oh.make_node("ScatterND", ["v", "k", "u"], ["s0"], reduction="max", name="scatter")]
+    drops a NaN) of ``u`` into ``data``, then ``relus`` Relu nodes ending in ``out``."""
+    nodes = [oh.make_node("ScatterND", [data, "k", "u"], ["s0"], reduction="max", name="scatter")]
     nodes += [oh.make_node("Relu", [f"s{i}"], [f"s{i + 1}" if i + 1 < relus else "out"]) for i in range(relus)]
     return nodes
 
@@ -105,13 +105,13 @@ def _control_flow() -> list[tuple[str, onnx.ModelProto, dict]]:
     rng = np.random.default_rng(0)
     feeds = {"x": rng.standard_normal((64, 8)).astype(np.float32), "k": rng.integers(0, 64, (16, 1)),
              "u": rng.standard_normal((16, 8)).astype(np.float32)}
-    then = oh.make_graph([oh.make_node("Identity", ["x"], ["v"]), *_routed_body()], "then", [],
+    then = oh.make_graph(_routed_body("x"), "then", [],
                          [f("out", TP.FLOAT, [64, 8])])
     other = oh.make_graph([oh.make_node("Neg", ["x"], ["out2"])], "else", [], [f("out2", TP.FLOAT, [64, 8])])
     branch = oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch")
     inputs = [f("x", TP.FLOAT, [64, 8]), f("k", TP.INT64, [16, 1]), f("u", TP.FLOAT, [16, 8])]
     if_model = _model([branch], [*inputs, f("c", TP.BOOL, [])], [f("y", TP.FLOAT, [64, 8])])
-    body = oh.make_graph([*_routed_body(), oh.make_node("Identity", ["cond"], ["cond_out"])], "body",
+    body = oh.make_graph([*_routed_body("v"), oh.make_node("Identity", ["cond"], ["cond_out"])], "body",
                          [f("i", TP.INT64, []), f("cond", TP.BOOL, []), f("v", TP.FLOAT, [64, 8])],
                          [f("cond_out", TP.BOOL, []), f("out", TP.FLOAT, [64, 8])])
     loop = oh.make_node("Loop", ["trips", "", "x"], ["y"], body=body, name="loop")
