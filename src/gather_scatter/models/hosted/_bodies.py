@@ -74,10 +74,10 @@ def body_model(model: onnx.ModelProto, graph: onnx.GraphProto, types: Mapping[st
 
 
 class _Body:
-    """A subgraph built as a model: ``run(values, formal)`` gives its outputs, in order.
+    """A subgraph built as a model: ``run(scope, formal)`` gives its outputs, in order.
 
-    ``formal`` maps the subgraph's own inputs to their values; the values it reads from
-    outside are read from the enclosing run's ``values``.
+    ``formal`` maps the subgraph's own inputs to their values; ``scope`` holds the values it
+    reads from outside, read from the enclosing run's values by :meth:`scope`.
     """
 
     def __init__(self, hosted: Any, graph: onnx.GraphProto) -> None:
@@ -89,11 +89,13 @@ class _Body:
         self.inputs = [v.name for v in graph.input]
         self.outputs = [v.name for v in graph.output]
 
-    def run(self, values: Values, formal: Mapping[str, Any] | None = None) -> list[Any]:
-        feeds = dict(zip(self.outer_names, self.outer(values), strict=True))
-        if formal:
-            feeds.update(formal)  # the body's own inputs shadow the outer scope
-        return self.hosted.run(self.outputs, feeds)
+    def scope(self, values: Values) -> Values:
+        """The values the body reads from outside, read once per run of the node."""
+        return dict(zip(self.outer_names, self.outer(values), strict=True))
+
+    def run(self, scope: Values, formal: Mapping[str, Any] | None = None) -> list[Any]:
+        """Run the body on ``scope`` (see :meth:`scope`) and its own inputs ``formal``, which shadow it."""
+        return self.hosted.run(self.outputs, {**scope, **formal} if formal else scope)
 
 
 def reader(hosted: Any, names: list[str]) -> Reader:
@@ -156,7 +158,7 @@ def _if(hosted: Any, node: onnx.NodeProto) -> Callable[[Values], None]:
     def run(values: Values) -> None:
         (cond,) = read_cond(values)
         branch = then if _scalar(node, cond, "If's cond") else other
-        values.update(zip(outputs, branch.run(values), strict=False))
+        values.update(zip(outputs, branch.run(branch.scope(values)), strict=False))
 
     return run
 
@@ -172,6 +174,7 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
 
     def run(values: Values) -> None:
         m, cond, *carried = read(values)
+        scope = body.scope(values)
         trips = None if m is None else int(_scalar(node, m, "Loop's M"))
         # The spec's table: without a cond input, the body's cond output does not end the loop.
         condition = True if cond is None else bool(_scalar(node, cond, "Loop's cond"))
@@ -180,7 +183,7 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
         while (condition or cond is None) and (trips is None or iteration < trips):
             formal = {names_in[0]: np.array(iteration, dtype=np.int64), names_in[1]: np.array(condition)}
             formal.update(zip(names_in[2:], carried, strict=True))
-            result = body.run(values, formal)
+            result = body.run(scope, formal)
             condition = bool(_scalar(node, result[0], f"Loop's body output {body.outputs[0]!r}"))
             carried = result[1 : 1 + n_carried]
             for k in range(n_scan):
@@ -233,10 +236,11 @@ def _scan(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
             return
         moved = [x[::-1] if d else x for x, d in zip(moved, in_dirs, strict=True)]
         scans: list[list[Any]] = [[] for _ in range(n_scan)]
+        scope = body.scope(values)
         for t in range(length):
             formal = dict(zip(body.inputs[:n_states], states, strict=True))
             formal.update((name, x[t]) for name, x in zip(body.inputs[n_states:], moved, strict=True))
-            result = body.run(values, formal)
+            result = body.run(scope, formal)
             states = result[:n_states]
             for k, value in enumerate(result[n_states:]):
                 scans[k].append(value)
