@@ -4,7 +4,7 @@ kernels and why, and the steps that run the rest as maximal onnxruntime segments
 Pure graph logic on ``onnx`` protos; it imports no onnxruntime. ``hosted.py`` builds and runs
 what this module plans.
 
-A node is *routed* (runs on our kernels, through :class:`~gather_scatter.reference.Evaluator`)
+A node is *routed* (runs on our kernels, as :mod:`._routed` calls them)
 where :mod:`._ort_routes` says onnxruntime gets it wrong, where the caller routes every
 indexing node (``route="all"``), where its body (an If/Loop/Scan subgraph, or a model-local
 function it calls) holds a node that must be routed, or where onnxruntime refuses to load it
@@ -248,7 +248,7 @@ def _reason(
     seen: frozenset[tuple[str, str]] = frozenset(),
 ) -> str | None:
     """Why ``node`` must run on our kernels, or None; a node whose body holds such a node
-    must too (its body then runs in our evaluator, with our kernels for the family)."""
+    must too (its body then runs hosted in our driver, :mod:`._bodies`, or in our evaluator)."""
     reason = _own_reason(node, types, threads, ort_version, route)
     if reason is not None:
         return reason
