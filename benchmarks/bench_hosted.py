@@ -5,7 +5,9 @@
 
 Models: every ``*.onnx`` of ``tests/data`` and ``src/gather_scatter/data`` with its inputs,
 three the hosted Session exists for (a float16 ScatterElements add, a bfloat16 ScatterND add
-and a Gather of string rows, which onnxruntime fails or answers wrongly), and the zoo of
+and a Gather of string rows, which onnxruntime fails or answers wrongly), two with a routed
+node in a control-flow body (an If whose then-branch holds a routed ScatterND and 20 Relu
+after it, and a Loop of 4 iterations whose body does the same), and the zoo of
 ``hosted_models.py`` (real architectures exported with the dynamo and TorchScript exporters,
 random weights; needs torch) built into ``--zoo``.
 
@@ -88,6 +90,36 @@ def _special() -> list[tuple[str, onnx.ModelProto, dict]]:
     return out
 
 
+def _routed_body(data: str, relus: int = 20) -> list[onnx.NodeProto]:
+    """A ScatterND ``reduction='max'`` of float data (routed at every thread count: onnxruntime
+    drops a NaN) of ``u`` into ``data``, then ``relus`` Relu nodes ending in ``out``."""
+    nodes = [oh.make_node("ScatterND", [data, "k", "u"], ["s0"], reduction="max", name="scatter")]
+    nodes += [oh.make_node("Relu", [f"s{i}"], [f"s{i + 1}" if i + 1 < relus else "out"]) for i in range(relus)]
+    return nodes
+
+
+def _control_flow() -> list[tuple[str, onnx.ModelProto, dict]]:
+    """An If whose then-branch holds a routed ScatterND and 20 Relu after it (the scatter reads
+    the outer scope), and a Loop of 4 iterations whose body does the same to its carried value."""
+    f = oh.make_tensor_value_info
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((64, 8)).astype(np.float32), "k": rng.integers(0, 64, (16, 1)),
+             "u": rng.standard_normal((16, 8)).astype(np.float32)}
+    then = oh.make_graph(_routed_body("x"), "then", [],
+                         [f("out", TP.FLOAT, [64, 8])])
+    other = oh.make_graph([oh.make_node("Neg", ["x"], ["out2"])], "else", [], [f("out2", TP.FLOAT, [64, 8])])
+    branch = oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch")
+    inputs = [f("x", TP.FLOAT, [64, 8]), f("k", TP.INT64, [16, 1]), f("u", TP.FLOAT, [16, 8])]
+    if_model = _model([branch], [*inputs, f("c", TP.BOOL, [])], [f("y", TP.FLOAT, [64, 8])])
+    body = oh.make_graph([*_routed_body("v"), oh.make_node("Identity", ["cond"], ["cond_out"])], "body",
+                         [f("i", TP.INT64, []), f("cond", TP.BOOL, []), f("v", TP.FLOAT, [64, 8])],
+                         [f("cond_out", TP.BOOL, []), f("out", TP.FLOAT, [64, 8])])
+    loop = oh.make_node("Loop", ["trips", "", "x"], ["y"], body=body, name="loop")
+    loop_model = _model([loop], [*inputs, f("trips", TP.INT64, [])], [f("y", TP.FLOAT, [64, 8])])
+    return [("if-routed-scatter-20-relu", if_model, {**feeds, "c": np.array(True)}),
+            ("loop4-routed-scatter-20-relu", loop_model, {**feeds, "trips": np.array(4, np.int64)})]
+
+
 def models(args) -> list[tuple[str, onnx.ModelProto | str, dict]]:
     found: list[tuple[str, onnx.ModelProto | str, dict]] = []
     for folder in FOLDERS:
@@ -95,6 +127,7 @@ def models(args) -> list[tuple[str, onnx.ModelProto | str, dict]]:
             with np.load(path.with_name(f"{path.stem}_inputs.npz")) as archive:
                 found.append((path.stem, str(path), dict(archive)))
     found.extend(_special())
+    found.extend(_control_flow())
     if not args.no_zoo:
         try:
             import hosted_models

@@ -160,7 +160,7 @@ def test_a_node_onnxruntime_refuses_to_load_is_routed():
     assert picked.tolist() == [3 + 6j, 0j] and ids.tolist() == [3, -4]
 
 
-def test_a_control_flow_node_whose_body_holds_a_routed_node_runs_in_our_evaluator():
+def test_a_control_flow_node_whose_body_holds_a_routed_node_is_routed_and_exact():
     body_nodes = [oh.make_node("ScatterND", ["x", "i", "u"], ["s"], name="inner_pool", reduction="add")]
     then_branch = oh.make_graph(body_nodes, "then", [], [f("s", TP.FLOAT, None)])
     else_branch = oh.make_graph([oh.make_node("Identity", ["x"], ["e"], name="pass")], "else", [],

@@ -31,10 +31,10 @@ from ._partition import (
     holds_family,
     route_nodes,
     segment_model,
-    step_model,
     steps,
     value_types,
 )
+from ._routed import RoutedStep
 from ._values import mode, to_numpy, to_ort
 
 __all__ = ["Hosted", "default_threads", "import_onnxruntime", "onnxruntime_only_ops"]
@@ -129,24 +129,6 @@ class _OrtStep:
         values.update(zip(self.outputs, out, strict=True))
 
 
-class _OurStep:
-    def __init__(self, hosted: Hosted, step: PlanStep, strict: bool) -> None:
-        from ..reference import Evaluator
-
-        self.hosted = hosted
-        self.outputs = list(step.outputs)
-        self.inputs = step.inputs
-        self.evaluator = Evaluator(
-            step_model(hosted.model, step), new_ops=hosted.new_ops or None, strict=strict, check=False
-        )
-
-    def run(self, values: dict[str, Any]) -> None:
-        c_ortvalue = self.hosted.c_ortvalue
-        constants = self.hosted.constants
-        feeds = {n: to_numpy(values[n], c_ortvalue) if n in values else constants(n) for n in self.inputs}
-        values.update(zip(self.outputs, self.evaluator.run(self.outputs, feeds), strict=True))
-
-
 class Hosted:
     """The built steps of an ``engine="onnxruntime"`` Session; ``run`` takes checked feeds."""
 
@@ -160,6 +142,8 @@ class Hosted:
         strict: bool,
         new_ops: Sequence[type] = (),
         refused_at_run: Mapping[int, str] | None = None,
+        base_dir: str | None = None,
+        nested: bool = False,
     ) -> None:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive int or None, not {threads!r}")
@@ -167,11 +151,12 @@ class Hosted:
         self.c_ortvalue = ort.capi._pybind_state.OrtValue
         self.model = model
         self.new_ops = tuple(new_ops)  # operators our steps' evaluators use instead of ours (check's capturing ones)
-        self.base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
+        self.base_dir = os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else base_dir
         self.threads = threads or default_threads()
+        self.nested = nested  # a body of a control-flow node (see body())
         self._constants: dict[str, Any] = {}
-        types = value_types(model)
-        self._path, self._route, self._strict = path, route, strict  # for the build of _run_refused
+        types = self.types = value_types(model)
+        self._path, self._route, self._strict = path, route, strict  # for the build of _run_refused and body()
         self._fallbacks: dict[frozenset[int], Hosted] = {}
         routed = route_nodes(model, types, threads=self.threads, ort_version=ort.__version__, route=route)
         routed.update(refused_at_run or {})
@@ -230,13 +215,15 @@ class Hosted:
         self.labels = {node_name(node, i): i for i, node in enumerate(model.graph.node)}
         plan = steps(model, routed)
         self.passthrough = not routed
-        self.options = self._options(sum(step.engine == "onnxruntime" for step in plan))
-        self.steps: list[_OrtStep | _OurStep] = []
+        # Bodies hosted within routed steps hold sessions of their own, taking turns with these.
+        bodies = sum(bool(subgraphs(model.graph.node[i])) for i in routed) + self.nested
+        self.options = self._options(sum(step.engine == "onnxruntime" for step in plan) + bodies)
+        self.steps: list[_OrtStep | RoutedStep] = []
         initializers = {t.name for t in model.graph.initializer}
         graph_inputs = {v.name for v in model.graph.input}
         for number, step in enumerate(plan):
             if step.engine == "gather_scatter":
-                self.steps.append(_OurStep(self, step, strict))
+                self.steps.append(RoutedStep(self, step, strict))
                 continue
             crossing = (*step.inputs, *step.outputs)
             fed = tuple(n for n in step.inputs if n not in initializers or n in graph_inputs)
@@ -295,6 +282,19 @@ class Hosted:
                 return index
         return None
 
+    def body(self, model: onnx.ModelProto) -> Hosted:
+        """Return a control-flow node's body, made a model (``_bodies.body_model``), built as this model is."""
+        return Hosted(
+            model,
+            path=None,
+            base_dir=self.base_dir,
+            threads=self.threads,
+            route=self._route,
+            strict=self._strict,
+            new_ops=self.new_ops,
+            nested=True,
+        )
+
     # -- run --
 
     def constants(self, name: str) -> Any:
@@ -344,6 +344,8 @@ class Hosted:
                 strict=self._strict,
                 new_ops=self.new_ops,
                 refused_at_run=refused,
+                base_dir=self.base_dir,
+                nested=self.nested,
             )
         fallback = self._fallbacks[key]
         try:

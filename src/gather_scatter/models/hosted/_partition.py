@@ -4,7 +4,7 @@ kernels and why, and the steps that run the rest as maximal onnxruntime segments
 Pure graph logic on ``onnx`` protos; it imports no onnxruntime. ``hosted.py`` builds and runs
 what this module plans.
 
-A node is *routed* (runs on our kernels, through :class:`~gather_scatter.reference.Evaluator`)
+A node is *routed* (runs on our kernels, as :mod:`._routed` calls them)
 where :mod:`._ort_routes` says onnxruntime gets it wrong, where the caller routes every
 indexing node (``route="all"``), where its body (an If/Loop/Scan subgraph, or a model-local
 function it calls) holds a node that must be routed, or where onnxruntime refuses to load it
@@ -14,13 +14,14 @@ Stages: a routed node's stage is the largest of its producers'; any other node's
 largest of its producers' plus one behind each routed producer. Stage k runs as one onnxruntime
 segment (its unrouted nodes) followed by one step of our kernels (its routed nodes), so the
 number of onnxruntime calls per run is one more than the longest chain of routed nodes, the
-fewest any order of the graph allows.
+fewest any order of the graph allows. An onnxruntime node that no routed node depends on runs
+in the last segment, so that no segment exists for it alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -247,7 +248,7 @@ def _reason(
     seen: frozenset[tuple[str, str]] = frozenset(),
 ) -> str | None:
     """Why ``node`` must run on our kernels, or None; a node whose body holds such a node
-    must too (its body then runs in our evaluator, with our kernels for the family)."""
+    must too (its body then runs hosted in our driver, :mod:`._bodies`, or in our evaluator)."""
     reason = _own_reason(node, types, threads, ort_version, route)
     if reason is not None:
         return reason
@@ -312,6 +313,7 @@ def steps(model: onnx.ModelProto, routed: Mapping[int, str]) -> list[PlanStep]:
                 level = max(level, stage[p] + (1 if p in routed and index not in routed else 0))
         stage.append(level)
         producer.update((name, index) for name in node.output if name)
+    _defer(nodes, routed, reads, producer, stage)
     groups: list[tuple[Engine, list[int]]] = []
     for level in range(max(stage, default=0) + 1):
         for engine, want in (("onnxruntime", False), ("gather_scatter", True)):
@@ -351,6 +353,35 @@ def steps(model: onnx.ModelProto, routed: Mapping[int, str]) -> list[PlanStep]:
         reasons = {i: routed[i] for i in members if i in routed}
         plan.append(PlanStep(engine, tuple(members), tuple(read), outputs, reasons))
     return plan
+
+
+def _defer(
+    nodes: Sequence[onnx.NodeProto],
+    routed: Mapping[int, str],
+    reads: list[list[str]],
+    producer: Mapping[str, int],
+    stage: list[int],
+) -> None:
+    """Move each onnxruntime node that no routed node depends on into the last onnxruntime
+    segment (``stage`` changed in place), rather than a segment that may exist only for it (a
+    Loop body's ``cond`` Identity beside a routed scatter: one onnxruntime call fewer per
+    iteration). Segments only get fewer, and the order holds: what such a node reads is made
+    in its stage or an earlier one, and what it makes no routed node reads.
+    """
+    last = max((stage[i] for i in range(len(nodes)) if i not in routed), default=None)
+    if last is None:
+        return
+    feeds_routed = set()
+    pending = list(routed)
+    while pending:  # every node a routed node depends on, through any chain
+        for name in reads[pending.pop()]:
+            p = producer.get(name)
+            if p is not None and p not in feeds_routed:
+                feeds_routed.add(p)
+                pending.append(p)
+    for i in range(len(nodes)):
+        if i not in routed and i not in feeds_routed:
+            stage[i] = last
 
 
 def _is_constant(node: onnx.NodeProto) -> bool:

@@ -282,7 +282,9 @@ def markdown(ort_version: str) -> str:
         "lacks) | found at build | refuses at load | yes | its error names the node, or each node is "
         "tried alone; a refused node that neither our kernels nor `onnx.reference` run (a bfloat16 "
         "MatMulNBits) is refused at build, naming it |",
-        "| an If / Loop / Scan or function call whose body holds a routed node | always | - | - | the "
-        "whole node runs in our evaluator (its body in `onnx.reference` and our kernels) |",
+        "| an If / Loop / Scan or function call whose body holds a routed node | always | - | - | an "
+        "If, Loop or Scan (9 and later) runs in our driver, each body hosted as the main graph is (its "
+        "routed nodes on our kernels, the rest in onnxruntime); a function call, a Scan-8 and a body "
+        "onnxruntime cannot load run in our evaluator (the body in `onnx.reference` and our kernels) |",
     ]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from ._ops import (
     ScatterElements,
     ScatterND,
     TensorScatter,
+    node_runner,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "ScatterElements",
     "ScatterND",
     "TensorScatter",
+    "node_runner",
 ]

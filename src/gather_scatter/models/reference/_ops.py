@@ -13,6 +13,7 @@ from onnx.reference.op_run import OpRun
 
 from ..._nodes import check_arity, node_attributes, resolve_node, run_version
 from ...errors import GatherScatterError, NodeError, node_label
+from ...rules.versions import OpVersion
 from . import _sizes as _model_memory
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "ScatterElements",
     "ScatterND",
     "TensorScatter",
+    "node_runner",
 ]
 
 
@@ -117,25 +119,9 @@ class _Node(OpRun):
     def direct_run(self) -> Callable[..., tuple[Any]]:
         """Return what the evaluator calls as ``run`` for a node with no linked attribute.
 
-        That is the kernel straight, the attributes (defaults filled in) taken once from the
-        load, and the errors as :func:`_named` gives them, without ``OpRun.run``'s per-call work.
+        That is :func:`_kernel_call` of the version and attributes taken once at load.
         """
-        spec, values, node = self._spec, self._values, self.onnx_node
-        opsets = self.run_params["opsets"]
-
-        def run(*inputs: Any) -> tuple[Any]:
-            while inputs and inputs[-1] is None:  # trailing optional inputs the node leaves out
-                inputs = inputs[:-1]
-            try:
-                return (run_version(spec, inputs, values),)
-            except GatherScatterError as exc:
-                raise exc.in_node(node.name, node.op_type) from None
-            except MemoryError as exc:
-                raise _model_memory.from_memory_error(node, exc) from exc
-            except Exception as exc:
-                raise _node_error(node, opsets, exc) from exc
-
-        return run
+        return _kernel_call(self._spec, self._values, self.onnx_node, self.run_params["opsets"])
 
     def run(self, *args, **kwargs):
         try:
@@ -146,6 +132,59 @@ class _Node(OpRun):
             if ours is None:
                 raise
             raise ours from None
+
+
+def _kernel_call(
+    spec: OpVersion, values: Mapping[str, Any], node: onnx.NodeProto, opsets: Mapping[str, int]
+) -> Callable[..., tuple[Any]]:
+    """Return the kernel of ``spec`` with ``values`` bound: inputs in, ``(output,)`` out.
+
+    Trailing None inputs are left out (optional inputs the node omits); our error comes out
+    named after ``node``, a MemoryError as an OutputTooLargeError naming it, any other error
+    as a NodeError naming it.
+    """
+
+    def run(*inputs: Any) -> tuple[Any]:
+        while inputs and inputs[-1] is None:  # trailing optional inputs the node leaves out
+            inputs = inputs[:-1]
+        try:
+            return (run_version(spec, inputs, values),)
+        except GatherScatterError as exc:
+            raise exc.in_node(node.name, node.op_type) from None
+        except MemoryError as exc:
+            raise _model_memory.from_memory_error(node, exc) from exc
+        except Exception as exc:
+            raise _node_error(node, opsets, exc) from exc
+
+    return run
+
+
+def node_runner(node: onnx.NodeProto, opset: int, *, strict: bool = True) -> Callable[..., tuple[Any]]:
+    """Return the call that runs a node of the family as our evaluator runs it, without the evaluator.
+
+    The version in effect at ``opset`` (the model's, for the node's domain) and its attributes
+    are resolved once, here, as the evaluator resolves them when it loads the node (an
+    off-spec node, with ``strict=False``, warns here); the call takes the node's inputs
+    (None for an omitted optional one) and returns ``(output,)``.
+
+    Raises
+    ------
+    GatherScatterError
+        Here, an attribute, opset or input count the version refuses; in the call, the
+        kernel's error; both named after the node, as :meth:`GatherScatterError.in_node` gives them.
+    """
+    # As onnx.reference reads them: a string attribute is a str (the kernels' fast path takes no bytes).
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = {name: v.decode("utf-8") if isinstance(v, bytes) else v for name, v in attrs.items()}
+    try:
+        spec, values = resolve_node(node.op_type, attrs, opset=opset, domain=node.domain, strict=strict, node=node.name)
+        given = list(node.input)
+        while given and not given[-1]:
+            given.pop()
+        check_arity(spec, len(given))
+    except GatherScatterError as exc:
+        raise exc.in_node(node.name, node.op_type) from None
+    return _kernel_call(spec, values, node, {node.domain: opset})
 
 
 class Gather(_Node):

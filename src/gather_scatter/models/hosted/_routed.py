@@ -1,0 +1,91 @@
+"""The hosted Session's routed steps (issue 38): each routed node run by the cheapest exact call,
+chosen once at build, so that a run does only that call and the hand-off of its values.
+
+- A node of the family: its kernel, the version and attributes resolved at build
+  (:func:`~gather_scatter.models.reference.node_runner`, as our evaluator resolves them).
+- An If, Loop or Scan whose body holds a routed node: our driver of it (:mod:`._bodies`), each
+  body hosted as a graph of its own (onnxruntime segments and our kernels).
+- Any other routed node (one onnxruntime refuses to load, a model-local function whose body
+  holds a routed node, what :mod:`._bodies` does not drive), and every node where the Session
+  was given operators of its own (``new_ops``: the checker's capturing ones): our evaluator,
+  one per node, as every routed step ran before.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+
+from ...rules.versions import FAMILY, normalize_domain
+from .._graph import imported_opsets
+from ._bodies import Values, driver, reader
+from ._partition import PlanStep, free_names, step_model
+
+__all__ = ["RoutedStep"]
+
+
+class RoutedStep:
+    """The routed nodes of one step, run in graph order, each by the call chosen at build."""
+
+    def __init__(self, hosted: Any, step: PlanStep, strict: bool) -> None:
+        opsets = imported_opsets(hosted.model)
+        self.outputs = list(step.outputs)
+        self.calls = [_call(hosted, index, opsets, strict) for index in step.nodes]
+
+    def run(self, values: Values) -> None:
+        """Run the step's nodes, their outputs put among ``values``."""
+        for call in self.calls:
+            call(values)
+
+
+def _call(hosted: Any, index: int, opsets: dict[str, int], strict: bool) -> Callable[[Values], None]:
+    node = hosted.model.graph.node[index]
+    domain = normalize_domain(node.domain)
+
+    def evaluated() -> Callable[[Values], None]:  # for the runs a driver leaves to the evaluator
+        return _evaluated(hosted, index, strict, quiet=True)
+
+    if hosted.new_ops:
+        return _evaluated(hosted, index, strict)
+    if (domain, node.op_type) in FAMILY:
+        from ..reference import node_runner
+
+        kernel = node_runner(node, opsets.get(domain, 1), strict=strict)
+        read = reader(hosted, list(node.input))
+        output = node.output[0]
+
+        def run(values: Values) -> None:
+            values[output] = kernel(*read(values))[0]
+
+        return run
+    if domain == "":
+        call = driver(hosted, node, opsets.get("", 1), evaluated)
+        if call is not None:
+            return call
+    return _evaluated(hosted, index, strict)
+
+
+def _evaluated(hosted: Any, index: int, strict: bool, quiet: bool = False) -> Callable[[Values], None]:
+    """The node run by our evaluator, alone (its subgraphs and functions in onnx.reference and
+    our kernels); ``quiet``: built during a run, its OffSpecWarnings given at build already."""
+    from ..reference import Evaluator
+
+    node: onnx.NodeProto = hosted.model.graph.node[index]
+    single = PlanStep("gather_scatter", (index,), tuple(free_names(node)), tuple(n for n in node.output if n))
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        evaluator = Evaluator(
+            step_model(hosted.model, single), new_ops=hosted.new_ops or None, strict=strict, check=False
+        )
+    inputs, outputs = single.inputs, list(single.outputs)
+    read = reader(hosted, list(inputs))
+
+    def run(values: Values) -> None:
+        feeds = dict(zip(inputs, read(values), strict=True))
+        values.update(zip(outputs, evaluator.run(outputs, feeds), strict=True))
+
+    return run
