@@ -586,6 +586,18 @@ def test_attributes_as_attribute_protos_or_a_dict():
         run_node("GatherND", [np.zeros((2, 3)), np.array([[0], [0]])], node.attribute, opset=11)
 
 
+def test_a_string_attribute_proto_is_read_as_str():
+    # onnx's helper gives a STRING attribute's value as bytes; the node reads it as onnx.reference
+    # does, a str (the kernels' signature fast path takes reduction="max", not b"max")
+    from gather_scatter._nodes import attribute_dict
+
+    protos = [helper.make_attribute("reduction", "max"), helper.make_attribute("mode", "circular")]
+    assert attribute_dict(protos) == {"reduction": "max", "mode": "circular"}
+    assert type(attribute_dict(protos)["reduction"]) is str
+    raw = helper.make_attribute("reduction", b"\xff\xfe")  # not UTF-8: kept as given
+    assert attribute_dict([raw]) == {"reduction": b"\xff\xfe"}
+
+
 @pytest.mark.parametrize(("attrs", "message"), [
     ([("axis", 0)], r"attributes\[0\] is a tuple, not an onnx.AttributeProto"),
     ("axis", r"attributes must be a mapping of name to value or a sequence of onnx.AttributeProto, got str"),
