@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -27,7 +28,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-import gather_scatter as gs
+# Steady state, as a loop of calls sees it: every kernel compiled on its first call (by default a
+# kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
+os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+
+import gather_scatter as gs  # noqa: E402
 
 
 @dataclass

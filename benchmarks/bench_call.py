@@ -14,12 +14,17 @@ NumPy for the Gather case, and ``run_node`` <= 1.0x onnxruntime. A measurement, 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
 import numpy as np
 
-import gather_scatter as gs
+# Steady state, as a loop of calls sees it: every kernel compiled on its first call (by default a
+# kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
+os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+
+import gather_scatter as gs  # noqa: E402
 
 F32 = np.float32
 

@@ -33,7 +33,11 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-import gather_scatter as gs
+# Steady state, as a loop of calls sees it: every kernel compiled on its first call (by default a
+# kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
+os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+
+import gather_scatter as gs  # noqa: E402
 
 _ONNX_TYPE = {
     np.dtype(np.float32): TensorProto.FLOAT,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -26,7 +27,11 @@ import onnxruntime as ort
 from onnx import helper as oh
 from onnx import numpy_helper as nh
 
-import gather_scatter as gs
+# Steady state, as a loop of calls sees it: every kernel compiled on its first call (by default a
+# kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
+os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+
+import gather_scatter as gs  # noqa: E402
 
 BLOCK = 32
 

@@ -38,7 +38,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-import gather_scatter as gs
+# Steady state, as a loop of calls sees it: every kernel compiled on its first call (by default a
+# kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
+os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+
+import gather_scatter as gs  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ops import Case, _model  # noqa: E402  (the one-node model builder bench_ops uses)
