@@ -5,6 +5,7 @@ errors with their facts, the memory limit — on every call, not only the first.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -91,7 +92,7 @@ SCATTERS = [
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("case", range(len(SCATTERS)))
 def test_every_scatter_gives_what_the_kernel_gives(case, dtype, reduction):
     public, kernel, spec, shape, make, updates_shape, attrs = SCATTERS[case]
@@ -214,7 +215,7 @@ def test_updates_of_another_shape_are_checked_on_every_call():
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "max"])
-@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("shape", [(300, 100), (600, 500)], ids=["240KB-800KB", "0.6MB-2.4MB"])
 def test_big_scatters_after_acceptance_give_the_kernels_values_and_errors(shape, dtype, reduction):
     """Above the small-call size an accepted signature runs the kernel less its static checks
@@ -248,7 +249,7 @@ def test_big_scatters_after_acceptance_give_the_kernels_values_and_errors(shape,
 
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
-@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("shape, indices_shape", [((16, 4), (12, 1)), ((5, 6, 3), (9, 2)), ((40,), (30, 1))])
 def test_in_place_scatters_of_an_accepted_signature_are_the_kernels(shape, indices_shape, dtype, reduction):
     """ScatterND with out=data (a cache's write) after its signature is accepted, fresh or in

@@ -421,6 +421,8 @@ def _nd_for(op):
             if op == NONE:
                 for j in range(w):
                     dst[a + j] = src[u64(i) * w + j]
+            elif width == 1:  # one element: the row loop's length a constant (its mode folded)
+                _reduce_row(dst, at, dst, at, src, u64(i), u64(1), op, half)
             else:
                 _reduce_row(dst, a, dst, a, src, u64(i) * w, w, op, half)
         return np.int64(-1)
