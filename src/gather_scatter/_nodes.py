@@ -217,6 +217,15 @@ def check_arity(spec: OpVersion, count: int) -> None:
     _check_arity(spec, _OPS[spec.op_type], count)
 
 
+def check_node_arity(spec: OpVersion, inputs: Sequence[str]) -> None:
+    """Raise ArityError where a node's ``inputs`` (its input names; trailing empty names are
+    optional inputs left out) are not as many as ``spec`` takes."""
+    count = len(inputs)
+    while count and not inputs[count - 1]:
+        count -= 1
+    check_arity(spec, count)
+
+
 def _warn_off_spec(spec: OpVersion, used: OpVersion, attrs: Mapping[str, Any], opset: int, node: str | None) -> None:
     refused = ", ".join(f"{n} = {choice_value(v)!r}" for n, v in attrs.items() if spec.refuses({n: v}))
     where = f"{node_label(node)} ({spec.op_type}): " if node is not None else ""

@@ -329,7 +329,7 @@ def check_family_nodes(model: onnx.ModelProto, *, strict: bool = True) -> None:
     """
     import warnings
 
-    from .._nodes import check_arity, resolve_node
+    from .._nodes import check_node_arity, resolve_node
     from ..errors import GatherScatterError
     from ..rules.versions import Mode, Reduction
 
@@ -341,10 +341,7 @@ def check_family_nodes(model: onnx.ModelProto, *, strict: bool = True) -> None:
             for name, parse in (("reduction", Reduction.parse), ("mode", Mode.parse)):
                 if name in values:
                     parse(spec, values[name])
-            given = list(node.input)
-            while given and not given[-1]:
-                given.pop()
-            check_arity(spec, len(given))
+            check_node_arity(spec, node.input)
         except GatherScatterError as exc:
             raise exc.in_node(node.name, node.op_type) from None
 

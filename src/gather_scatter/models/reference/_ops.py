@@ -11,7 +11,7 @@ from typing import Any
 import onnx
 from onnx.reference.op_run import OpRun
 
-from ..._nodes import check_arity, node_attributes, resolve_node, run_version
+from ..._nodes import check_node_arity, node_attributes, resolve_node, run_version
 from ...errors import GatherScatterError, NodeError, node_label
 from ...rules.versions import OpVersion
 from . import _sizes as _model_memory
@@ -93,10 +93,7 @@ class _Node(OpRun):
             )
             # A required input missing (a tied genai export with is_symmetric=false writes a
             # GatherBlockQuantized without scales) is refused at load too, not at the first run.
-            given = list(onnx_node.input)
-            while given and not given[-1]:
-                given.pop()
-            check_arity(self._spec, len(given))
+            check_node_arity(self._spec, onnx_node.input)
         except GatherScatterError as exc:
             raise exc.in_node(onnx_node.name, onnx_node.op_type) from None
 
@@ -173,15 +170,11 @@ def node_runner(node: onnx.NodeProto, opset: int, *, strict: bool = True) -> Cal
         Here, an attribute, opset or input count the version refuses; in the call, the
         kernel's error; both named after the node, as :meth:`GatherScatterError.in_node` gives them.
     """
-    # As onnx.reference reads them: a string attribute is a str (the kernels' fast path takes no bytes).
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    attrs = {name: v.decode("utf-8") if isinstance(v, bytes) else v for name, v in attrs.items()}
-    try:
-        spec, values = resolve_node(node.op_type, attrs, opset=opset, domain=node.domain, strict=strict, node=node.name)
-        given = list(node.input)
-        while given and not given[-1]:
-            given.pop()
-        check_arity(spec, len(given))
+    try:  # string attributes are read as str (attribute_dict), as the kernels' fast path takes them
+        spec, values = resolve_node(
+            node.op_type, node.attribute, opset=opset, domain=node.domain, strict=strict, node=node.name
+        )
+        check_node_arity(spec, node.input)
     except GatherScatterError as exc:
         raise exc.in_node(node.name, node.op_type) from None
     return _kernel_call(spec, values, node, {node.domain: opset})
