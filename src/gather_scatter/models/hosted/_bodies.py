@@ -95,7 +95,10 @@ class _Body:
 
     def run(self, scope: Values, formal: Mapping[str, Any] | None = None) -> list[Any]:
         """Run the body on ``scope`` (see :meth:`scope`) and its own inputs ``formal``, which shadow it."""
-        return self.hosted.run(self.outputs, {**scope, **formal} if formal else scope)
+        values = dict(scope)
+        if formal:
+            values.update(formal)
+        return self.hosted.run(self.outputs, values, owned=True)
 
 
 def reader(hosted: Any, names: list[str]) -> Reader:
