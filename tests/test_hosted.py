@@ -438,3 +438,24 @@ def test_a_node_onnxruntime_refuses_to_load_for_an_invalid_attribute_raises_our_
     with pytest.raises(gs.InvalidAttributeError, match=r"axis = 5 is out of range for data of rank 2 \(valid range"):
         session.run(None, {"d": np.zeros((3, 2), np.float32), "i": np.array([0, 1])})
     assert "onnxruntime" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(("dtype", "np_dtype"), [(TP.FLOAT, np.float32), (TP.BFLOAT16, ml_dtypes.bfloat16)])
+def test_an_initializer_that_is_also_an_input_is_fed_or_left_to_its_default(dtype, np_dtype):
+    """A segment feeds a graph input with an initializer only where the run has it (issue 38: a
+    segment's fed names are fixed at build), in NumPy's mode and in OrtValues' (bfloat16)."""
+    nodes = [
+        oh.make_node("ScatterND", ["x", "i", "u"], ["s"], name="pool", reduction="max"),
+        oh.make_node("Add", ["s", "bias"], ["y"], name="shift"),
+    ]
+    bias = oh.make_tensor("bias", dtype, [4, 2], np.full(8, 0.5, np.float32))
+    inputs = [f("x", dtype, [4, 2]), f("i", TP.INT64, [2, 1]), f("u", dtype, [2, 2]), f("bias", dtype, [4, 2])]
+    model = _model(nodes, inputs, [f("y", dtype, [4, 2])], initializer=[bias])
+    session = gs.Session(model, engine="onnxruntime", threads=2)
+    assert session.plan.routed  # two threads: the ScatterND's reduction is ours
+    feeds = {"x": np.arange(8).reshape(4, 2).astype(np_dtype), "i": np.array([[3], [0]]),
+             "u": np.full((2, 2), 9).astype(np_dtype)}  # fmt: skip
+    for given in ({}, {"bias": np.full((4, 2), -1).astype(np_dtype)}):
+        (got,) = session.run(None, {**feeds, **given})
+        want = gs.run_model(model, {**feeds, **given})["y"]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), given

@@ -203,10 +203,12 @@ def _check_shape(label: str, value: np.ndarray, dims: list[int | None], fields: 
 class FeedPlan:
     """The checks of :func:`check_inputs` for one graph, prepared once.
 
-    A feed that is an ndarray of its input's declared dtype (native byte order, not a string
-    type) with the declared rank and fixed dims passes as it is; anything else (another
-    dtype, a list, a string array, a sequence, an optional, a name the graph lacks, a missing
-    input) goes through :func:`check_inputs`, which converts it or raises the error it names.
+    A feed that is an ndarray of its input's declared dtype (native byte order; for a string
+    input, an object array, which :func:`check_inputs` passes as it is too, its items judged
+    by the operators that read them) with the declared rank and fixed dims passes as it is;
+    anything else (another dtype, a list, a ``str_`` or ``bytes_`` array, a sequence, an
+    optional, a name the graph lacks, a missing input) goes through :func:`check_inputs`,
+    which converts it or raises the error it names.
     """
 
     def __init__(self, graph: onnx.GraphProto) -> None:
@@ -230,7 +232,7 @@ class FeedPlan:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
         except (KeyError, TypeError, ValueError):
             return None  # check_inputs names the element type
-        if dtype.kind in "OSU" or not dtype.isnative:
+        if dtype.kind in "SU" or not dtype.isnative:
             return None
         dims = t.tensor_type.shape.dim
         fixed = tuple((axis, d.dim_value) for axis, d in enumerate(dims) if d.HasField("dim_value"))

@@ -95,7 +95,10 @@ class _Body:
 
     def run(self, scope: Values, formal: Mapping[str, Any] | None = None) -> list[Any]:
         """Run the body on ``scope`` (see :meth:`scope`) and its own inputs ``formal``, which shadow it."""
-        return self.hosted.run(self.outputs, {**scope, **formal} if formal else scope)
+        values = dict(scope)
+        if formal:
+            values.update(formal)
+        return self.hosted.run(self.outputs, values, owned=True)
 
 
 def reader(hosted: Any, names: list[str]) -> Reader:
@@ -111,6 +114,8 @@ def reader(hosted: Any, names: list[str]) -> Reader:
 
 
 def _scalar(node: onnx.NodeProto, value: Any, what: str) -> Any:
+    if type(value) is np.ndarray and value.size == 1:  # each iteration's cond: no conversion
+        return value.item()
     array = np.asarray(value)
     if array.size != 1:
         raise NodeError(
@@ -171,6 +176,7 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
     read = reader(hosted, given)
     outputs = list(node.output)
     fallback: list[Callable[[Values], None]] = []
+    said = f"Loop's body output {body.outputs[0]!r}"
 
     def run(values: Values) -> None:
         m, cond, *carried = read(values)
@@ -184,7 +190,7 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
             formal = {names_in[0]: np.array(iteration, dtype=np.int64), names_in[1]: np.array(condition)}
             formal.update(zip(names_in[2:], carried, strict=True))
             result = body.run(scope, formal)
-            condition = bool(_scalar(node, result[0], f"Loop's body output {body.outputs[0]!r}"))
+            condition = bool(_scalar(node, result[0], said))
             carried = result[1 : 1 + n_carried]
             for k in range(n_scan):
                 scans[k].append(result[1 + n_carried + k])

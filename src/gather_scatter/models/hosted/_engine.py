@@ -14,6 +14,7 @@ cross; NumPy arrays made from ``OrtValue`` share its memory.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -105,25 +106,41 @@ class _Refused(Exception):
 
 
 class _OrtStep:
-    def __init__(self, hosted: Hosted, step: PlanStep, source: Any, ortvalues: bool, feeds: tuple[str, ...]):
+    """One onnxruntime segment. What a run needs is fixed here: the names it feeds (those a
+    run always holds, and the graph inputs with an initializer, fed or not), the mode, the
+    C session and one ``RunOptions`` (``None`` makes a fresh one each call: 1.5 us)."""
+
+    def __init__(
+        self, hosted: Hosted, step: PlanStep, source: Any, ortvalues: bool, feeds: tuple[str, ...], maybe: frozenset
+    ):
         self.hosted = hosted
         self.step = step
         self.ortvalues = ortvalues
-        self.feeds = feeds
+        self.feeds = tuple(n for n in feeds if n not in maybe)
+        self.maybe = tuple(n for n in feeds if n in maybe)
         self.outputs = list(step.outputs)
         session = hosted.ort.InferenceSession(source, hosted.options, providers=["CPUExecutionProvider"])
         self.session = session._sess  # the C session: the Python wrapper's checks cost 30 us a call
+        self.run_options = hosted.ort.RunOptions()
 
     def run(self, values: dict[str, Any]) -> None:
         hosted = self.hosted
+        c_ortvalue = hosted.c_ortvalue
         try:
             if self.ortvalues:
                 keep: list[Any] = []
-                feeds = {n: to_ort(values[n], hosted.ort, hosted.c_ortvalue, keep) for n in self.feeds if n in values}
-                out = list(self.session.run_with_ort_values(feeds, self.outputs, None))
+                ort = hosted.ort
+                feeds = {n: to_ort(values[n], ort, c_ortvalue, keep) for n in self.feeds}
+                for n in self.maybe:
+                    if n in values:
+                        feeds[n] = to_ort(values[n], ort, c_ortvalue, keep)
+                out = self.session.run_with_ort_values(feeds, self.outputs, self.run_options)
             else:
-                feeds = {n: to_numpy(values[n], hosted.c_ortvalue) for n in self.feeds if n in values}
-                out = self.session.run(self.outputs, feeds, None)
+                feeds = {n: to_numpy(values[n], c_ortvalue) for n in self.feeds}
+                for n in self.maybe:
+                    if n in values:
+                        feeds[n] = to_numpy(values[n], c_ortvalue)
+                out = self.session.run(self.outputs, feeds, self.run_options)
         except Exception as exc:  # onnxruntime's errors are its own classes
             raise hosted.node_error(exc) from exc
         values.update(zip(self.outputs, out, strict=True))
@@ -221,6 +238,7 @@ class Hosted:
         self.steps: list[_OrtStep | RoutedStep] = []
         initializers = {t.name for t in model.graph.initializer}
         graph_inputs = {v.name for v in model.graph.input}
+        overridable = frozenset(initializers & graph_inputs)  # fed or not: every other name a step reads is there
         for number, step in enumerate(plan):
             if step.engine == "gather_scatter":
                 self.steps.append(RoutedStep(self, step, strict))
@@ -240,7 +258,7 @@ class Hosted:
                         value=exc.args[0],
                     ) from None
             try:
-                self.steps.append(_OrtStep(self, step, source, ortvalues, fed))
+                self.steps.append(_OrtStep(self, step, source, ortvalues, fed, overridable))
             except Exception as exc:  # noqa: BLE001 - onnxruntime's load errors are its own classes
                 raise _Refused(one_line(exc), self._refused_node(one_line(exc), step, types)) from None
         self.plan_steps = plan
@@ -306,15 +324,19 @@ class Hosted:
             self._constants[name] = numpy_helper.to_array(tensor, self.base_dir or "")
         return self._constants[name]
 
-    def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
-        values = dict(feeds)
+    def run(self, names: Sequence[str], feeds: Mapping[str, Any], *, owned: bool = False) -> list[Any]:
+        """Run the steps on checked ``feeds``; ``owned``: ``feeds`` is a dict of this run's
+        own (a body's scope and inputs), which the steps then fill, not a copy of it."""
+        values = feeds if owned and type(feeds) is dict else dict(feeds)
+        fed = len(values)
         for step in self.steps:
             try:
                 step.run(values)
             except NodeError as exc:
                 if not isinstance(step, _OrtStep):
                     raise
-                return self._run_refused(step, exc, names, feeds)
+                # the feeds come first among the values (the steps' outputs are new names: SSA)
+                return self._run_refused(step, exc, names, dict(itertools.islice(values.items(), fed)))
         c_ortvalue = self.c_ortvalue
         return [to_numpy(values[n], c_ortvalue) if n in values else self.constants(n) for n in names]
 
