@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -44,7 +45,11 @@ import onnx
 import onnx.helper as oh
 import onnxruntime as ort
 
-import gather_scatter as gs
+# Steady state, as a loop of runs sees it: every kernel compiled on its first call (by default a
+# kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
+os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+
+import gather_scatter as gs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = [ROOT / "tests" / "data", ROOT / "src" / "gather_scatter" / "data"]
