@@ -29,7 +29,8 @@ from onnx import numpy_helper as nh
 
 # Steady state, as a loop of calls sees it: every kernel compiled on its first call (by default a
 # kernel takes NumPy's path until its calls pay for the compile: docs/performance.md, First calls).
-os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
+if __name__ == "__main__":  # as a module (the smoke tests) the importer's setting stands
+    os.environ.setdefault("GATHER_SCATTER_COMPILED", "eager")
 
 import gather_scatter as gs  # noqa: E402
 

@@ -151,3 +151,26 @@ def test_ort_race_runs_and_the_docs_give_its_one_figure():
     assert all(len(found) == 1 for found in figures) and len({found[0] for found in figures}) == 1, figures
     assert "benchmarks/ort_race.py" in readme and "benchmarks/ort_race.py" in models
     assert not re.search(r"\d+ (runs )?of 20\b", readme + models)
+
+
+def test_importing_a_benchmark_leaves_the_environment_alone():
+    # A benchmark sets GATHER_SCATTER_COMPILED=eager for its own runs (a loop's steady state);
+    # imported as a module (as these smoke tests do) it must not set it for the importer: the
+    # test process's later subprocesses inherited it and loaded numba on their first small call.
+    code = (
+        "import importlib, os, sys\n"
+        "sys.path.insert(0, 'benchmarks')\n"
+        "before = dict(os.environ)\n"
+        "names = [p[:-3] for p in sorted(os.listdir('benchmarks')) if p.startswith('bench_') and p.endswith('.py')]\n"
+        "for name in names:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        pass  # an optional library (torch, dask) missing here\n"
+        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))\n"
+        "print(len(names), changed)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    count, changed = proc.stdout.split(" ", 1)
+    assert int(count) >= 8 and changed.strip() == "[]"
