@@ -86,12 +86,12 @@ def test_eager_compiles_every_keyed_call(monkeypatch, default_rule):
 
 
 def test_each_reduction_has_its_own_compiled_function():
-    # A first call compiles only its reduction's loop (by_reduction): one function per code,
-    # each compiled on its own (the dispatchers are distinct, their signatures separate).
+    # A first call compiles only its reduction's loop (by_reduction): one function per code and
+    # element kind (the type's own, float16 bits, bfloat16 bits), each compiled on its own.
     tables = [_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_reduce._AXIS, _loops_reduce._ND]
     for table in tables:
-        functions = [f for f in table if f is not None]
-        assert len({id(f) for f in functions}) == len(functions) >= 4
+        functions = [f for kinds in table if kinds is not None for f in kinds]
+        assert len({id(f) for f in functions}) == len(functions) >= 12
     data = np.zeros(8, np.float32)
     offsets = np.array([1, 1, 3], np.int64)
     values = np.array([2.0, -1.0, 5.0], np.float32)

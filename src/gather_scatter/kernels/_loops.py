@@ -329,9 +329,9 @@ def write_rows(dst, past, values, starts, heads, capacity, length, inner, copy, 
             dst[row + i] = values[at + i]
 
 
-def _scatter_rows_for(op):
+def _scatter_rows_for(op, half):
     @jit
-    def rows(dst, past, offsets, src, width, copy, lo, hi, half):
+    def rows(dst, past, offsets, src, width, copy, lo, hi):
         w = u64(width)
         runs = copy and width * dst.itemsize >= LINE
         if copy and not runs:
@@ -387,4 +387,4 @@ def scatter_rows(dst, past, offsets, src, width, op, copy, lo, hi, half):
     two, whatever its duplicates. Narrower slices take one memcpy of the whole range first
     (runs would be elements), then every update in order. ``half``: as for
     ``_reduce_row`` (None, 0 but for float16/bfloat16 reductions)."""
-    _SCATTER_ROWS[op](dst, past, offsets, src, width, copy, lo, hi, half)
+    _SCATTER_ROWS[op][half or 0](dst, past, offsets, src, width, copy, lo, hi)

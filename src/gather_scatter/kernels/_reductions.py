@@ -106,8 +106,13 @@ def compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reducti
         src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
         return target.reshape(-1).view(np.uint8), src, _BOOL_CODES[reduction], None
     if dtype.kind in "iu" or (dtype.kind == "f" and dtype.itemsize >= 4):
-        src = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
-        return target.reshape(-1), src, _CODES[reduction], None
+        dst, src = target.reshape(-1), np.ascontiguousarray(values, dtype=dtype).reshape(-1)
+        if dtype.kind == "i" and reduction in (Reduction.ADD, Reduction.MUL):
+            # Two's complement: a wrapped sum or product has the same bits signed or not, so
+            # int8..int64 share uint8..uint64's compiled loops (half the compiles: CI, first calls)
+            unsigned = np.dtype(f"u{dtype.itemsize}")
+            dst, src = dst.view(unsigned), src.view(unsigned)
+        return dst, src, _CODES[reduction], None
     return None
 
 
