@@ -99,3 +99,37 @@ def test_each_reduction_has_its_own_compiled_function():
         dst = data.copy()
         _loops_reduce.reduce_rows_at(dst, offsets, values, 1, code, offsets[:0], 0, 3, None)
         assert dst[:4].tolist() == expected
+
+
+def test_numpy_paths_compiles_nothing_new_and_counts_nothing(default_rule, monkeypatch):
+    # The checker's oracle runs thousands of small random cases under numpy_paths(): a key not
+    # compiled yet takes NumPy's path (EAGER or not, however many calls), and counts nothing.
+    from gather_scatter.kernels import numpy_paths
+
+    monkeypatch.setattr(_numba, "EAGER", True)
+    data, indices = np.zeros((6, 3), np.float32), np.array([[1], [1], [4]])
+    updates = np.arange(9, dtype=np.float32).reshape(3, 3)
+    with numpy_paths():
+        for _ in range(_numba.WARM_CALLS + 5):
+            got = gs.scatter_nd(data, indices, updates, reduction="max")
+        assert _numba.loops_for(10**9, ("rows", "<f4", Reduction.MAX)) is None  # even huge work
+    np.testing.assert_array_equal(got, oracle.scatter_nd(data, indices, updates, "max"))
+    assert not _keys("rows") and not _numba._seen
+    gs.scatter_nd(data, indices, updates, reduction="max")  # outside: EAGER compiles it
+    assert _keys("rows")
+    with numpy_paths():  # compiled already: taken, free
+        assert _numba.loops_for(1, next(iter(_keys("rows")))) is not None
+
+
+def test_the_checkers_oracle_compiles_nothing(default_rule, monkeypatch):
+    from gather_scatter.check import case_values, runner
+    from gather_scatter.rules.versions import REGISTRY
+
+    monkeypatch.setattr(_numba, "EAGER", True)
+    case = case_values.Case("ScatterElements", [np.zeros((4, 3), np.float32), np.array([[1, 1, 0]]),
+                                                np.ones((1, 3), np.float32)], {"reduction": "add", "axis": 0})
+    check = runner.CheckCase(REGISTRY[("", "ScatterElements", 18)], 18, case, "valid")
+    for _ in range(_numba.WARM_CALLS + 5):
+        out = runner.expected(check)
+    np.testing.assert_array_equal(out, [[0, 0, 1], [1, 1, 0], [0, 0, 0], [0, 0, 0]])
+    assert not _keys("scatter_elements") and not _numba._seen

@@ -25,6 +25,7 @@ from onnx import helper
 
 from .._nodes import run_node
 from ..errors import GatherScatterError
+from ..kernels import numpy_paths
 from ..rules.versions import LATEST_OPSET, REGISTRY, OpVersion
 from . import case_values as V
 from . import cases as C
@@ -186,9 +187,13 @@ def same(actual: Any, expected: np.ndarray) -> str | None:
 
 
 def expected(check: CheckCase) -> np.ndarray | GatherScatterError:
-    """Return our kernel's output for ``check`` at its opset, or the error it raises (returned, not raised)."""
+    """Return our kernel's output for ``check`` at its opset, or the error it raises (returned, not raised).
+
+    On the kernels' NumPy paths unless compiled already (:func:`gather_scatter.kernels.numpy_paths`,
+    the same bits): thousands of small cases of a hundred signatures would compile each one.
+    """
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), numpy_paths():
             return run_node(
                 check.spec.op_type, check.case.inputs, check.case.attrs, opset=check.opset, domain=check.spec.domain
             )

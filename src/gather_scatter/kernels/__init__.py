@@ -24,7 +24,17 @@ from . import _numba
 from ._reductions import UFUNCS, reduce_rows
 from ._writes import assign_last_wins, strings_as_objects
 
-__all__ = ["UFUNCS", "assign_last_wins", "compiled_loaded", "compiled_loops", "reduce_rows", "strings_as_objects"]
+__all__ = [
+    "UFUNCS",
+    "assign_last_wins",
+    "compiled_loaded",
+    "compiled_loops",
+    "numpy_paths",
+    "reduce_rows",
+    "strings_as_objects",
+]
+
+numpy_paths = _numba.numpy_paths
 
 
 def compiled_loops() -> Any:
