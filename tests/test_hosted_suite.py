@@ -18,9 +18,9 @@ import warnings
 import pytest
 
 import gather_scatter as gs
-from gather_scatter.kernels import numpy_paths
 from gather_scatter.conformance import export_tests, load_suite
 from gather_scatter.conformance.run import compare, run_cases
+from gather_scatter.kernels import numpy_paths
 from gather_scatter.models.hosted import _routes as _ort_routes
 
 onnxruntime = pytest.importorskip(
@@ -48,32 +48,28 @@ def _failures(folder, threads) -> list[str]:
 
     The kernels on their NumPy paths (numpy_paths: the same bits, which the kernels' own tests
     check against the compiled loops): under the suite process's EAGER, each of ~2,000 small
-    models compiled its routed kernel's signature, ~100 compiles, minutes of CI."""
+    models compiled its routed kernel's signature, dozens of compiles, minutes of CI."""
     failures = []
     with numpy_paths():
-        _run_suite(folder, threads, failures)
+        for case in load_suite(folder):
+            for feeds, expected in case.data_sets():
+                try:
+                    outputs = _session(case, threads).run(None, {k: v.copy() for k, v in feeds.items()})
+                except gs.GatherScatterError as exc:
+                    if case.valid:
+                        failures.append(f"{case.name}: raised on a valid test: {type(exc).__name__}: {exc}")
+                    continue
+                except Exception as exc:  # noqa: BLE001 - anything else is the failure to report
+                    failures.append(f"{case.name}: not a GatherScatterError: {type(exc).__name__}: {exc}")
+                    continue
+                if not case.valid:
+                    failures.append(f"{case.name}: accepted an invalid test ({case.error.get('error', '')})")
+                    continue
+                for k, (out, want) in enumerate(zip(outputs, expected, strict=True)):
+                    differs = compare(out, want, case.rtol, case.atol)
+                    if differs:
+                        failures.append(f"{case.name}: output {k}: {differs}")
     return failures
-
-
-def _run_suite(folder, threads, failures) -> None:
-    for case in load_suite(folder):
-        for feeds, expected in case.data_sets():
-            try:
-                outputs = _session(case, threads).run(None, {k: v.copy() for k, v in feeds.items()})
-            except gs.GatherScatterError as exc:
-                if case.valid:
-                    failures.append(f"{case.name}: raised on a valid test: {type(exc).__name__}: {exc}")
-                continue
-            except Exception as exc:  # noqa: BLE001 - anything else is the failure to report
-                failures.append(f"{case.name}: not a GatherScatterError: {type(exc).__name__}: {exc}")
-                continue
-            if not case.valid:
-                failures.append(f"{case.name}: accepted an invalid test ({case.error.get('error', '')})")
-                continue
-            for k, (out, want) in enumerate(zip(outputs, expected, strict=True)):
-                differs = compare(out, want, case.rtol, case.atol)
-                if differs:
-                    failures.append(f"{case.name}: output {k}: {differs}")
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _numba
+from ._numba import numpy_paths
 from ._reductions import UFUNCS, reduce_rows
 from ._writes import assign_last_wins, strings_as_objects
 
@@ -33,8 +34,6 @@ __all__ = [
     "reduce_rows",
     "strings_as_objects",
 ]
-
-numpy_paths = _numba.numpy_paths
 
 
 def compiled_loops() -> Any:

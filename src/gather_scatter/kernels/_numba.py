@@ -131,9 +131,7 @@ def loops_for(elements: int, key: tuple | None = None) -> Any:
     (``EAGER_ELEMENTS``): a script that scatters once into a big table must not pay NumPy's
     path, many times numba's import, for it."""
     if _NUMPY_ONLY.get():
-        if key is None:
-            return _module or None
-        return (_module or None) if key in _ready else None
+        return (_module or None) if key is None or key in _ready else None
     if key is None:
         if _module is None and elements >= EAGER_ELEMENTS:
             return loops()
