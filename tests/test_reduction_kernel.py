@@ -340,6 +340,40 @@ def test_half_conversions_are_numpys():
     assert (bits == expected)[~np.isnan(floats)].all()
 
 
+def test_cmov_conversion_is_off_only_while_a_half_max_min_loop_compiles(monkeypatch):
+    """LLVM's x86 cmov conversion (a process-wide option) is turned off for the compile of a
+    float16/bfloat16 max/min loop and on again after, once for nested compiles; any other
+    compile, the user's own functions included, never touches it."""
+    import numba
+
+    from gather_scatter.kernels import _loops_reduce as lr
+    from gather_scatter.kernels._codes import ADD, MAX, MIN
+
+    if not lr._X86:
+        pytest.skip("the cmov conversion is an x86 pass: not compiled for x86 here")
+    assert all(lr._AXIS[code][half] in lr._SELECTING for code in (MAX, MIN) for half in (1, 2))
+    assert lr._AXIS[MAX][0] not in lr._SELECTING and lr._AXIS[ADD][2] not in lr._SELECTING
+    calls = []
+    monkeypatch.setattr(lr.llvm, "set_option", lambda name, option: calls.append(option))
+
+    def pick(keep, a, b):
+        return a if keep else b
+
+    inner = numba.njit(pick)  # no cache: each of these compiles here
+
+    @numba.njit
+    def outer(keep, a, b):
+        return inner(keep, a, b) + np.uint16(1)
+
+    users = numba.njit(pick)
+    monkeypatch.setattr(lr, "_SELECTING", {outer, inner})
+    assert outer(True, np.uint16(3), np.uint16(4)) == 4  # compiles inner within outer's compile
+    assert calls == ["--x86-cmov-converter=false", "--x86-cmov-converter=true"]
+    assert users(False, np.uint16(3), np.uint16(4)) == 4
+    assert inner(False, np.float32(3), np.float32(5)) == 5  # a new signature of a marked loop
+    assert calls == ["--x86-cmov-converter=false", "--x86-cmov-converter=true"] * 2
+
+
 _SPECIAL_BITS = {  # NaNs quiet and signalling with payloads, infinities, zeros, subnormals, ties
     "float16": [0x7C01, 0xFE01, 0x7E00, 0x7E55, 0xFC00, 0x7C00, 0x0001, 0x8001, 0x8000, 0x0000, 0x3C00, 0xBC00,
                 0x3C00, 0x7BFF, 0xFBFF, 0x7D23],
