@@ -133,3 +133,63 @@ def test_the_checkers_oracle_compiles_nothing(default_rule, monkeypatch):
         out = runner.expected(check)
     np.testing.assert_array_equal(out, [[0, 0, 1], [1, 1, 0], [0, 0, 0], [0, 0, 0]])
     assert not _keys("scatter_elements") and not _numba._seen
+
+
+def _compiled_signatures() -> int:
+    """How many signatures every compiled loop holds in this process."""
+    import numba
+
+    from gather_scatter.kernels import _loops, _loops_quantized
+
+    functions = [f for module in (_loops, _loops_reduce, _loops_quantized) for f in vars(module).values()]
+    for table in (_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_reduce._AXIS, _loops_reduce._ND,
+                  _loops._SCATTER_ROWS):
+        functions += [f for kinds in table if kinds is not None for f in kinds]
+    return sum(len(f.signatures) for f in {id(f): f for f in functions}.values()
+               if isinstance(f, numba.core.registry.CPUDispatcher))
+
+
+def _frozen(*arrays):
+    copies = [np.array(a) for a in arrays]
+    for copy in copies:
+        copy.setflags(write=False)
+    return copies
+
+
+READ_ONLY_CALLS = {  # each kernel family with a compiled loop: (call, inputs)
+    "gather_elements": (lambda d, i: gs.gather_elements(d, i, axis=1), 2),
+    "gather_elements_rows": (lambda d, i: gs.gather_elements(d, i, axis=0), 2),
+    "gather_nd": (lambda d, i: gs.gather_nd(d, i[:, :1, None], batch_dims=1), 2),
+    "scatter_elements": (lambda d, i, u: gs.scatter_elements(d, i, u, axis=0), 3),
+    "scatter_elements_add": (lambda d, i, u: gs.scatter_elements(d, i, u, axis=1, reduction="add"), 3),
+    "scatter_elements_max_f16": (lambda d, i, u: gs.scatter_elements(d.astype(np.float16), i, u.astype(np.float16),
+                                                                      axis=0, reduction="max"), 3),
+    "scatter_nd": (lambda d, i, u: gs.scatter_nd(d, i[:, :1], u), 3),
+    "scatter_nd_mul": (lambda d, i, u: gs.scatter_nd(d, i[:, :1], u, reduction="mul"), 3),
+    "scatter_nd_elements_min": (lambda d, i, u: gs.scatter_nd(d, i[:, :2], u[:, 0], reduction="min"), 3),
+    "tensor_scatter": (lambda d, i, u: gs.tensor_scatter(d.reshape(1, 6, 8), u[:2].reshape(1, 2, 8), np.array([1])), 3),
+}
+
+
+@pytest.mark.parametrize("name", list(READ_ONLY_CALLS))
+def test_read_only_inputs_take_the_writable_inputs_compiled_loops(name, monkeypatch):
+    # numba types whether an array is writable: a read-only input (an initializer,
+    # np.broadcast_to, np.frombuffer) compiled every loop a second time (96 of 378 signatures of
+    # one test run), unless the kernels hand every loop its inputs read-only (_numba.read_only).
+    from gather_scatter import _calls
+
+    monkeypatch.setattr(_calls, "_small", lambda nbytes, most=0: False)  # the kernels' paths, not the tiny-call one
+    call, arity = READ_ONLY_CALLS[name]
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((6, 8)).astype(np.float32)
+    indices = rng.integers(-6, 6, (6, 8))
+    updates = rng.standard_normal((6, 8)).astype(np.float32)
+    inputs = (data, indices, updates)[:arity]
+    expected = call(*inputs)  # EAGER (conftest): compiled here, the first call's checks
+    assert call(*inputs).tobytes() == expected.tobytes()  # then the accepted signature's path
+    before = _compiled_signatures()
+    frozen = _frozen(*inputs)
+    for _ in range(2):
+        assert call(*frozen).tobytes() == expected.tobytes()
+    assert _compiled_signatures() == before, "a read-only input compiled a loop of its own"
+    assert all(not f.flags.writeable for f in frozen)  # untouched

@@ -101,10 +101,10 @@ def compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reducti
     if half:
         dst = target.reshape(-1).view(np.uint16)
         src = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint16)
-        return dst, src, _CODES[reduction], half
+        return dst, _numba.read_only(src), _CODES[reduction], half
     if dtype == np.bool_:
         src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        return target.reshape(-1).view(np.uint8), src, _BOOL_CODES[reduction], None
+        return target.reshape(-1).view(np.uint8), _numba.read_only(src), _BOOL_CODES[reduction], None
     if dtype.kind in "iu" or (dtype.kind == "f" and dtype.itemsize >= 4):
         dst, src = target.reshape(-1), np.ascontiguousarray(values, dtype=dtype).reshape(-1)
         if dtype.kind == "i" and reduction in (Reduction.ADD, Reduction.MUL):
@@ -112,7 +112,7 @@ def compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reducti
             # int8..int64 share uint8..uint64's compiled loops (half the compiles: CI, first calls)
             unsigned = np.dtype(f"u{dtype.itemsize}")
             dst, src = dst.view(unsigned), src.view(unsigned)
-        return dst, src, _CODES[reduction], None
+        return dst, _numba.read_only(src.view()), _CODES[reduction], None
     return None
 
 
@@ -162,7 +162,7 @@ def reduce_rows(target: np.ndarray, offsets: np.ndarray, values: np.ndarray, red
     if operands is None:
         return False
     dst, src, op, half = operands
-    rows = np.ascontiguousarray(offsets, dtype=np.int64)
+    rows = _numba.read_only(np.ascontiguousarray(offsets, dtype=np.int64).view())
     n = rows.size
     parts = thread_parts(n, values.nbytes, n_rows)
     if parts > 1:

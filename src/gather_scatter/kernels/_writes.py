@@ -111,7 +111,8 @@ def copy_and_write_nd(
     if reduction is Reduction.NONE:
         if width * target.itemsize >= _ROW_BYTES or target.itemsize not in (1, 2, 4, 8):
             return None
-        operands = bits(target), bits(np.ascontiguousarray(values, dtype=target.dtype)), _codes.NONE, None
+        src = _numba.read_only(bits(np.ascontiguousarray(values, dtype=target.dtype)))
+        operands = bits(target), src, _codes.NONE, None
     elif _reductions.thread_parts(n, values.nbytes, n_rows) > 1:
         return None
     else:
@@ -120,7 +121,7 @@ def copy_and_write_nd(
     if loops is None or operands is None:
         return None
     dst, src, op, half = operands
-    rows, shape = np.ascontiguousarray(indices).reshape(n, k), np.array(dims, np.int64)
+    rows, shape = _numba.read_only(np.ascontiguousarray(indices).reshape(n, k)), np.array(dims, np.int64)
     copy_into(target, source)  # last before the loop: after a copy of megabytes every step costs more
     return int(loops.reduce_nd(dst, rows, shape, src, width, op, half))
 

@@ -95,8 +95,8 @@ def run_gather_elements(spec: OpVersion, data, indices, axis=0, out=None) -> np.
         _numba.loops_for(result.size, ("gather_elements", dtype.itemsize, indices.dtype.str)) if result.size else None
     )
     if loops is not None and _copyable(data) and result.flags.c_contiguous:
-        src, dst = bits(data), bits(result)
-        flat = np.ascontiguousarray(indices).reshape(-1)
+        src, dst = _numba.read_only(bits(data)), bits(result)
+        flat = _numba.read_only(np.ascontiguousarray(indices).reshape(-1))
         shape, strides = np.array(indices.shape, dtype=np.int64), _c_strides(data.shape)
         work = flat.size * (flat.itemsize + data.itemsize)
         if ax == data.ndim - 1 and indices.shape[:-1] == data.shape[:-1]:  # whole rows: prefetched
@@ -204,13 +204,13 @@ def _scatter_compiled(
     if loops is None or not _copyable(output) or not dtype.isnative:
         return None
     if reduction is Reduction.NONE:
-        operands = bits(output), bits(np.ascontiguousarray(updates, dtype=dtype)), _codes.NONE, None
+        operands = bits(output), _numba.read_only(bits(np.ascontiguousarray(updates, dtype=dtype))), _codes.NONE, None
     else:
         operands = compiled_operands(output, updates, reduction)
         if operands is None:  # complex, ml_dtypes' other types: NumPy's path
             return None
     dst, src, op, half = operands
-    flat = np.ascontiguousarray(indices).reshape(-1)
+    flat = _numba.read_only(np.ascontiguousarray(indices).reshape(-1))
     threads = _parallel.get_num_threads()
     axis_calls = _axis_layout(output.shape, indices.shape, ax, dtype.itemsize, threads)
     if axis_calls is not None:

@@ -107,10 +107,10 @@ def _take_tuples(
     as a slice's bytes allow; a bad index raises with its position (a fresh output may then
     hold partial results, a caller's buffer was checked before).
     """
-    flat_rows, sizes = np.ascontiguousarray(rows).reshape(-1), np.array(dims, dtype=np.int64)
+    flat_rows, sizes = _numba.read_only(np.ascontiguousarray(rows).reshape(-1)), np.array(dims, dtype=np.int64)
     width = next(w for w in (8, 4, 2, 1) if dst.shape[1] * dst.itemsize % w == 0)
     block = dst.shape[1] * dst.itemsize // width
-    units, out_units = src.reshape(-1).view(f"u{width}"), dst.reshape(-1).view(f"u{width}")
+    units, out_units = _numba.read_only(src.reshape(-1).view(f"u{width}")), dst.reshape(-1).view(f"u{width}")
 
     def work(lo: int, hi: int) -> int:
         numbers = np.empty(min(STEP, hi - lo), dtype=np.intp)

@@ -159,8 +159,9 @@ def _write_rows_compiled(
         return False
     start = write % output.shape[ax] if mode is Mode.CIRCULAR else write
     heads, inner = _dims.size(output.shape[1:ax]), _dims.size(output.shape[ax + 1 :])
-    target, values = bits(output), bits(np.ascontiguousarray(update, dtype=output.dtype))  # one byte order
-    source = bits(past) if past is not None else target
+    target = bits(output)
+    values = _numba.read_only(bits(np.ascontiguousarray(update, dtype=output.dtype)))  # one byte order
+    source = _numba.read_only(bits(past if past is not None else output))
     write_rows = loops.write_rows
     args = (target, source, values, start, heads, output.shape[ax], update.shape[ax], inner, past is not None)
     work = (output.nbytes if past is not None else 0) + 2 * values.nbytes
