@@ -207,15 +207,19 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
                 _scatter_nd.write_accepted(spec, data, indices, updates, accepted[1], accepted[0])
                 return data
         elif accepted is not None:
-            table, parsed = accepted
+            table, parsed, planned = accepted
+            small = _small(data.nbytes)
+            if planned is not None and small:  # the compiled reduction planned once (~3 us)
+                result = planned(spec, data, indices, updates)
+                if result is not None:
+                    return result
             # the kernel less its static checks; small reductions too once numba is loaded
             # (offsets in its loop: 10,000 element adds into 16 x 1 in ~15 us, not ~45)
-            if (
-                table is None
-                or not _small(data.nbytes)
-                or (parsed is not _NONE and data.dtype.kind != "c" and compiled_loaded())
-            ):
-                return _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
+            if table is None or not small or (parsed is not _NONE and data.dtype.kind != "c" and compiled_loaded()):
+                result = _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
+                if small and (planned := _scatter_nd.plan_accepted(data, indices, updates, parsed)) is not None:
+                    _accept(key, (table, parsed, planned))
+                return result
             k = table.ndim
             try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
                 offsets = table[tuple(indices[..., j] for j in range(k))].reshape(-1)
@@ -232,7 +236,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
             if _fast_dtype(data.dtype) and result.dtype == data.dtype and k and data.size:
                 n = _size(data.shape[:k])  # the slice numbers, for NumPy's checked indexing (8 bytes each)
                 slices = np.arange(n).reshape(data.shape[:k]) if n <= SLICE_TABLE else None
-                _accept(key, (slices, Reduction(reduction)))
+                _accept(key, (slices, Reduction(reduction), None))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
@@ -284,10 +288,18 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
         )
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
-            ax, plan, parsed = accepted
-            if plan is None or not _small(data.nbytes):
+            ax, plan, parsed, planned = accepted
+            small = _small(data.nbytes)
+            if planned is not None and small:  # the compiled call planned once
+                result = planned(spec, data, indices, updates)
+                if result is not None:
+                    return result
+            if plan is None or not small:
                 if indices.dtype.isnative:  # the kernel less its static checks
-                    return _elements.run_scatter_accepted(spec, data, indices, updates, ax, parsed)
+                    result = _elements.run_scatter_accepted(spec, data, indices, updates, ax, parsed)
+                    if small and (planned := _elements.plan_scatter_accepted(data, indices, updates, ax, parsed)):
+                        _accept(key, (ax, plan, parsed, planned))
+                    return result
             else:
                 _, ramp, base, stride = plan
                 try:
@@ -310,7 +322,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
                 few = reduction == "none" and indices.size <= 64
                 small = data.nbytes <= SMALL_BYTES and (few or not compiled)
                 plan = _elements_plan(data.shape, indices.shape, ax) if small else None
-                _accept(key, (ax, plan, Reduction(reduction)))
+                _accept(key, (ax, plan, Reduction(reduction), None))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
