@@ -237,3 +237,33 @@ def test_the_memory_limit_still_refuses_a_planned_call(plans):
     finally:
         gs.set_memory_limit(previous)
 
+
+def test_a_string_gather_of_an_accepted_signature_checks_its_items_every_call():
+    """Object arrays of str take the fast path once accepted (the hosted Session's string rows):
+    the values are the kernel's, and each call still checks the items and the bounds."""
+    from gather_scatter.kernels.gather import run_gather
+    from gather_scatter.rules.versions import GATHER
+
+    words = np.array([[f"w{i}_{j}" for j in range(3)] for i in range(6)], dtype=object)
+    cases = [(words, RNG.integers(-6, 6, (4,)), 0), (words, RNG.integers(-3, 3, (2, 2)), 1),
+             (words[::2], np.array(-1), 0), (words.T, RNG.integers(-6, 6, (5,)), 1)]
+    for data, indices, axis in cases:
+        want = run_gather(GATHER, data, indices, axis)
+        for _ in range(4):
+            got = gs.gather(data, indices, axis)
+            assert type(got) is np.ndarray and got.dtype == object and got.shape == want.shape
+            assert got.tolist() == want.tolist()
+    mixed = words.copy()
+    mixed[4, 1] = 7
+    with pytest.raises(gs.DTypeError) as expected:
+        run_gather(GATHER, mixed, np.array([0, 1, 2, 3]), 0)
+    for _ in range(2):
+        with pytest.raises(gs.DTypeError) as info:
+            gs.gather(mixed, np.array([0, 1, 2, 3]), 0)  # the row holding 7 is not gathered: still refused
+        assert str(info.value) == str(expected.value) and info.value.position == (4, 1)
+    with pytest.raises(gs.IndexOutOfBoundsError, match=r"indices\[2\] = 6"):
+        gs.gather(words, np.array([0, 1, 6, 2]), 0)
+    unicode = np.array(["a", "bc", "d"])
+    for _ in range(3):
+        got = gs.gather(unicode, np.array([2, 0]))
+        assert got.dtype == object and got.tolist() == ["d", "a"]
