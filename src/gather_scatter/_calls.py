@@ -101,7 +101,7 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
         if ax is not None:
             # data of no elements: NumPy would skip the bounds check that an empty output still needs
             if data.size and _small(data.nbytes // data.shape[ax] * indices.size, GATHER_BYTES):
-                if data.dtype.hasobject:  # tensor(string): its items are values, checked every call first
+                if ax < 0:  # tensor(string) (kept as a negative axis): its items checked every call first
                     as_array(spec, "data", data)
                 try:
                     result = data.take(indices, ax)  # mode 'raise': Gather's bounds, negatives included
@@ -109,14 +109,14 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
                     pass  # the kernel raises the error with its facts
                 else:  # a rank-0 output comes back as a NumPy scalar: the kernel's is a 0-d array
                     return result if type(result) is _ndarray else np.array(result, data.dtype)
-            elif data.size and data.flags.c_contiguous and indices.dtype.isnative and not data.dtype.hasobject:
+            elif data.size and data.flags.c_contiguous and indices.dtype.isnative and ax >= 0:
                 return _gather.run_accepted(spec, data, indices, ax)  # the kernel less its static checks
         else:
             result = _gather.run_gather(spec, data, indices, axis)
             # numbers, and strings as an object array (the hosted Session's string rows: 60 -> ~18 us);
             # not U/S strings (their result is an object array), not ml_dtypes' types
-            if data.dtype.kind in "biufcO":
-                _accept(key, axis % data.ndim)
+            if data.dtype.kind in "biufcO":  # strings' axis from the end: one int test tells them apart
+                _accept(key, axis % data.ndim - (data.ndim if data.dtype.kind == "O" else 0))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices})
     if backend is not None:
