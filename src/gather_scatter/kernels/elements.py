@@ -228,15 +228,16 @@ def plan_scatter_accepted(
     if len(calls) != 1:
         return None
     cast, size = (None if view == dtype else view), data.shape[ax]
+    convert = None if updates.dtype == dtype else dtype  # another byte order: converted
 
     def run(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray | None:
         if _parallel.get_num_threads() != threads:
             return None
-        output = data.copy()  # fresh and C-contiguous
-        dst, src = output.reshape(-1), np.ascontiguousarray(updates, dtype=dtype).reshape(-1)
+        output = data.copy()  # fresh and C-contiguous (ravel: a view, the loop's 1-D C arrays)
+        dst, src = output.ravel(), np.ascontiguousarray(updates, dtype=convert).ravel()
         if cast is not None:
             dst, src = dst.view(cast), src.view(cast)
-        if loop(dst, np.ascontiguousarray(indices).reshape(-1), src, *args) >= 0:
+        if loop(dst, np.ascontiguousarray(indices).ravel(), src, *args) >= 0:
             check_bounds(spec, indices, size, ax)  # the error with its facts
             raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
         return output

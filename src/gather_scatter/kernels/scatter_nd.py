@@ -164,16 +164,20 @@ def plan_accepted(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, re
         return None
     view, op, half = form
     loop = loops.planned_loop("nd", op, half)
-    cast, shape, rows = (None if view == dtype else view), np.array(dims, np.int64), (n, k)
+    cast, shape = (None if view == dtype else view), np.array(dims, np.int64)
+    # updates of another byte order are converted; indices already (n, k) need no reshape (ravel of
+    # a C-contiguous array is a view, at half reshape(-1)'s cost): the loop's argument types as before
+    convert, flat = None if updates.dtype == dtype else dtype, indices.ndim == 2
 
     def run(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray | None:
         if _parallel.get_num_threads() != threads:
             return None
         output = data.copy()  # fresh and C-contiguous
-        dst, src = output.reshape(-1), np.ascontiguousarray(updates, dtype=dtype).reshape(-1)
+        dst, src = output.ravel(), np.ascontiguousarray(updates, dtype=convert).ravel()
         if cast is not None:
             dst, src = dst.view(cast), src.view(cast)
-        if loop(dst, np.ascontiguousarray(indices).reshape(rows), shape, src, width) >= 0:
+        rows = np.ascontiguousarray(indices)
+        if loop(dst, rows if flat else rows.reshape(n, k), shape, src, width) >= 0:
             nd_offsets(spec, indices, dims, 0, 1)  # the error with its facts
             raise AssertionError("the compiled loop found a bad index that nd_offsets did not")  # pragma: no cover
         return output
