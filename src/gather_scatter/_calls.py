@@ -15,6 +15,9 @@ build), and later calls of it on plain ndarrays, with an output small enough for
 and no arena, go straight to NumPy's own checked indexing: its bounds check is the one pass
 over the values, and when it fails the kernel runs again to raise the error with its facts.
 Larger calls of an accepted signature run the kernel without its static checks.
+A small ScatterND reduction or ScatterElements of an accepted signature whose compiled loop is
+in use runs a plan made once for the signature (``plan_accepted``: the loop, its views and
+reshapes, fixed; ~3 us a call where the accepted kernel's steps cost ~11, issue 38).
 A ScatterND into its own data (``out=data``, a cache's in-place write) of an accepted
 signature checks per call only what the signature does not fix (writeable, no broadcast
 strides, no overlap with indices or updates), then the bounds, then writes.
