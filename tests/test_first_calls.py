@@ -171,14 +171,16 @@ READ_ONLY_CALLS = {  # each kernel family with a compiled loop: (call, inputs)
 }
 
 
+@pytest.mark.parametrize("planned", [False, True], ids=["kernel", "planned"])
 @pytest.mark.parametrize("name", list(READ_ONLY_CALLS))
-def test_read_only_inputs_take_the_writable_inputs_compiled_loops(name, monkeypatch):
+def test_read_only_inputs_take_the_writable_inputs_compiled_loops(name, planned, monkeypatch):
     # numba types whether an array is writable: a read-only input (an initializer,
     # np.broadcast_to, np.frombuffer) compiled every loop a second time (96 of 378 signatures of
     # one test run), unless the kernels hand every loop its inputs read-only (_numba.read_only).
     from gather_scatter import _calls
 
-    monkeypatch.setattr(_calls, "_small", lambda nbytes, most=0: False)  # the kernels' paths, not the tiny-call one
+    if not planned:  # the kernels' paths, not the small accepted calls' (NumPy's indexing, or a plan)
+        monkeypatch.setattr(_calls, "_small", lambda nbytes, most=0: False)
     call, arity = READ_ONLY_CALLS[name]
     rng = np.random.default_rng(5)
     data = rng.standard_normal((6, 8)).astype(np.float32)
@@ -186,10 +188,11 @@ def test_read_only_inputs_take_the_writable_inputs_compiled_loops(name, monkeypa
     updates = rng.standard_normal((6, 8)).astype(np.float32)
     inputs = (data, indices, updates)[:arity]
     expected = call(*inputs)  # EAGER (conftest): compiled here, the first call's checks
-    assert call(*inputs).tobytes() == expected.tobytes()  # then the accepted signature's path
+    for _ in range(2):  # then the accepted signature's path (and a small one's plan, made then used)
+        assert call(*inputs).tobytes() == expected.tobytes()
     before = _compiled_signatures()
     frozen = _frozen(*inputs)
-    for _ in range(2):
+    for _ in range(3):
         assert call(*frozen).tobytes() == expected.tobytes()
     assert _compiled_signatures() == before, "a read-only input compiled a loop of its own"
     assert all(not f.flags.writeable for f in frozen)  # untouched

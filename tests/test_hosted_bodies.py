@@ -154,6 +154,34 @@ def test_a_loop_hosts_its_body_with_carried_values_scan_outputs_and_captures(hos
     assert v.tobytes() == FEEDS["x"].tobytes() and twices.shape == (0,)
 
 
+def test_a_loop_body_that_reads_neither_i_nor_cond_or_hands_cond_on_as_it_is(hosted_only):
+    # The driver makes the iteration number and cond only for a body that reads them: here one
+    # body hands its cond input on as its cond output (a body output that is a body input) and
+    # never reads i, the other reads neither (cond_out a constant), each over three trips.
+    def loop_model(cond_out_node):
+        nodes = [_scatter("v", "s", "body_pool"), *_relus("s", "v_out", 2, "b"), *cond_out_node]
+        cond_out = "cond" if not cond_out_node else "cond_out"
+        body = oh.make_graph(nodes, "body", [f("i", TP.INT64, []), f("cond", TP.BOOL, []), f("v", TP.FLOAT, [6, 4])],
+                             [f(cond_out, TP.BOOL, []), f("v_out", TP.FLOAT, None)])
+        loop = oh.make_node("Loop", ["m", "c", "x"], ["v_final"], body=body, name="loop")
+        return _model([loop], [*INPUTS, f("m", TP.INT64, []), f("c", TP.BOOL, [])], [f("v_final", TP.FLOAT, None)])
+
+    always = oh.make_node("Constant", [], ["cond_out"], value=onnx.numpy_helper.from_array(np.array(True)))
+    for model in (loop_model([]), loop_model([always])):
+        session = hosted_only(model)
+        assert list(session.plan.routed) == ["loop"]
+        feeds = {**FEEDS, "m": np.array(3), "c": np.array(True)}
+        (v,) = _same(session, model, feeds)
+        want = FEEDS["x"]
+        for _ in range(3):
+            want = want.copy()
+            for row, upd in zip(FEEDS["k"][:, 0], FEEDS["u"], strict=True):
+                want[row] = np.maximum(want[row], upd)
+            want = np.maximum(want, 0)
+        assert v.tobytes() == want.tobytes()
+        _same(session, model, {**feeds, "c": np.array(False)})
+
+
 def test_a_scan_hosts_its_body_with_axes_and_directions(hosted_only):
     # state: a running scatter_max of each row of x (scanned along axis 1, in reverse) into acc
     body_nodes = [

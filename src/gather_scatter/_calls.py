@@ -15,6 +15,9 @@ build), and later calls of it on plain ndarrays, with an output small enough for
 and no arena, go straight to NumPy's own checked indexing: its bounds check is the one pass
 over the values, and when it fails the kernel runs again to raise the error with its facts.
 Larger calls of an accepted signature run the kernel without its static checks.
+A small ScatterND reduction or ScatterElements of an accepted signature whose compiled loop is
+in use runs a plan made once for the signature (``plan_accepted``: the loop, its views and
+reshapes, fixed; ~3 us a call where the accepted kernel's steps cost ~11, issue 38).
 A ScatterND into its own data (``out=data``, a cache's in-place write) of an accepted
 signature checks per call only what the signature does not fix (writeable, no broadcast
 strides, no overlap with indices or updates), then the bounds, then writes.
@@ -37,6 +40,7 @@ from .kernels import gather_nd as _gather_nd
 from .kernels import scatter_nd as _scatter_nd
 from .kernels import tensor_scatter as _tensor_scatter
 from .resources import memory as _memory
+from .rules.validate import as_array
 from .rules.versions import Mode, OpVersion, Reduction
 
 __all__ = [
@@ -100,18 +104,22 @@ def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:
         if ax is not None:
             # data of no elements: NumPy would skip the bounds check that an empty output still needs
             if data.size and _small(data.nbytes // data.shape[ax] * indices.size, GATHER_BYTES):
+                if ax < 0:  # tensor(string) (kept as a negative axis): its items checked every call first
+                    as_array(spec, "data", data)
                 try:
                     result = data.take(indices, ax)  # mode 'raise': Gather's bounds, negatives included
                 except IndexError:
                     pass  # the kernel raises the error with its facts
                 else:  # a rank-0 output comes back as a NumPy scalar: the kernel's is a 0-d array
                     return result if type(result) is _ndarray else np.array(result, data.dtype)
-            elif data.size and data.flags.c_contiguous and indices.dtype.isnative:
+            elif data.size and data.flags.c_contiguous and indices.dtype.isnative and ax >= 0:
                 return _gather.run_accepted(spec, data, indices, ax)  # the kernel less its static checks
         else:
             result = _gather.run_gather(spec, data, indices, axis)
-            if data.dtype.kind in "biufc":  # not strings (object results), not ml_dtypes' types
-                _accept(key, axis % data.ndim)
+            # numbers, and strings as an object array (the hosted Session's string rows: 60 -> ~18 us);
+            # not U/S strings (their result is an object array), not ml_dtypes' types
+            if data.dtype.kind in "biufcO":  # strings' axis from the end: one int test tells them apart
+                _accept(key, axis % data.ndim - (data.ndim if data.dtype.kind == "O" else 0))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices})
     if backend is not None:
@@ -207,15 +215,19 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
                 _scatter_nd.write_accepted(spec, data, indices, updates, accepted[1], accepted[0])
                 return data
         elif accepted is not None:
-            table, parsed = accepted
+            table, parsed, planned = accepted
+            small = _small(data.nbytes)
+            if planned is not None and small:  # the compiled reduction planned once (~3 us)
+                result = planned(spec, data, indices, updates)
+                if result is not None:
+                    return result
             # the kernel less its static checks; small reductions too once numba is loaded
             # (offsets in its loop: 10,000 element adds into 16 x 1 in ~15 us, not ~45)
-            if (
-                table is None
-                or not _small(data.nbytes)
-                or (parsed is not _NONE and data.dtype.kind != "c" and compiled_loaded())
-            ):
-                return _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
+            if table is None or not small or (parsed is not _NONE and data.dtype.kind != "c" and compiled_loaded()):
+                result = _scatter_nd.run_accepted(spec, data, indices, updates, parsed, table)
+                if small and (planned := _scatter_nd.plan_accepted(data, indices, updates, parsed)) is not None:
+                    _accept(key, (table, parsed, planned))
+                return result
             k = table.ndim
             try:  # the slice numbers of data's first k axes, by NumPy's checked indexing
                 offsets = table[tuple(indices[..., j] for j in range(k))].reshape(-1)
@@ -232,7 +244,7 @@ def run_scatter_nd(spec: OpVersion, data, indices, updates, reduction="none", ou
             if _fast_dtype(data.dtype) and result.dtype == data.dtype and k and data.size:
                 n = _size(data.shape[:k])  # the slice numbers, for NumPy's checked indexing (8 bytes each)
                 slices = np.arange(n).reshape(data.shape[:k]) if n <= SLICE_TABLE else None
-                _accept(key, (slices, Reduction(reduction)))
+                _accept(key, (slices, Reduction(reduction), None))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:
@@ -284,10 +296,18 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
         )
         accepted = _ACCEPTED.get(key)
         if accepted is not None:
-            ax, plan, parsed = accepted
-            if plan is None or not _small(data.nbytes):
+            ax, plan, parsed, planned = accepted
+            small = _small(data.nbytes)
+            if planned is not None and small:  # the compiled call planned once
+                result = planned(spec, data, indices, updates)
+                if result is not None:
+                    return result
+            if plan is None or not small:
                 if indices.dtype.isnative:  # the kernel less its static checks
-                    return _elements.run_scatter_accepted(spec, data, indices, updates, ax, parsed)
+                    result = _elements.run_scatter_accepted(spec, data, indices, updates, ax, parsed)
+                    if small and (planned := _elements.plan_scatter_accepted(data, indices, updates, ax, parsed)):
+                        _accept(key, (ax, plan, parsed, planned))
+                    return result
             else:
                 _, ramp, base, stride = plan
                 try:
@@ -310,7 +330,7 @@ def run_scatter_elements(spec: OpVersion, data, indices, updates, axis=0, reduct
                 few = reduction == "none" and indices.size <= 64
                 small = data.nbytes <= SMALL_BYTES and (few or not compiled)
                 plan = _elements_plan(data.shape, indices.shape, ax) if small else None
-                _accept(key, (ax, plan, Reduction(reduction)))
+                _accept(key, (ax, plan, Reduction(reduction), None))
             return result
     backend = backend_for(spec, {"data": data, "indices": indices, "updates": updates})
     if backend is not None:

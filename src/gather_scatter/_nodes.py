@@ -264,6 +264,15 @@ def resolve_node(
     return spec, node_attributes(spec, given)
 
 
+def version_kernel(spec: OpVersion) -> tuple[Callable[..., np.ndarray], int, int]:
+    """``(kernel, low, high)``: ``spec``'s kernel, called as ``kernel(spec, *inputs, **values)``,
+    and the fewest and most inputs it takes; for a caller that runs one version call after call
+    (a model's node): :func:`run_version` less its lookups, :func:`check_arity` where the count
+    is outside ``[low, high]``."""
+    op = _OPS[spec.op_type]
+    return op.kernel, len(op.inputs) - op.optional, len(op.inputs)
+
+
 def run_version(spec: OpVersion, inputs: Sequence[Any], values: Mapping[str, Any]) -> np.ndarray:
     """Run ``spec``'s kernel: ``values`` as :func:`resolve_node` returns them."""
     op = _OPS[spec.op_type]

@@ -12,13 +12,23 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ._codes import ADD, MAX, MIN, MUL, NONE
-from ._loops_reduce import _reduce_row, bucket_rows, by_reduction, reduce_nd, reduce_rows, reduce_rows_at, scatter_axis
+from ._loops_reduce import (
+    _reduce_row,
+    bucket_rows,
+    by_reduction,
+    planned_loop,
+    reduce_nd,
+    reduce_rows,
+    reduce_rows_at,
+    scatter_axis,
+)
 
 __all__ = [
     "bucket_rows",
     "copy_slices",
     "gather",
     "gather_last",
+    "planned_loop",
     "reduce_nd",
     "reduce_rows",
     "reduce_rows_at",

@@ -491,3 +491,10 @@ def reduce_nd(dst, indices, dims, src, width, op, half):
     1.5 ms). A bad index stops the loop and returns its row (else -1): for a caller that
     writes a fresh output it then drops, or checked first."""
     return _ND[op][half or 0](dst, indices, dims, src, width)
+
+
+def planned_loop(kernel, op, half):
+    """The compiled function that :func:`reduce_nd` (``kernel`` "nd") or :func:`scatter_axis`
+    ("axis") calls for ``op`` and ``half``, for a call planned once per signature
+    (``_planned``), which calls it directly: the same machine code, without the wrapper."""
+    return (_ND if kernel == "nd" else _AXIS)[op][half or 0]

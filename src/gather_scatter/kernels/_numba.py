@@ -161,6 +161,13 @@ def loops_for(elements: int, key: tuple | None = None) -> Any:
     return module
 
 
+def ready_loops(key: tuple) -> Any:
+    """The compiled loops where ``key``'s are in use in this process already (a call of that key
+    took them: :func:`loops_for`), else None; counts nothing and imports nothing. For a call
+    planned once per signature (``_planned``): it plans only what :func:`loops_for` chose."""
+    return (_module or None) if key in _ready else None
+
+
 def warm_loops() -> Any:
     """:func:`loops` for a call of Gather's large path or ScatterND's writes of rows: the loops
     once numba is loaded, or from this process's ``WARM_CALLS``-th such call on (the import

@@ -16,7 +16,7 @@ from ..rules import dims as _dims
 from ..rules.versions import Reduction
 from . import _codes, _numba
 
-__all__ = ["UFUNCS", "compiled_operands", "reduce_into", "reduce_rows", "thread_parts"]
+__all__ = ["UFUNCS", "compiled_form", "compiled_operands", "reduce_into", "reduce_rows", "thread_parts"]
 
 
 UFUNCS = {
@@ -90,30 +90,43 @@ _BOOL_CODES = {
 _HALF = {np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
 
 
-def compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reduction):
-    """``(dst, src, op, half)``: the flat buffers and codes the compiled reductions take
-    for a C-contiguous, native-order ``target`` of ints, bool, float32/64, float16 or bfloat16;
-    None for any other (complex, other ml_dtypes types, objects): NumPy's path."""
-    dtype = target.dtype
-    if not dtype.isnative or not target.flags.c_contiguous:
+def compiled_form(dtype: np.dtype, reduction: Reduction) -> tuple[np.dtype, int, int | None] | None:
+    """``(view, op, half)``: the dtype whose bits the compiled reductions take for data of
+    native-order ``dtype`` (``dtype`` itself where no view is needed), the reduction's code and
+    ``half``; None for NumPy's path (complex, other ml_dtypes types, objects, other byte order).
+    A planned call (``_planned``) takes it once per signature, :func:`compiled_operands` per call."""
+    if not dtype.isnative:
         return None
     half = _HALF.get(dtype)
     if half:
-        dst = target.reshape(-1).view(np.uint16)
-        src = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint16)
-        return dst, _numba.read_only(src), _CODES[reduction], half
+        return _UINT16, _CODES[reduction], half
     if dtype == np.bool_:
-        src = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        return target.reshape(-1).view(np.uint8), _numba.read_only(src), _BOOL_CODES[reduction], None
+        return _UINT8, _BOOL_CODES[reduction], None
     if dtype.kind in "iu" or (dtype.kind == "f" and dtype.itemsize >= 4):
-        dst, src = target.reshape(-1), np.ascontiguousarray(values, dtype=dtype).reshape(-1)
         if dtype.kind == "i" and reduction in (Reduction.ADD, Reduction.MUL):
             # Two's complement: a wrapped sum or product has the same bits signed or not, so
             # int8..int64 share uint8..uint64's compiled loops (half the compiles: CI, first calls)
-            unsigned = np.dtype(f"u{dtype.itemsize}")
-            dst, src = dst.view(unsigned), src.view(unsigned)
-        return dst, _numba.read_only(src.view()), _CODES[reduction], None
+            return np.dtype(f"u{dtype.itemsize}"), _CODES[reduction], None
+        return dtype, _CODES[reduction], None
     return None
+
+
+_UINT8, _UINT16 = np.dtype(np.uint8), np.dtype(np.uint16)
+
+
+def compiled_operands(target: np.ndarray, values: np.ndarray, reduction: Reduction):
+    """``(dst, src, op, half)``: the flat buffers and codes the compiled reductions take
+    for a C-contiguous, native-order ``target`` of ints, bool, float32/64, float16 or bfloat16
+    (:func:`compiled_form`); None for any other (complex, other ml_dtypes types, objects): NumPy's path."""
+    dtype = target.dtype
+    form = compiled_form(dtype, reduction)
+    if form is None or not target.flags.c_contiguous:
+        return None
+    view, op, half = form
+    dst, src = target.reshape(-1), np.ascontiguousarray(values, dtype=dtype).reshape(-1)
+    if view != dtype:
+        dst, src = dst.view(view), src.view(view)
+    return dst, _numba.read_only(src), op, half
 
 
 # The compiled reductions' cost, measured on this project's 2-core machine (float32, random

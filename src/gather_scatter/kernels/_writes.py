@@ -16,6 +16,8 @@ from ..rules.versions import OpVersion, Reduction
 from . import _codes, _numba, _reductions
 
 __all__ = [
+    "FUSED_TABLE_BYTES",
+    "FUSED_UPDATES",
     "assign_last_wins",
     "bits",
     "checked_target",
@@ -77,8 +79,8 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
 # into 1000 x 1000 float32: 5.5 ms fused against 4.7 with the offsets computed first), so
 # many updates into a big table keep the separate offsets. Few updates (NumPy's offsets then
 # cost mostly their fixed ~20 us) or a cached table take it.
-_FUSED_UPDATES = 1 << 14
-_FUSED_TABLE_BYTES = 1 << 20
+FUSED_UPDATES = 1 << 14
+FUSED_TABLE_BYTES = 1 << 20
 
 
 def copy_and_write_nd(
@@ -106,7 +108,7 @@ def copy_and_write_nd(
     if not k or not n_rows or not target.size or not target.flags.c_contiguous or target.dtype.hasobject:
         return None
     n, width = indices.size // k, target.size // n_rows
-    if n > _FUSED_UPDATES and target.nbytes > _FUSED_TABLE_BYTES:
+    if n > FUSED_UPDATES and target.nbytes > FUSED_TABLE_BYTES:
         return None
     if reduction is Reduction.NONE:
         if width * target.itemsize >= _ROW_BYTES or target.itemsize not in (1, 2, 4, 8):

@@ -10,6 +10,7 @@ object arrays of ``str``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from ..rules import shapes as _shapes
 from ..rules.validate import as_array, check_bounds, check_out, native_indices, same_memory
 from ..rules.versions import OpVersion, Reduction
 from . import _codes, _numba
-from ._reductions import UFUNCS, compiled_operands
+from ._reductions import UFUNCS, compiled_form, compiled_operands
 from ._writes import (
     bits,
     cached_output,
@@ -185,6 +186,64 @@ def run_scatter_accepted(
             check_bounds(spec, indices, data.shape[ax], ax)
             raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
     return output
+
+
+def plan_scatter_accepted(
+    data: np.ndarray, indices: np.ndarray, updates: np.ndarray, ax: int, reduction: Reduction
+) -> Callable[[OpVersion, np.ndarray, np.ndarray, np.ndarray], np.ndarray | None] | None:
+    """Plan :func:`run_scatter_accepted`'s compiled call for every later call of this signature.
+
+    What :func:`_scatter_compiled` decides per call from the signature alone (its loop applies:
+    a dtype it computes, the loop in use in this process already, one call on one thread by the
+    layout; the loop's function, arguments, views and codes) is decided here once, as
+    ``scatter_nd.plan_accepted`` does for ScatterND: a call is the copy, the views and the
+    loop, on arguments of the same types (the same bits). None where that loop would not run
+    on one thread now. The plan takes a call of the same signature whose output the caller
+    judged small and returns the output, or None where the thread count changed since; a bad
+    index raises its error with the facts.
+    """
+    dtype = data.dtype
+    loops = _numba.ready_loops(("scatter_elements", dtype.str, reduction))
+    if loops is None or not indices.size or not indices.dtype.isnative or not dtype.isnative:
+        return None
+    if dtype.hasobject or dtype.itemsize not in (1, 2, 4, 8):  # the output's _copyable, any layout of data
+        return None
+    form: tuple[np.dtype, int, int | None] | None = (np.dtype(f"u{dtype.itemsize}"), _codes.NONE, None)
+    if reduction is not Reduction.NONE:
+        form = compiled_form(dtype, reduction)
+    if form is None:
+        return None
+    view, op, half = form
+    threads = _parallel.get_num_threads()
+    axis_calls = _axis_layout(data.shape, indices.shape, ax, dtype.itemsize, threads)
+    args: tuple
+    if axis_calls is not None:
+        (_, n, inner, size), calls = axis_calls
+        loop, args = loops.planned_loop("axis", op, half), (n, inner, size, *calls[0])
+    elif half:  # the general loop computes in the type itself: NumPy's path
+        return None
+    else:
+        shape, strides, calls = _scatter_layout(data.shape, indices.shape, ax, dtype.itemsize, threads)
+        loop, args = loops.scatter, (shape, strides, ax, data.shape[ax], op, *calls[0])
+    if len(calls) != 1:
+        return None
+    cast, size = (None if view == dtype else view), data.shape[ax]
+    convert = None if updates.dtype == dtype else dtype  # another byte order: converted
+
+    def run(spec: OpVersion, data: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray | None:
+        if _parallel.get_num_threads() != threads:
+            return None
+        output = data.copy()  # fresh and C-contiguous (ravel: a view, the loop's 1-D C arrays)
+        dst, src = output.ravel(), np.ascontiguousarray(updates, dtype=convert).ravel()
+        if cast is not None:
+            dst, src = dst.view(cast), src.view(cast)
+        flat = _numba.read_only(np.ascontiguousarray(indices).ravel())  # read-only: the loop's own signature
+        if loop(dst, flat, _numba.read_only(src), *args) >= 0:
+            check_bounds(spec, indices, size, ax)  # the error with its facts
+            raise AssertionError("the compiled loop found a bad index that check_bounds did not")  # pragma: no cover
+        return output
+
+    return run
 
 
 def _scatter_compiled(

@@ -215,6 +215,7 @@ class FeedPlan:
         self.graph = graph
         initializers = {init.name for init in graph.initializer}
         self.required = tuple(i.name for i in graph.input if i.name not in initializers)
+        self.required_names = frozenset(self.required)
         # name -> (dtype, rank, ((axis, size), ...)) for the inputs a tensor feed can pass as is
         self.tensors: dict[str, tuple[np.dtype, int, tuple[tuple[int, int], ...]]] = {}
         for declared in graph.input:
@@ -246,7 +247,7 @@ class FeedPlan:
         tensors = self.tensors
         for name, value in inputs.items():
             want = tensors.get(name)
-            if want is None or type(value) is not np.ndarray or value.dtype != want[0]:
+            if want is None or type(value) is not np.ndarray or (value.dtype is not want[0] and value.dtype != want[0]):
                 return check_inputs(self.graph, inputs)
             shape = value.shape
             if len(shape) != want[1]:
@@ -254,6 +255,6 @@ class FeedPlan:
             for axis, size in want[2]:
                 if shape[axis] != size:
                     return check_inputs(self.graph, inputs)
-        if len(inputs) < len(self.required) or any(name not in inputs for name in self.required):
+        if not inputs.keys() >= self.required_names:
             return check_inputs(self.graph, inputs)
         return inputs

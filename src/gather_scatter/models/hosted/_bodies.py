@@ -88,6 +88,7 @@ class _Body:
         self.outer_names = [v.name for v in model.graph.input if v.name not in formal]
         self.inputs = [v.name for v in graph.input]
         self.outputs = [v.name for v in graph.output]
+        self.reads = frozenset(v.name for v in model.graph.input)  # the inputs it reads (body_model)
 
     def scope(self, values: Values) -> Values:
         """The values the body reads from outside, read once per run of the node."""
@@ -104,11 +105,17 @@ class _Body:
 def reader(hosted: Any, names: list[str]) -> Reader:
     """Return ``read(values)``: the values of ``names`` as NumPy, an initializer's from the
     model, None for an empty name (an omitted optional input)."""
-    c_ortvalue, constants = hosted.c_ortvalue, hosted.constants
+    c_ortvalue, constants, ndarray = hosted.c_ortvalue, hosted.constants, np.ndarray
     from ._values import to_numpy
 
     def read(values: Values) -> list[Any]:
-        return [None if not n else to_numpy(values[n], c_ortvalue) if n in values else constants(n) for n in names]
+        # an empty name is never among the values: None; an ndarray (most values) as it is
+        return [
+            (v if type(v := values[n]) is ndarray else to_numpy(v, c_ortvalue))
+            if n in values
+            else (constants(n) if n else None)
+            for n in names
+        ]
 
     return read
 
@@ -177,6 +184,7 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
     outputs = list(node.output)
     fallback: list[Callable[[Values], None]] = []
     said = f"Loop's body output {body.outputs[0]!r}"
+    reads_iteration, reads_cond = names_in[0] in body.reads, names_in[1] in body.reads
 
     def run(values: Values) -> None:
         m, cond, *carried = read(values)
@@ -187,8 +195,11 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
         scans: list[list[Any]] = [[] for _ in range(n_scan)]
         iteration = 0
         while (condition or cond is None) and (trips is None or iteration < trips):
-            formal = {names_in[0]: np.array(iteration, dtype=np.int64), names_in[1]: np.array(condition)}
-            formal.update(zip(names_in[2:], carried, strict=True))
+            formal = dict(zip(names_in[2:], carried, strict=True))
+            if reads_iteration:  # a body that reads them (the others never see them)
+                formal[names_in[0]] = np.array(iteration, dtype=np.int64)
+            if reads_cond:
+                formal[names_in[1]] = np.array(condition)
             result = body.run(scope, formal)
             condition = bool(_scalar(node, result[0], said))
             carried = result[1 : 1 + n_carried]

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx
 
 from ...errors import GatherScatterError, ModelInputError, NodeError, one_line
@@ -136,7 +137,8 @@ class _OrtStep:
                         feeds[n] = to_ort(values[n], ort, c_ortvalue, keep)
                 out = self.session.run_with_ort_values(feeds, self.outputs, self.run_options)
             else:
-                feeds = {n: to_numpy(values[n], c_ortvalue) for n in self.feeds}
+                ndarray = np.ndarray  # most values are arrays already: no call of to_numpy for them
+                feeds = {n: v if type(v := values[n]) is ndarray else to_numpy(v, c_ortvalue) for n in self.feeds}
                 for n in self.maybe:
                     if n in values:
                         feeds[n] = to_numpy(values[n], c_ortvalue)
@@ -337,8 +339,11 @@ class Hosted:
                     raise
                 # the feeds come first among the values (the steps' outputs are new names: SSA)
                 return self._run_refused(step, exc, names, dict(itertools.islice(values.items(), fed)))
-        c_ortvalue = self.c_ortvalue
-        return [to_numpy(values[n], c_ortvalue) if n in values else self.constants(n) for n in names]
+        c_ortvalue, ndarray = self.c_ortvalue, np.ndarray
+        return [
+            (v if type(v := values[n]) is ndarray else to_numpy(v, c_ortvalue)) if n in values else self.constants(n)
+            for n in names
+        ]
 
     def _run_refused(self, step: _OrtStep, exc: NodeError, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         """Run again, with the family's nodes of the onnxruntime ``step`` that raised ``exc`` routed.

@@ -34,9 +34,11 @@ class RoutedStep:
         opsets = imported_opsets(hosted.model)
         self.outputs = list(step.outputs)
         self.calls = [_call(hosted, index, opsets, strict) for index in step.nodes]
+        # run(values): the step's nodes, their outputs put among values; one node's call itself
+        # (most steps: one frame less per run)
+        self.run: Callable[[Values], None] = self.calls[0] if len(self.calls) == 1 else self._run_all
 
-    def run(self, values: Values) -> None:
-        """Run the step's nodes, their outputs put among ``values``."""
+    def _run_all(self, values: Values) -> None:
         for call in self.calls:
             call(values)
 

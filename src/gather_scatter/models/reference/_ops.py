@@ -11,7 +11,7 @@ from typing import Any
 import onnx
 from onnx.reference.op_run import OpRun
 
-from ..._nodes import check_node_arity, node_attributes, resolve_node, run_version
+from ..._nodes import check_arity, check_node_arity, node_attributes, resolve_node, run_version, version_kernel
 from ...errors import GatherScatterError, NodeError, node_label
 from ...rules.versions import OpVersion
 from . import _sizes as _model_memory
@@ -141,11 +141,15 @@ def _kernel_call(
     as a NodeError naming it.
     """
 
+    kernel, low, high = version_kernel(spec)  # run_version's lookups, once
+
     def run(*inputs: Any) -> tuple[Any]:
         while inputs and inputs[-1] is None:  # trailing optional inputs the node leaves out
             inputs = inputs[:-1]
         try:
-            return (run_version(spec, inputs, values),)
+            if not low <= len(inputs) <= high:
+                check_arity(spec, len(inputs))  # raises ArityError
+            return (kernel(spec, *inputs, **values),)
         except GatherScatterError as exc:
             raise exc.in_node(node.name, node.op_type) from None
         except MemoryError as exc:
