@@ -61,7 +61,7 @@ def _f16c_bits(typingctx, value):
 def _pick(typingctx, keep, a, b):
     """``a if keep else b`` (two uint16) as a select marked unpredictable, so that LLVM keeps it
     a select (a cmov) rather than a branch (CodeGenPrepare reads the mark; the x86 backend's
-    cmov conversion does not: see :func:`unpredictable_selects`)."""
+    cmov conversion does not: see ``_CmovKept``)."""
 
     def codegen(context, builder, signature, args):
         picked = builder.select(args[0], args[1], args[2])
@@ -80,7 +80,8 @@ class _CmovKept(event.Listener):
     """Turns LLVM's x86 cmov conversion off while numba compiles a loop in ``_SELECTING``, and
     back on after: that pass turns max/min's select of two float16/bfloat16 values (``_pick``)
     into a branch whatever its mark, which mispredicts half the time where the winner is random
-    (ScatterElements bfloat16 max, 64 wide into 1,000 rows: 6.2x our float32's time). The
+    (ScatterElements bfloat16 max, 64 wide into 1,000 rows: 3.7-4.0x our float32's time, 1.5x
+    without the branch). The
     option is LLVM's, for the whole process, so it is set only within such a compile: numba
     holds its compiler lock around each, and no other function (the user's included) is
     compiled meanwhile. A loop loaded from numba's cache was compiled so too."""
@@ -188,23 +189,21 @@ def _tie_impl(p, q, half):
     return lambda p, q, half: (half == 1) & (p == q)
 
 
-def _winner(keep, a, b, p, q, half, mode):
-    """max/min's stored bits: ``a if keep else b`` (``p`` and ``q``, ``a``'s and ``b``'s values,
-    unused: the winner's own bits are stored, a signalling NaN's too). For float16/bfloat16
-    outside vector loops (``mode`` not ``_VECTOR_LOOP``, whose selects are blends) a select
-    marked unpredictable (:func:`_pick`), compiled without LLVM's x86 cmov conversion
-    (``_CmovKept``): as a branch it mispredicts half the time where the winner is random
-    (ScatterElements bfloat16 max, 64 wide into 1,000 rows: 3.9x our float32's time as a
-    branch, 1.6x so). Choosing between the float32 values and converting back, as before,
+def _winner(keep, a, b, half, mode):
+    """max/min's stored bits: ``a if keep else b``, the winner's own bits (a signalling NaN's
+    too). For float16/bfloat16 outside vector loops (``mode`` not ``_VECTOR_LOOP``, whose
+    selects are blends) a select marked unpredictable (:func:`_pick`), compiled without LLVM's
+    x86 cmov conversion (``_CmovKept``), where it was a branch that mispredicts half the time
+    on random winners. Choosing between the float32 values and converting back, as before,
     did not help: LLVM folds that back into the same select."""
 
 
 @overload(_winner)
-def _winner_impl(keep, a, b, p, q, half, mode):
+def _winner_impl(keep, a, b, half, mode):
     if isinstance(half, types.NoneType):
-        return lambda keep, a, b, p, q, half, mode: a if keep else b
+        return lambda keep, a, b, half, mode: a if keep else b
 
-    def winner(keep, a, b, p, q, half, mode):
+    def winner(keep, a, b, half, mode):
         if mode == _VECTOR_LOOP:  # a vector select is a blend already
             return a if keep else b
         return _pick(keep, a, b)
@@ -259,14 +258,14 @@ def _reduce_loop(dst, at, x, xat, src, sat, n, op, half, mode):
             p = _value(a, half)
             q = _value(b, half)
             # NumPy's float16 loop keeps x on a tie (p >= q), the others give src
-            dst[at + j] = _winner((p > q) | (p != p) | _tie(p, q, half), a, b, p, q, half, mode)
+            dst[at + j] = _winner((p > q) | (p != p) | _tie(p, q, half), a, b, half, mode)
     else:
         for j in range(n):
             a = x[xat + j]
             b = src[sat + j]
             p = _value(a, half)
             q = _value(b, half)
-            dst[at + j] = _winner((p < q) | (p != p) | _tie(p, q, half), a, b, p, q, half, mode)
+            dst[at + j] = _winner((p < q) | (p != p) | _tie(p, q, half), a, b, half, mode)
 
 
 @inline  # per update: a call would cost more than a narrow row

@@ -149,12 +149,14 @@ def plan_accepted(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, re
     :func:`run_accepted` and plans again). A bad index raises its error with the facts, as
     :func:`run_accepted` does; the output is dropped.
     """
+    if reduction is Reduction.NONE:  # the cheapest test first: an unplannable call tries every time
+        return None
     dtype, k = data.dtype, indices.shape[-1]
     loops = _numba.ready_loops(("rows", dtype.str, reduction))
     form = compiled_form(dtype, reduction)
     dims = data.shape[:k]
     n_rows = _dims.size(dims)
-    if reduction is Reduction.NONE or loops is None or form is None or not indices.dtype.isnative:
+    if loops is None or form is None or not indices.dtype.isnative:
         return None
     if not k or not n_rows or not data.size:
         return None
