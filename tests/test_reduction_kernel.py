@@ -330,6 +330,9 @@ def test_half_conversions_are_numpys():
         converter(lr._f16c_to_float)(halves, out)
         exact = ~np.isnan(halves.view(np.float16))
         assert (out.view(np.uint32) == halves.view(np.float16).astype(np.float32).view(np.uint32))[exact].all()
+        alone = np.empty(halves.size, np.float32)  # one element at a time: the same bits, NaNs too
+        converter(lr._f16c_to_float_alone)(halves, alone)
+        assert (alone.view(np.uint32) == out.view(np.uint32)).all()
         converter(lr._f16c_bits)(floats, bits)
         raw = floats.view(np.uint32)
         signalling = ((raw & 0x7FC00000) == 0x7F800000) & ((raw & 0x3FFFFF) != 0)
@@ -338,6 +341,46 @@ def test_half_conversions_are_numpys():
         expected = floats.astype(ml_dtypes.bfloat16).view(np.uint16)
     converter(lr._bfloat16_bits)(floats, bits)
     assert (bits == expected)[~np.isnan(floats)].all()
+
+
+def test_one_element_float16_sums_load_without_waiting_on_the_last_update():
+    """float16 add/mul of one element at a time (ScatterND's element walk and narrow rows,
+    ScatterElements' axis walk: ``_value(..., alone=True)``) convert each loaded float16 in a
+    register written whole (movzx, vmovd, vcvtph2ps), never by ``vpinsrw`` into a register's
+    low lane, which keeps the register's other lanes and so waits on whatever wrote it last
+    (the last update's result): that chain made these loops run at its latency, 2-3x slower.
+    Checked on the machine code of such a loop compiled here (the kernels' own come from
+    numba's cache, which keeps none); the plain conversion in the same loop shows the chain."""
+    import numba
+
+    from gather_scatter.kernels import _loops_reduce as lr
+
+    if not (lr.F16C and lr._X86):
+        pytest.skip("the CPU's float16 conversions (F16C on x86) are not in use here")
+
+    def loop_of(alone):
+        @numba.njit(nogil=True)
+        def add(dst, offsets, src):
+            for e in range(offsets.size):
+                t = offsets[e]
+                value = lr._value(dst[t], 1, alone) + lr._value(src[e], 1, alone)
+                dst[t] = lr._rounded(value, 1, lr._SCALAR)
+
+        return add
+
+    rng = np.random.default_rng(3)
+    dst = rng.standard_normal(16).astype(np.float16)
+    src = rng.standard_normal(64).astype(np.float16)
+    offsets = rng.integers(0, 16, 64)
+    expected = dst.copy()
+    np.add.at(expected, offsets, src)
+    for alone in (True, False):
+        loop, out = loop_of(alone), dst.copy()
+        loop(out.view(np.uint16), offsets, src.view(np.uint16))
+        assert out.tobytes() == expected.tobytes()
+        (asm,) = loop.inspect_asm().values()
+        assert "vcvtph2ps" in asm
+        assert ("vpinsrw" in asm) is not alone
 
 
 def test_cmov_conversion_is_off_only_while_a_half_max_min_loop_compiles(monkeypatch):

@@ -1,17 +1,26 @@
 """The compiled reductions: ScatterND's rows (any width, split by target rows) and
 ScatterElements' elements along one axis, for ints, bool, float32/64 and float16/bfloat16
-(computed in float32, converted by the CPU's F16C instructions or by bit arithmetic, rounded
-after every update as NumPy and ml_dtypes round). Part of the module ``_numba.loops()``
+(computed in float32, rounded after every update as NumPy and ml_dtypes round: the conversions
+are ``_loops_half``'s; add and mul also take their widened float32 copies). Part of the module ``_numba.loops()``
 returns: ``_loops`` imports these names. Positions are uint64, as in ``_loops``."""
 
 import llvmlite.binding as llvm
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import config, event, types
+from numba.core import event, types
 from numba.extending import intrinsic, overload
 
 from ._codes import ADD, MAX, MIN, MUL, NONE
+from ._loops_half import (
+    F16C,
+    _bfloat16_bits,
+    _bfloat16_to_float,
+    _f16c_bits,
+    _f16c_to_float,
+    _f16c_to_float_alone,
+    _float16_bits,
+    _half_to_float,
+)
 
 jit = numba.njit(nogil=True, cache=True)
 u64 = np.uint64
@@ -19,42 +28,6 @@ u64 = np.uint64
 
 U32 = np.uint32
 inline = numba.njit(nogil=True, cache=True, inline="always")
-
-
-def _targets_f16c() -> bool:
-    """Whether numba compiles for a CPU with F16C (x86's float16 <-> float32 instructions): the
-    host's, or the one ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` name (portable caches)."""
-    cpu_name = getattr(config, "CPU_NAME", None)  # set from the environment when numba loads
-    if cpu_name is not None:
-        return "+f16c" in (getattr(config, "CPU_FEATURES", None) or "")
-    return bool(llvm.get_host_cpu_features().get("f16c", False))
-
-
-F16C = _targets_f16c()
-
-
-@intrinsic
-def _f16c_to_float(typingctx, bits):
-    """float16 bits as float32 with the CPU's conversion (LLVM's fpext: vcvtph2ps, 16 lanes at a
-    time in a loop). Exact; a signalling NaN comes out quiet, which no reduction can tell: a sum
-    or product of a NaN is quiet anyway, and max/min store the operands' own bits."""
-
-    def codegen(context, builder, signature, args):
-        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-
-    return types.float32(types.uint16), codegen
-
-
-@intrinsic
-def _f16c_bits(typingctx, value):
-    """The float16 nearest float32 ``value`` (ties to even) as its bits, with the CPU's
-    conversion (LLVM's fptrunc: vcvtps2ph). NumPy's bits for every input but a signalling NaN
-    (NumPy keeps it signalling), and the values rounded here are sums and products: never one."""
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
-
-    return types.uint16(types.float32), codegen
 
 
 @intrinsic
@@ -106,75 +79,29 @@ if _X86:
     event.register("numba:compile", _CmovKept())
 
 
-@jit
-def _half_to_float(h):
-    """float16 bits ``h`` as float32, exact, without a branch (so a loop of them vectorizes):
-    ryg's half_to_float. Normal values rebias the exponent; inf and NaN (payload kept) rebias
-    it to 255; subnormals and zeros subtract 2**-14 in the FPU."""
-    h = U32(h)  # every step wrapped in uint32: numba widens uint32 arithmetic to 64 bits
-    o = U32(U32(h & U32(0x7FFF)) << U32(13))
-    e = U32(o & U32(0x0F800000))
-    o = U32(o + U32(0x38000000))
-    o = U32(o + U32(0x38000000)) if e == U32(0x0F800000) else o
-    low = U32(o + U32(0x00800000)).view(np.float32) - U32(0x38800000).view(np.float32)
-    o = np.float32(low).view(np.uint32) if e == U32(0) else o
-    return U32(o | U32(U32(h & U32(0x8000)) << U32(16))).view(np.float32)
-
-
-@jit
-def _bfloat16_to_float(h):
-    """bfloat16 bits ``h`` as float32: the top half of its bits."""
-    return U32(U32(h) << U32(16)).view(np.float32)
-
-
-@jit
-def _float16_bits(value):
-    """The float16 nearest float32 ``value`` (ties to even) as its 16 bits: NumPy's
-    ``npy_floatbits_to_halfbits``, so NaN payloads come out as NumPy's float16 arithmetic gives
-    them. Normal results take three integer steps (a rebias, a round-to-nearest-even bias,
-    a shift; ryg's float_to_half_fast3_rtne), subnormals let the FPU round. Equal to NumPy's on
-    all 2**32 inputs (checked exhaustively). Its branches are predictable: one element at a
-    time it is 2x faster than the CPU's scalar vcvtps2ph here (10,000 element adds into 16
-    cells: 14 against 34 us), so narrow rows round with it."""
-    f = np.float32(value).view(np.uint32)
-    sign = (f & U32(0x80000000)) >> U32(16)
-    f &= U32(0x7FFFFFFF)
-    if f >= U32(0x47800000):  # |value| >= 65536, inf or NaN
-        if f > U32(0x7F800000):  # NaN: NumPy keeps the payload's top bits, never none
-            bits = U32(0x7C00) + ((f & U32(0x007FFFFF)) >> U32(13))
-            if bits == U32(0x7C00):
-                bits = U32(0x7C01)
-            return np.uint16(sign | bits)
-        return np.uint16(sign | U32(0x7C00))
-    if f < U32(0x38800000):  # a float16 subnormal or zero: adding 0.5 makes the FPU round
-        g = np.float32(U32(f).view(np.float32) + np.float32(0.5)).view(np.uint32)
-        return np.uint16(sign | (g - U32(0x3F000000)))
-    odd = (f >> U32(13)) & U32(1)
-    f += U32(0xC8000FFF) + odd  # exponent rebiased by (15 - 127) << 23, 0xFFF + odd: ties to even
-    return np.uint16(sign | (f >> U32(13)))
-
-
-@jit
-def _bfloat16_bits(value):
-    """The bfloat16 nearest float32 ``value`` (ties to even) as its 16 bits, as ml_dtypes rounds;
-    a NaN keeps its sign and top payload bits, made quiet. Branch-free: a loop of them vectorizes."""
-    f = np.float32(value).view(np.uint32)
-    rounded = U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16))
-    quiet = U32(U32(f >> U32(16)) | U32(0x0040))
-    return np.uint16((quiet if U32(f & U32(0x7FFFFFFF)) > U32(0x7F800000) else rounded) & U32(0xFFFF))
-
-
-def _value(a, half):
+def _value(a, half, alone):
     """``a`` (an element) as the value a reduction computes with: itself (``half`` None), or
-    (``half`` 1: float16 bits, 2: bfloat16 bits) its float32 value, exact."""
+    (``half`` 1: float16 bits, 2: bfloat16 bits) its float32 value, exact. float16 with the
+    CPU's conversion where it has one (F16C): for a sum or product of one element at a time
+    (``alone``), one that waits on no earlier update (:func:`_loops_half._f16c_to_float_alone`:
+    300,000 float16 adds into 16 cells, 2.8x -> 1.4x the float32 loop's time), else the plain
+    one, which LLVM vectorizes, and which max/min's one-element loops keep (they compare the
+    values and store the bits: 1.3x against 2.1x the other way)."""
 
 
 @overload(_value)
-def _value_impl(a, half):
+def _value_impl(a, half, alone):
     if isinstance(half, types.NoneType):
-        return lambda a, half: a
-    to_float = _f16c_to_float if F16C else _half_to_float  # both exact
-    return lambda a, half: to_float(a) if half == 1 else _bfloat16_to_float(a)
+        return lambda a, half, alone: a
+    if not F16C:
+        return lambda a, half, alone: _half_to_float(a) if half == 1 else _bfloat16_to_float(a)
+
+    def value(a, half, alone):
+        if half != 1:
+            return _bfloat16_to_float(a)
+        return _f16c_to_float_alone(a) if alone else _f16c_to_float(a)
+
+    return value
 
 
 def _tie(p, q, half):
@@ -214,11 +141,10 @@ def _winner_impl(keep, a, b, half, mode):
 def _rounded(value, half, mode):
     """``value`` as stored: itself, or (``half`` given) the float32 ``value`` rounded to the
     nearest float16 (``half`` 1) or bfloat16 (2) bits, ties to even, as NumPy and ml_dtypes
-    round: with the CPU's conversion where it has one (F16C) in vector loops and ScatterND's
-    element walk (``mode`` ``_VECTOR_LOOP``, ``_ELEMENT_WALK``), else with :func:`_float16_bits`
-    (``_SCALAR``): one element at a time along ScatterElements' axis or a narrow row, its
-    branches cost less than the CPU's scalar vcvtps2ph there (300,000 float16 adds, 64 wide:
-    0.64 against 1.0 ms), where along ScatterND's elements they cost more (0.85 against 1.05 ms)."""
+    round: float16 with the CPU's conversion where it has one (F16C), else with
+    :func:`_float16_bits`. (One element at a time, the branches of :func:`_float16_bits` had
+    cost less than the CPU's scalar conversion while its loads waited on the last update:
+    see :func:`_value`.)"""
 
 
 @overload(_rounded)
@@ -227,13 +153,7 @@ def _rounded_impl(value, half, mode):
         return lambda value, half, mode: value
     if not F16C:
         return lambda value, half, mode: _float16_bits(value) if half == 1 else _bfloat16_bits(value)
-
-    def rounded(value, half, mode):
-        if half != 1:
-            return _bfloat16_bits(value)
-        return _float16_bits(value) if mode == _SCALAR else _f16c_bits(np.float32(value))
-
-    return rounded
+    return lambda value, half, mode: _f16c_bits(np.float32(value)) if half == 1 else _bfloat16_bits(value)
 
 
 # Rows narrower than this reduce one element at a time (float16 rounds with branches);
@@ -245,26 +165,27 @@ _SCALAR, _VECTOR_LOOP, _ELEMENT_WALK = 0, 1, 2
 
 @inline  # inlined with op a constant; LLVM unswitches the loop on mode: straight vector code
 def _reduce_loop(dst, at, x, xat, src, sat, n, op, half, mode):
+    alone = mode != _VECTOR_LOOP
     if op == ADD:
         for j in range(n):
-            dst[at + j] = _rounded(_value(x[xat + j], half) + _value(src[sat + j], half), half, mode)
+            dst[at + j] = _rounded(_value(x[xat + j], half, alone) + _value(src[sat + j], half, alone), half, mode)
     elif op == MUL:
         for j in range(n):
-            dst[at + j] = _rounded(_value(x[xat + j], half) * _value(src[sat + j], half), half, mode)
+            dst[at + j] = _rounded(_value(x[xat + j], half, alone) * _value(src[sat + j], half, alone), half, mode)
     elif op == MAX:
         for j in range(n):
             a = x[xat + j]  # loaded once into locals: the select below stays a select, no branch
             b = src[sat + j]
-            p = _value(a, half)
-            q = _value(b, half)
+            p = _value(a, half, False)
+            q = _value(b, half, False)
             # NumPy's float16 loop keeps x on a tie (p >= q), the others give src
             dst[at + j] = _winner((p > q) | (p != p) | _tie(p, q, half), a, b, half, mode)
     else:
         for j in range(n):
             a = x[xat + j]
             b = src[sat + j]
-            p = _value(a, half)
-            q = _value(b, half)
+            p = _value(a, half, False)
+            q = _value(b, half, False)
             dst[at + j] = _winner((p < q) | (p != p) | _tie(p, q, half), a, b, half, mode)
 
 
