@@ -13,7 +13,7 @@ from numba.extending import intrinsic, overload
 from ._codes import ADD, MAX, MIN, MUL, NONE
 from ._loops_half import (
     F16C,
-    _bfloat16_bits,
+    _bfloat16_result_bits,
     _bfloat16_to_float,
     _f16c_bits,
     _f16c_to_float,
@@ -142,7 +142,8 @@ def _rounded(value, half, mode):
     """``value`` as stored: itself, or (``half`` given) the float32 ``value`` rounded to the
     nearest float16 (``half`` 1) or bfloat16 (2) bits, ties to even, as NumPy and ml_dtypes
     round: float16 with the CPU's conversion where it has one (F16C), else with
-    :func:`_float16_bits`. (One element at a time, the branches of :func:`_float16_bits` had
+    :func:`_float16_bits`; bfloat16 with :func:`_loops_half._bfloat16_result_bits` (``value``
+    is a sum or a product). (One element at a time, the branches of :func:`_float16_bits` had
     cost less than the CPU's scalar conversion while its loads waited on the last update:
     see :func:`_value`.)"""
 
@@ -152,8 +153,8 @@ def _rounded_impl(value, half, mode):
     if isinstance(half, types.NoneType):
         return lambda value, half, mode: value
     if not F16C:
-        return lambda value, half, mode: _float16_bits(value) if half == 1 else _bfloat16_bits(value)
-    return lambda value, half, mode: _f16c_bits(np.float32(value)) if half == 1 else _bfloat16_bits(value)
+        return lambda value, half, mode: _float16_bits(value) if half == 1 else _bfloat16_result_bits(value)
+    return lambda value, half, mode: _f16c_bits(np.float32(value)) if half == 1 else _bfloat16_result_bits(value)
 
 
 # Rows narrower than this reduce one element at a time (float16 rounds with branches);
