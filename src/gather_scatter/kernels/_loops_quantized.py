@@ -24,7 +24,7 @@ from numba.core import types
 from numba.extending import intrinsic, overload
 
 from ._loops import _prefetch
-from ._loops_reduce import F16C, _f16c_bits
+from ._loops_half import F16C, _f16c_bits
 
 jit = numba.njit(nogil=True, cache=True)
 u64 = np.uint64
