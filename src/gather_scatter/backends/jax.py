@@ -66,7 +66,7 @@ from ..errors import IndexOutOfBoundsError, OutputTooLargeError
 from ..rules.dims import fmt_shape
 from ..rules.validate import as_array, check_bounds, native_indices, out_of_bounds
 from ..rules.versions import REGISTRY, Mode
-from . import _jax_scatter
+from . import _jax_scatter, _pallas_scatter
 from ._library import foreign
 from .array_api import ArrayAPIBackend, numpy_dtype
 
@@ -391,8 +391,11 @@ class JaxBackend(ArrayAPIBackend):
         :meth:`ArrayAPIBackend.scatter_rows`. Reduction 'none' keeps each target's last update
         first; a target past the end is dropped.
         """
+        traced = self._tracing(data, targets, updates)
+        if _pallas_scatter.enabled(traced, data) and _pallas_scatter.supports(data, updates, reduction):
+            return _pallas_scatter.scatter_rows(data, targets, updates, reduction, interpret=_pallas_scatter.INTERPRET)
         on_cpu = self.traced or _on_cpu(data)
-        if not on_cpu and not self._tracing(data, targets, updates):
+        if not on_cpu and not traced:
             return super().scatter_rows(data, targets, updates, reduction, unique)
         return _jax_scatter.scatter_rows(data, targets, updates, reduction, unique)
 
