@@ -36,6 +36,7 @@ import numpy as np
 from jax import lax
 
 from ..rules.versions import Reduction
+from . import _jax_scatter
 
 __all__ = ["INTERPRET", "SUPPORTED", "enabled", "scatter_rows", "supports"]
 
@@ -123,7 +124,25 @@ def scatter_rows(data, targets, updates, reduction: Reduction, *, interpret: boo
         as_signed = lambda x: lax.bitcast_convert_type(x, signed) ^ flip  # noqa: E731
         out = _fold(as_signed(data), targets, as_signed(updates), reduction, interpret)
         return lax.bitcast_convert_type(out ^ flip, dtype).reshape(shape)
+    if dtype.kind == "f" or dtype in _HALF:
+        return _differentiable(data, targets, updates, reduction, interpret).reshape(shape)
     return _fold(data, targets, updates, reduction, interpret).reshape(shape)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4))
+def _differentiable(data, targets, updates, reduction: Reduction, interpret: bool):
+    """:func:`_fold` with a derivative: ``pallas_call`` has none, so the tangents are those of
+    XLA's scatter (``_jax_scatter``, linear in them, so ``jax.grad`` transposes it)."""
+    return _fold(data, targets, updates, reduction, interpret)
+
+
+@_differentiable.defjvp
+def _differentiable_jvp(reduction, interpret, primals, tangents):
+    data, targets, updates = primals
+    d_data, _, d_updates = tangents
+    xla = lambda d, u: _jax_scatter.scatter_rows(d, targets, u, reduction)  # noqa: E731
+    _, d_out = jax.jvp(xla, (data, updates), (d_data, d_updates))
+    return _differentiable(data, targets, updates, reduction, interpret), d_out
 
 
 def _padded(width: int) -> int:
