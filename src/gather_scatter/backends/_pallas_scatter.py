@@ -101,12 +101,14 @@ def supports(data, updates, reduction: Reduction) -> bool:
     return max(data.shape[0], updates.shape[0]) * width < _POSITIONS
 
 
+@functools.partial(jax.jit, static_argnames=("reduction", "interpret"))
 def scatter_rows(data, targets, updates, reduction: Reduction, *, interpret: bool = False):
     """Return ``data`` (``(T, ...)``) with rows ``updates[i]`` reduced into rows ``targets[i]`` in order of ``i``.
 
     ``targets`` (``(N,)``): a target outside ``[0, T)`` (under a trace, a bad index) is dropped;
-    ``supports(data, updates, reduction)`` must hold. ``interpret``: run
-    the kernel in Pallas' interpreter (any device, slowly).
+    ``supports(data, updates, reduction)`` must hold. ``interpret``: run the kernel in Pallas'
+    interpreter (any device, slowly). Jitted: eagerly too, the sort, the runs and the kernel are
+    one dispatch (under a trace it inlines).
     """
     rows, n = data.shape[0], targets.shape[0]
     if not rows or not n or not data.size:
