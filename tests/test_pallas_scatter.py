@@ -97,8 +97,8 @@ def _check(name: str, device, interpret: bool, seed: int):
         expected = scatter_nd(data, targets[:, None], updates, reduction=reduction)
         d, t, u = (jax.device_put(a, device) for a in (data, targets, updates))
 
-        def run(d, t, u, reduction=Reduction(reduction)):
-            return _pallas_scatter.scatter_rows(d, t, u, reduction, interpret=interpret)
+        def run(d, t, u, reduction=reduction):
+            return _pallas_scatter.scatter_rows(d, t, u, Reduction(reduction), interpret=interpret)
 
         hows = {"eager": run, "jit": jax.jit(run)}
         if interpret:  # the compiles are the interpreter's cost: eager and jit by turns
@@ -157,7 +157,9 @@ def test_targets_out_of_range_are_dropped(where):
     expected = scatter_nd(data, targets[keep, None].astype(np.int64), updates[keep], reduction="add")
     with jax.enable_x64(False):
         d, t, u = (jax.device_put(a, device) for a in (data, targets, updates))
-        got = jax.jit(lambda d, t, u: _pallas_scatter.scatter_rows(d, t, u, Reduction.ADD, interpret=interpret))(d, t, u)
+        got = jax.jit(lambda d, t, u: _pallas_scatter.scatter_rows(d, t, u, Reduction.ADD, interpret=interpret))(
+            d, t, u
+        )
     assert same_bits(expected, np.asarray(got))
 
 
@@ -187,12 +189,19 @@ def test_operators_take_the_kernel(routed, where):
     device, calls = routed
     interpret = where[1]
     rng = np.random.default_rng(7)
-    combos = [(False, np.float32, "add"), (False, np.float16, "mul"), (False, np.int32, "max"),
-              (False, np.dtype(ml_dtypes.bfloat16), "min"), (True, np.float32, "add")]
+    combos = [
+        (False, np.float32, "add"),
+        (False, np.float16, "mul"),
+        (False, np.int32, "max"),
+        (False, np.dtype(ml_dtypes.bfloat16), "min"),
+        (True, np.float32, "add"),
+    ]
     turn = 0
     for x64, dtype, reduction in combos:
         with jax.enable_x64(x64):
-            data = (rng.standard_normal((3, 4, 5)) * 4 if dtype != np.int32 else rng.integers(-9, 9, (3, 4, 5))).astype(dtype)
+            data = (rng.standard_normal((3, 4, 5)) * 4 if dtype != np.int32 else rng.integers(-9, 9, (3, 4, 5))).astype(
+                dtype
+            )
             nd_idx = rng.integers(0, 12, 10)
             nd_idx = np.stack([nd_idx // 4, nd_idx % 4], axis=1)  # duplicate tuples
             el_idx = rng.integers(0, 4, (3, 6, 5))
@@ -221,7 +230,9 @@ def test_gradients_through_the_kernel(routed):
     indices = np.array([[1], [1], [3]])
     with jax.enable_x64(False):
         d, u = jax.device_put(data, device), jax.device_put(updates, device)
-        g_data, g_updates = jax.grad(lambda d, u: scatter_nd(d, indices, u, reduction="mul").sum(), argnums=(0, 1))(d, u)
+        g_data, g_updates = jax.grad(lambda d, u: scatter_nd(d, indices, u, reduction="mul").sum(), argnums=(0, 1))(
+            d, u
+        )
     assert calls and np.asarray(g_data).tolist() == [[1, 1, 1], [4, 4, 4], [1, 1, 1], [2, 2, 2]]
     assert np.asarray(g_updates).tolist() == [[6, 8, 10], [6, 8, 10], [9, 10, 11]]
 
@@ -261,7 +272,7 @@ def test_lowers_for_cuda(name):
     dtype = _dtype(name)
     with jax.enable_x64(name in X64_ON):
         for reduction in REDUCTIONS:
-            f = jax.jit(lambda d, t, u, r=Reduction(reduction): _pallas_scatter.scatter_rows(d, t, u, r))
+            f = jax.jit(lambda d, t, u, r=reduction: _pallas_scatter.scatter_rows(d, t, u, Reduction(r)))
             args = (jnp.zeros((5, 130), dtype), jnp.zeros((40,), jnp.int32), jnp.zeros((40, 130), dtype))
             try:
                 traced = f.trace(*args)

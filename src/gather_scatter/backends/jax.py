@@ -15,10 +15,16 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   Float 'max'/'min': XLA orders -0.0 below 0.0, where NumPy's loops tie them (the update
   wins; float16's loop keeps the value held), so where an update is zero the sign of each
   zero result is set afterwards as NumPy's (``_jax_scatter``, on every device).
-  On other devices (GPU/TPU), eager scatters use the deterministic standard rounds of
-  :class:`ArrayAPIBackend`; under ``jit`` there they are XLA's native scatters, whose float
-  add/mul order with duplicate indices is not promised (set
-  ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable bits).
+  On a GPU, scatter reductions (add/mul/max/min of bool, integer, float16, bfloat16, float32
+  and float64 data) run one stable sort and one Pallas kernel (``_pallas_scatter``: each
+  target's updates folded in index order from ``data[target]``, rounding in the data's type
+  at every step), eagerly and under ``jit`` alike: bitwise the NumPy kernel's (tested on an
+  H200). Other eager GPU scatters (reduction 'none', complex) use the deterministic standard
+  rounds of :class:`ArrayAPIBackend`, and so does every eager scatter on a TPU. The one
+  exception to exactness: under ``jit`` off the CPU, a scatter the kernel does not take is
+  XLA's native one, whose complex add/mul order with duplicate indices is not promised (set
+  ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable bits); so are float add/mul
+  with ``GATHER_SCATTER_JAX_GPU_SCATTER=native``, which keeps the paths before the kernel.
 - Errors: shapes, types and attributes are static under ``jit``, so those errors raise at
   trace time, as in eager mode. Indices given as NumPy arrays, lists or Python scalars are
   values at trace time: they are checked on the host, as passed (int64 before any narrowing),
@@ -386,10 +392,11 @@ class JaxBackend(ArrayAPIBackend):
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
         """Return ``data`` with rows ``updates[i]`` written or reduced into rows ``targets[i]`` by ``.at[]``.
 
-        On the CPU, and under a trace, XLA's scatter (``_jax_scatter.scatter_rows``: serial, in
-        index order on the CPU); eagerly on other devices the deterministic rounds of
-        :meth:`ArrayAPIBackend.scatter_rows`. Reduction 'none' keeps each target's last update
-        first; a target past the end is dropped.
+        On a GPU, the reductions the Pallas kernel takes (``_pallas_scatter``, eagerly and
+        traced). Otherwise on the CPU, and under a trace, XLA's scatter
+        (``_jax_scatter.scatter_rows``: serial, in index order on the CPU); eagerly on other
+        devices the deterministic rounds of :meth:`ArrayAPIBackend.scatter_rows`. Reduction
+        'none' keeps each target's last update first; a target past the end is dropped.
         """
         traced = self._tracing(data, targets, updates)
         if _pallas_scatter.enabled(traced, data) and _pallas_scatter.supports(data, updates, reduction):
