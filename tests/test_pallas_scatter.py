@@ -11,6 +11,8 @@ kernel for CUDA from any machine (no GPU needed), which catches what Triton's lo
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ pytest.importorskip("jax.experimental.pallas", reason="this JAX has no Pallas")
 import jax.numpy as jnp  # noqa: E402
 
 from gather_scatter import scatter_elements, scatter_nd  # noqa: E402
-from gather_scatter.backends import _pallas_scatter  # noqa: E402
+from gather_scatter.backends import _jax_scatter, _pallas_scatter  # noqa: E402
 from gather_scatter.rules.versions import Reduction  # noqa: E402
 
 REDUCTIONS = ("add", "mul", "max", "min")
@@ -238,12 +240,20 @@ def test_gradients_through_the_kernel(routed):
 
 
 def test_cpu_paths_unchanged(monkeypatch):
-    """On the CPU the kernel is never taken (XLA's serial scatter stays), eagerly or under jit;
+    """On the CPU the kernel is never taken, eagerly or under jit, also on a machine whose default
+    backend is a GPU (jit's branch is chosen when lowered: XLA's serial scatter for the CPU);
     ``GATHER_SCATTER_JAX_GPU_SCATTER=native`` turns it off on a GPU; a bad value warns."""
     cpu = jax.devices("cpu")[0]
     assert not _pallas_scatter.enabled(False, jax.device_put(np.zeros(3), cpu))
-    if jax.default_backend() == "cpu":
-        assert not _pallas_scatter.enabled(True, None)
+    data, targets = np.arange(12.0, dtype=np.float32).reshape(4, 3), np.array([[1], [1], [3]])
+    updates = np.full((3, 3), 0.1, np.float32)
+    expected = scatter_nd(data, targets, updates, reduction="add")
+    d, u = jax.device_put(data, cpu), jax.device_put(updates, cpu)
+    with jax.enable_x64(False):
+        f = jax.jit(lambda d, u: scatter_nd(d, targets, u, reduction="add"))
+        assert same_bits(expected, np.asarray(f(d, u)))
+        assert "triton" not in f.lower(d, u).as_text()  # lowered for the CPU the arguments are on
+        assert same_bits(expected, np.asarray(scatter_nd(d, targets, u, reduction="add")))
     monkeypatch.setenv("GATHER_SCATTER_JAX_GPU_SCATTER", "native")
     assert not _pallas_scatter.enabled(True, None)
     gpu = _gpu()
@@ -272,7 +282,11 @@ def test_lowers_for_cuda(name):
     dtype = _dtype(name)
     with jax.enable_x64(name in X64_ON):
         for reduction in REDUCTIONS:
-            f = jax.jit(lambda d, t, u, r=reduction: _pallas_scatter.scatter_rows(d, t, u, Reduction(r)))
+            f = jax.jit(
+                lambda d, t, u, r=reduction: _pallas_scatter.traced_scatter_rows(
+                    d, t, u, Reduction(r), functools.partial(_jax_scatter.scatter_rows, reduction=Reduction(r))
+                )
+            )
             args = (jnp.zeros((5, 130), dtype), jnp.zeros((40,), jnp.int32), jnp.zeros((40, 130), dtype))
             try:
                 traced = f.trace(*args)

@@ -38,7 +38,7 @@ from jax import lax
 from ..rules.versions import Reduction
 from . import _jax_scatter
 
-__all__ = ["INTERPRET", "SUPPORTED", "enabled", "scatter_rows", "supports"]
+__all__ = ["INTERPRET", "SUPPORTED", "enabled", "scatter_rows", "supports", "traced_scatter_rows"]
 
 # Data types the kernel folds itself (after the bool/unsigned transforms below).
 _NATIVE = frozenset(np.dtype(t) for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"))
@@ -55,17 +55,31 @@ _SCATTER_CHOICES = ("pallas", "native")
 
 
 def enabled(traced: bool, data: Any) -> bool:
-    """Whether scatter reductions take the Pallas kernel (:func:`scatter_rows`): on a GPU.
+    """Whether scatter reductions may take the Pallas kernel (:func:`scatter_rows`): on a GPU.
 
-    Concrete ``data``: it lies on GPU devices; under a trace: JAX's default backend is the GPU
-    (where ``jit`` compiles). ``GATHER_SCATTER_JAX_GPU_SCATTER=native`` keeps the paths before
-    it (the rounds eagerly, XLA's scatter under ``jit``); the CPU never takes it.
+    Concrete ``data``: it lies on GPU devices. Under a trace the platform is known only when
+    the computation is lowered: :func:`traced_scatter_rows` chooses then. Never with
+    ``GATHER_SCATTER_JAX_GPU_SCATTER=native``, which keeps the paths before it (the rounds
+    eagerly, XLA's scatter under ``jit``), nor where this JAX has no Pallas.
     """
     if _scatter_setting() == "native" or _pallas() is None:
         return False
     if traced or isinstance(data, jax.core.Tracer):
-        return jax.default_backend() == "gpu"
+        return True
     return all(d.platform == "gpu" for d in data.devices())
+
+
+def traced_scatter_rows(data, targets, updates, reduction: Reduction, otherwise):
+    """Under a trace: :func:`scatter_rows` where the computation is lowered for CUDA, else
+    ``otherwise(data, targets, updates)`` (``lax.platform_dependent``: only the chosen branch is
+    compiled, so the CPU's computation is the one it was before the kernel).
+
+    With :data:`INTERPRET` (tests), the interpreted kernel on every platform.
+    """
+    if INTERPRET:
+        return scatter_rows(data, targets, updates, reduction, interpret=True)
+    kernel = lambda d, t, u: scatter_rows(d, t, u, reduction)  # noqa: E731 - looked up when traced (tests spy on it)
+    return lax.platform_dependent(data, targets, updates, cuda=kernel, default=otherwise)
 
 
 def _scatter_setting() -> str:

@@ -399,9 +399,13 @@ class JaxBackend(ArrayAPIBackend):
         'none' keeps each target's last update first; a target past the end is dropped.
         """
         traced = self._tracing(data, targets, updates)
-        if _pallas_scatter.enabled(traced, data) and _pallas_scatter.supports(data, updates, reduction):
-            return _pallas_scatter.scatter_rows(data, targets, updates, reduction, interpret=_pallas_scatter.INTERPRET)
         on_cpu = self.traced or _on_cpu(data)
+        kernel = (traced or not on_cpu) and _pallas_scatter.enabled(traced, data)
+        if kernel and _pallas_scatter.supports(data, updates, reduction):
+            if traced:  # the platform is chosen when lowered: the kernel for CUDA, else XLA's scatter
+                xla = functools.partial(_jax_scatter.scatter_rows, reduction=reduction, unique=unique)
+                return _pallas_scatter.traced_scatter_rows(data, targets, updates, reduction, xla)
+            return _pallas_scatter.scatter_rows(data, targets, updates, reduction, interpret=_pallas_scatter.INTERPRET)
         if not on_cpu and not traced:
             return super().scatter_rows(data, targets, updates, reduction, unique)
         return _jax_scatter.scatter_rows(data, targets, updates, reduction, unique)
