@@ -19,7 +19,14 @@ a tie gives the update (float16: the value held), integers wrap. Types the kerne
 take itself are carried by bits: bool as int8 (or/and as max/min), unsigned integers as
 signed (add/mul wrap the same bits; max/min with the sign bit flipped keep the order).
 
-Off a GPU (tests, CI) the same kernel runs in Pallas' interpreter (``interpret=True``).
+Where it runs: eagerly when the data lies on a GPU; under a trace, ``lax.platform_dependent``
+puts it in the CUDA branch and XLA's scatter (``_jax_scatter``, the CPU's exact serial one) in
+the other, so the choice is made when the computation is lowered for its platform.
+Reduction 'none', complex, float8 and 4-bit types, and data whose elements int32 offsets do not
+address keep the paths before the kernel; so does everything with
+``GATHER_SCATTER_JAX_GPU_SCATTER=native``. Off a GPU (tests, CI) the same kernel runs in Pallas'
+interpreter (``interpret=True``). JAX 0.11 warns that Pallas' Triton backend is deprecated
+(DeprecationWarning at lowering); where a JAX lacks it, :func:`enabled` is False.
 """
 
 from __future__ import annotations
