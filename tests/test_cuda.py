@@ -4,13 +4,15 @@
 Off the CPU the backends take other paths than CI's: torch checks bounds before any take (a bad
 index would be a device-side assert) and scatters in the standard rounds of
 ``ArrayAPIBackend.scatter_rows`` (deterministic, row-major, unlike ``index_add``'s atomics);
-eager JAX runs op by op with the same rounds; jitted JAX uses XLA's GPU scatters. Each test
+JAX's scatter reductions (add/mul/max/min) take the Pallas kernel of ``backends/_pallas_scatter.py``
+(one stable sort, then each target's updates folded in order), eagerly and under ``jit``; its other
+eager steps run op by op (reduction 'none' in the rounds). Each test
 needs its device and skips with a reason without one (CI has none: these ran on an H100 by hand).
 What is asserted per call: the result's device and dtype, its bits (NaN matches NaN), the
 NumPy path's error (class and message) where it raises one, and inputs left unchanged.
-The one exception allowed is documented in ``backends/jax.py``: under ``jit`` on a GPU, XLA's
-float 'add'/'mul' scatters with duplicate targets are in no promised order, so those are
-compared with a tolerance.
+Jitted JAX is compared bit for bit too: the one exception left (``backends/jax.py``) is jitted
+float 'add'/'mul' of types the kernel does not take (complex; none in these cases) or with
+``GATHER_SCATTER_JAX_GPU_SCATTER=native``: XLA's GPU scatters, in no promised order.
 
 ``test_gpu_branches_on_the_cpu`` runs the same eager cases through those GPU branches on the
 CPU (the backends' ``_on_cpu`` patched), so CI keeps them covered.
@@ -94,8 +96,12 @@ class Case:
 
     @property
     def unordered_on_xla_gpu(self) -> bool:
-        """Float 'add'/'mul' into duplicate targets: XLA's GPU scatter promises no order."""
-        return self.attrs.get("reduction") in ("add", "mul") and self.inputs[0].dtype.kind in "fV"
+        """Float 'add'/'mul' into duplicate targets that XLA's GPU scatter runs (in no promised
+        order): a type the Pallas kernel does not take (none of DTYPES)."""
+        from gather_scatter.backends._pallas_scatter import SUPPORTED
+
+        dtype = self.inputs[0].dtype
+        return self.attrs.get("reduction") in ("add", "mul") and dtype.kind in "fVc" and dtype not in SUPPORTED
 
 
 def _values(rng, shape, dtype, reduction=None, special=True):
@@ -449,21 +455,41 @@ def _jax_failures(jax, gpu, specs, jit, special=True):
 @pytest.mark.parametrize("op", sorted({s.op_type for s in SPECS}))
 def test_jax_gpu_eager_every_version_is_bitwise_numpy(jax_gpu, op, monkeypatch):
     jax, gpu = jax_gpu
-    calls = _spy_rounds(monkeypatch)
+    calls, kernel = _spy_rounds(monkeypatch), _spy_pallas(monkeypatch)
     failures, compared, _ = _jax_failures(jax, gpu, [s for s in SPECS if s.op_type == op], jit=False)
     assert not failures, f"{len(failures)} of {compared} differ: {failures[:6]}"
-    if "Scatter" in op:
+    if "Scatter" in op:  # reduction 'none' in the rounds, the reductions in the Pallas kernel
         assert calls and set(calls) == {"JaxBackend"}, calls
+    if op in ("ScatterND", "ScatterElements"):
+        assert kernel, "the Pallas kernel was not taken"
+
+
+def _spy_pallas(monkeypatch):
+    """Count calls of the Pallas scatter kernel (backends/_pallas_scatter.py)."""
+    from gather_scatter.backends import _pallas_scatter
+
+    calls = []
+    kernel = _pallas_scatter.scatter_rows
+
+    def counted(*args, **kwargs):
+        calls.append(args[3])
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(_pallas_scatter, "scatter_rows", counted)
+    return calls
 
 
 @pytest.mark.parametrize("op", sorted({s.op_type for s in NEWEST}))
-def test_jax_gpu_jit_newest_versions(jax_gpu, op):
-    """Under jit the scatters are XLA's own on the GPU."""
+def test_jax_gpu_jit_newest_versions(jax_gpu, op, monkeypatch):
+    """Under jit the scatter reductions are the Pallas kernel's on the GPU: bit for bit."""
     jax, gpu = jax_gpu
+    kernel = _spy_pallas(monkeypatch)
     specs = [s for s in NEWEST if s.op_type == op]
     failures, compared, within = _jax_failures(jax, gpu, specs, jit=True)
     assert not failures, f"{len(failures)} of {compared} differ: {failures[:6]}"
-    print(f"{op}: {compared} jitted cases, {within} float add/mul within tolerance only")
+    assert within == 0, f"{within} jitted cases equal only within tolerance"
+    if op in ("ScatterND", "ScatterElements"):
+        assert kernel, "the Pallas kernel was not traced"
 
 
 def test_jax_gpu_jit_signed_zeros_and_nan(jax_gpu):
@@ -538,10 +564,7 @@ def test_jax_gpu_x64_off_int32_indices(jax_gpu):
             for got in (scatter_nd(d, i, u, reduction=reduction),
                         jax.jit(lambda d, i, u, r=reduction: scatter_nd(d, i, u, reduction=r))(d, i, u)):
                 assert _on(got, gpu)
-                if reduction == "add":  # duplicates: XLA's GPU scatter order under jit
-                    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-5)
-                else:
-                    assert same_bits(expected, np.asarray(got)), reduction
+                assert same_bits(expected, np.asarray(got)), reduction  # duplicates: the Pallas kernel
         expected = tensor_scatter(np.zeros((2, 3, 8, 4), np.float32), np.ones((2, 3, 2, 4), np.float32),
                                   np.array([7, 2]), mode="circular")
         got = tensor_scatter(jax.device_put(np.zeros((2, 3, 8, 4), np.float32), gpu),

@@ -15,10 +15,16 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   Float 'max'/'min': XLA orders -0.0 below 0.0, where NumPy's loops tie them (the update
   wins; float16's loop keeps the value held), so where an update is zero the sign of each
   zero result is set afterwards as NumPy's (``_jax_scatter``, on every device).
-  On other devices (GPU/TPU), eager scatters use the deterministic standard rounds of
-  :class:`ArrayAPIBackend`; under ``jit`` there they are XLA's native scatters, whose float
-  add/mul order with duplicate indices is not promised (set
-  ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable bits).
+  On a GPU, scatter reductions (add/mul/max/min of bool, integer, float16, bfloat16, float32
+  and float64 data) run one stable sort and one Pallas kernel (``_pallas_scatter``: each
+  target's updates folded in index order from ``data[target]``, rounding in the data's type
+  at every step), eagerly and under ``jit`` alike: bitwise the NumPy kernel's (tested on an
+  H200). Other eager GPU scatters (reduction 'none', complex) use the deterministic standard
+  rounds of :class:`ArrayAPIBackend`, and so does every eager scatter on a TPU. The one
+  exception to exactness: under ``jit`` off the CPU, a scatter the kernel does not take is
+  XLA's native one, whose complex add/mul order with duplicate indices is not promised (set
+  ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable bits); so are float add/mul
+  with ``GATHER_SCATTER_JAX_GPU_SCATTER=native``, which keeps the paths before the kernel.
 - Errors: shapes, types and attributes are static under ``jit``, so those errors raise at
   trace time, as in eager mode. Indices given as NumPy arrays, lists or Python scalars are
   values at trace time: they are checked on the host, as passed (int64 before any narrowing),
@@ -66,7 +72,7 @@ from ..errors import IndexOutOfBoundsError, OutputTooLargeError
 from ..rules.dims import fmt_shape
 from ..rules.validate import as_array, check_bounds, native_indices, out_of_bounds
 from ..rules.versions import REGISTRY, Mode
-from . import _jax_scatter
+from . import _jax_scatter, _pallas_scatter
 from ._library import foreign
 from .array_api import ArrayAPIBackend, numpy_dtype
 
@@ -386,13 +392,21 @@ class JaxBackend(ArrayAPIBackend):
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
         """Return ``data`` with rows ``updates[i]`` written or reduced into rows ``targets[i]`` by ``.at[]``.
 
-        On the CPU, and under a trace, XLA's scatter (``_jax_scatter.scatter_rows``: serial, in
-        index order on the CPU); eagerly on other devices the deterministic rounds of
-        :meth:`ArrayAPIBackend.scatter_rows`. Reduction 'none' keeps each target's last update
-        first; a target past the end is dropped.
+        On a GPU, the reductions the Pallas kernel takes (``_pallas_scatter``, eagerly and
+        traced). Otherwise on the CPU, and under a trace, XLA's scatter
+        (``_jax_scatter.scatter_rows``: serial, in index order on the CPU); eagerly on other
+        devices the deterministic rounds of :meth:`ArrayAPIBackend.scatter_rows`. Reduction
+        'none' keeps each target's last update first; a target past the end is dropped.
         """
+        traced = self._tracing(data, targets, updates)
         on_cpu = self.traced or _on_cpu(data)
-        if not on_cpu and not self._tracing(data, targets, updates):
+        kernel = (traced or not on_cpu) and _pallas_scatter.enabled(traced, data)
+        if kernel and _pallas_scatter.supports(data, updates, reduction):
+            if traced:  # the platform is chosen when lowered: the kernel for CUDA, else XLA's scatter
+                xla = functools.partial(_jax_scatter.scatter_rows, reduction=reduction, unique=unique)
+                return _pallas_scatter.traced_scatter_rows(data, targets, updates, reduction, xla)
+            return _pallas_scatter.scatter_rows(data, targets, updates, reduction, interpret=_pallas_scatter.INTERPRET)
+        if not on_cpu and not traced:
             return super().scatter_rows(data, targets, updates, reduction, unique)
         return _jax_scatter.scatter_rows(data, targets, updates, reduction, unique)
 
