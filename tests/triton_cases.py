@@ -91,10 +91,8 @@ def _cast(x: np.ndarray, dt: np.dtype) -> np.ndarray:
         out = x.astype(dt)
     if dt.itemsize == 2:
         bits, nan = x.view(np.uint32), np.isnan(x)
-        if dt == np.float16:
-            half = (bits >> 16) & 0x8000 | 0x7E00 | bits & 0x1FF
-        else:  # bfloat16: the top bits, quiet, and low payload bits
-            half = bits >> 16 | 0x40 | bits & 0x3F
+        # float16: sign, quiet, low payload bits; bfloat16: the top bits, quiet, and low payload bits
+        half = (bits >> 16) & 0x8000 | 0x7E00 | bits & 0x1FF if dt == np.float16 else bits >> 16 | 0x40 | bits & 0x3F
         out.view(np.uint16)[nan] = half[nan].astype(np.uint16)
     return out
 

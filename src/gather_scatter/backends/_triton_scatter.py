@@ -5,8 +5,8 @@
 spec's loop, bit for bit as :meth:`ArrayAPIBackend.combine` and the NumPy kernels compute it:
 
 1. a stable sort of the targets (``torch.sort(stable=True)``; int32 keys where the rows fit),
-   so each target's updates form a run in row-major order, and each position's run end
-   (``searchsorted``);
+   so each target's updates form a run in row-major order, each position's run end
+   (``searchsorted``) and the updates gathered into that order (``index_select``);
 2. one launch of :func:`_fold`: a program takes a block of ``RUNS`` sorted positions and a
    block of ``BLOCK`` columns; every position that starts a run folds that run's update rows in
    order into its target's row, starting from ``data[target]`` and rounding to the data's type
@@ -113,13 +113,15 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
     keys = targets if out.shape[0] > 2**31 - 1 else targets.to(torch.int32)  # fewer radix passes
     ordered, order = torch.sort(keys, stable=True)
     ends = torch.searchsorted(ordered, ordered, right=True)
+    # The updates in sorted order (one parallel gather): the fold then reads each run's rows one
+    # after the other, addresses known ahead of the values, instead of a dependent random read per step.
+    values = updates.contiguous().index_select(0, order)
     runs, block = launch_shape(width)
     grid = (triton.cdiv(n, runs), triton.cdiv(width, block))
     _kernel()[grid](
         out,
-        updates.contiguous(),
+        values,
         ordered,
-        order,
         ends,
         n,
         width,
@@ -154,14 +156,14 @@ if triton is not None:
         else:
             return x.to(dtype, fp_downcast_rounding="rtne")
 
-    def _fold(out_ptr, upd_ptr, ordered_ptr, order_ptr, ends_ptr, n, width,
+    def _fold(out_ptr, values_ptr, ordered_ptr, ends_ptr, n, width,
               REDUCE: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr, FLOAT: tl.constexpr,
               KEEP_TIES: tl.constexpr, RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Fold each run that starts in this program's positions into its target row, in order.
 
-        ``out_ptr``: the result, a copy of data, ``(T, width)``; ``upd_ptr``: updates
-        ``(n, width)`` in the caller's order; ``ordered_ptr``: the sorted targets;
-        ``order_ptr``: the stable sort's permutation; ``ends_ptr``: each position's run end.
+        ``out_ptr``: the result, a copy of data, ``(T, width)``; ``values_ptr``: the updates
+        ``(n, width)`` in sorted order; ``ordered_ptr``: the sorted targets; ``ends_ptr``: each
+        position's run end.
         REDUCE: 0 add, 1 mul, 2 max, 3 min.
         """
         p = tl.program_id(0).to(tl.int64) * RUNS + tl.arange(0, RUNS)
@@ -178,8 +180,7 @@ if triton is not None:
         for s in range(0, depth):
             j = p + s
             live = start & (j < end)
-            src = tl.load(order_ptr + j, mask=live, other=0)
-            u = tl.load(upd_ptr + src[:, None] * width + cols[None, :], mask=live[:, None] & (cols < width)[None, :])
+            u = tl.load(values_ptr + j[:, None] * width + cols[None, :], mask=live[:, None] & (cols < width)[None, :])
             if REDUCE == 0:
                 if HALF:  # noqa: SIM108 (Triton: constexpr branches)
                     r = _to_half(acc.to(tl.float32) + u.to(tl.float32), acc.dtype, BF16)
