@@ -9,8 +9,8 @@ than asked: the table gives the real one). Per cell, each a median of several ru
 warm-up (``torch.cuda.synchronize`` and ``perf_counter``; JAX: ``block_until_ready``), in ms:
 
 - ``ours``: ``gather_scatter.scatter_nd`` on torch tensors (bounds check, one stable sort, one
-  Triton launch); ``fold``: the fold alone (``_triton_scatter.scatter_reduce_rows``);
-- ``native``: ``index_add_`` / ``index_reduce_('amax')`` (atomics: not deterministic);
+  Triton launch); ``fold``: the fold alone (``_torch_triton.scatter_reduce_rows``);
+- ``native``: ``index_add_`` / ``scatter_reduce_('amax')`` (atomics: not deterministic);
   ``det``: the same under ``torch.use_deterministic_algorithms(True)`` (or its error);
 - ``rounds``: ours with ``set_gpu_scatter('rounds')`` (skipped past 1,000 duplicates);
 - ``jax_at`` / ``jax_at_jit``: ``.at[].add`` / ``.at[].max``; ``ours_jax`` / ``ours_jax_jit``:
@@ -56,7 +56,7 @@ import torch  # noqa: E402
 
 import gather_scatter as gs  # noqa: E402
 import gather_scatter.backends.torch as torch_backend  # noqa: E402
-from gather_scatter.backends import _triton_scatter  # noqa: E402
+from gather_scatter.backends import _torch_triton  # noqa: E402
 from gather_scatter.kernels import numpy_paths  # noqa: E402
 
 DEVICE = OPTS.device
@@ -183,11 +183,13 @@ def scatter_cell(width, dups, dtype, reduction) -> dict:
     idx = tg[:, None]
     ours = lambda: gs.scatter_nd(d, idx, u, reduction=reduction)  # noqa: E731
     guarded("ours", lambda: timed(ours), row)
-    guarded("fold", lambda: timed(lambda: _triton_scatter.scatter_reduce_rows(d, tg, u, reduction)), row)
+    guarded("fold", lambda: timed(lambda: _torch_triton.scatter_reduce_rows(d, tg, u, reduction)), row)
     if reduction == "add":
         native = lambda: d.clone().index_add_(0, tg, u)  # noqa: E731
     else:
-        native = lambda: d.clone().index_reduce_(0, tg, u, "amax", include_self=True)  # noqa: E731
+        # scatter_reduce_ (index_reduce_ has no deterministic CUDA implementation at all)
+        cells = idx.expand(-1, width).contiguous()
+        native = lambda: d.clone().scatter_reduce_(0, cells, u, "amax", include_self=True)  # noqa: E731
     guarded("native", lambda: timed(native), row)
 
     def deterministic():
@@ -288,7 +290,7 @@ def ratio(row, a, b) -> str:
 
 def table(rows, device_name) -> str:
     lines = [f"# Issue 39 GPU sweep — {device_name}", "",
-             f"torch {torch.__version__}, triton {getattr(_triton_scatter.triton, '__version__', 'absent')}, "
+             f"torch {torch.__version__}, triton {getattr(_torch_triton.triton, '__version__', 'absent')}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; times in ms (median); "
              f"{ELEMENTS:,} update elements a scatter cell", ""]  # fmt: skip
     head = ["width", "dups", "depth", "dtype", "red", *SCATTER_COLUMNS, "ours/native", "ours/det", "exact"]

@@ -6,7 +6,7 @@
 #
 # Writes $OUT/pytest.log, $OUT/bench.log, $OUT/gpu_table.md, $OUT/gpu_results.json. Without a
 # CUDA device (torch.cuda.is_available() is False) it runs the dry variant: the same test files
-# (tests/test_triton_scatter.py: its CUDA tests skip, the Triton fold runs in Triton's interpreter)
+# (tests/test_torch_triton.py: its CUDA tests skip, the Triton fold runs in Triton's interpreter)
 # and the sweep's --quick CPU variant, about 1-2 minutes. Each step has its own timeout, and a failing step does not stop
 # the next; the exit status is the first failure's.
 set -uo pipefail
@@ -29,9 +29,9 @@ else
 fi
 
 files=()
-candidates=(tests/test_cuda.py tests/test_triton_scatter.py tests/test_pallas_scatter.py)
+candidates=(tests/test_cuda.py tests/test_torch_triton.py tests/test_pallas_scatter.py)
 # dry: only the interpreter's tests (test_cuda.py's CPU part takes minutes on a small machine)
-[ "$gpu" -eq 0 ] && candidates=(tests/test_triton_scatter.py)
+[ "$gpu" -eq 0 ] && candidates=(tests/test_torch_triton.py)
 for f in "${candidates[@]}"; do
   if [ -f "$f" ]; then files+=("$f"); else echo "($f not here: skipped)"; fi
 done

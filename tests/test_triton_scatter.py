@@ -1,4 +1,4 @@
-"""The Triton scatter fold of the torch backend (backends/_triton_scatter.py), bitwise the NumPy kernels.
+"""The Triton scatter fold of the torch backend (backends/_torch_triton.py), bitwise the NumPy kernels.
 
 Every case of ``triton_cases.cases()`` (each dtype, reduction, row width 1/5/64/300, duplicate
 depth 1/3/200, ScatterND and ScatterElements, NaN payloads, -0.0/0.0, +-inf, ties) runs on two
@@ -33,7 +33,7 @@ pytest.importorskip("triton", reason="triton not installed (pip install triton)"
 
 import gather_scatter.backends.torch as torch_backend  # noqa: E402 (after the skips)
 from gather_scatter import scatter_elements, scatter_nd  # noqa: E402
-from gather_scatter.backends import _triton_scatter  # noqa: E402
+from gather_scatter.backends import _torch_triton  # noqa: E402
 
 CASES = triton_cases.cases()
 HERE = pathlib.Path(__file__).parent
@@ -102,7 +102,7 @@ def spied(monkeypatch):
     """The GPU branch on CPU tensors, with the fold replaced by a spy that records its calls and runs the rounds."""
     calls = []
     monkeypatch.setattr(torch_backend, "_on_cpu", lambda t: False)
-    monkeypatch.setattr(_triton_scatter, "runs_on", lambda t: True)
+    monkeypatch.setattr(_torch_triton, "runs_on", lambda t: True)
 
     def fold(data, targets, updates, reduction):
         calls.append((data.dtype, reduction))
@@ -111,7 +111,7 @@ def spied(monkeypatch):
 
         return backend.scatter_rows(_backend(data), data, targets, updates, Reduction(reduction))
 
-    monkeypatch.setattr(_triton_scatter, "_scatter", fold)
+    monkeypatch.setattr(_torch_triton, "_scatter", fold)
     return calls
 
 
@@ -166,8 +166,8 @@ def test_grad_or_the_setting_takes_the_rounds(spied, monkeypatch):
 
 
 def test_the_cpu_path_never_takes_the_fold(monkeypatch):
-    monkeypatch.setattr(_triton_scatter, "runs_on", lambda t: True)
-    monkeypatch.setattr(_triton_scatter, "_scatter", lambda *a: pytest.fail("the fold ran on the CPU path"))
+    monkeypatch.setattr(_torch_triton, "runs_on", lambda t: True)
+    monkeypatch.setattr(_torch_triton, "_scatter", lambda *a: pytest.fail("the fold ran on the CPU path"))
     data, indices, updates = _inputs()
     assert torch.equal(scatter_nd(data, indices, updates, reduction="max")[1], torch.tensor([2.0, 3]))
 
@@ -181,16 +181,16 @@ def test_the_environment_variable_chooses_the_rounds():
 
 
 def test_without_triton_nothing_takes_the_fold(monkeypatch):
-    monkeypatch.setattr(_triton_scatter, "triton", None)
-    assert not _triton_scatter.runs_on(torch.zeros(1)) and not _triton_scatter.covers(torch.float32, "add")
+    monkeypatch.setattr(_torch_triton, "triton", None)
+    assert not _torch_triton.runs_on(torch.zeros(1)) and not _torch_triton.covers(torch.float32, "add")
     with pytest.raises(RuntimeError, match="needs triton"):
-        _triton_scatter.scatter_reduce_rows(torch.zeros(2, 1), torch.zeros(1, dtype=torch.int64), torch.ones(1, 1), "+")
+        _torch_triton.scatter_reduce_rows(torch.zeros(2, 1), torch.zeros(1, dtype=torch.int64), torch.ones(1, 1), "+")
 
 
 def test_what_the_fold_refuses_and_its_launch_shapes():
     one = torch.zeros(1, dtype=torch.int64)
     with pytest.raises(ValueError, match=r"got 'none' on torch\.float32"):
-        _triton_scatter.scatter_reduce_rows(torch.zeros(2, 1), one, torch.ones(1, 1), "none")
-    assert not _triton_scatter.covers(torch.complex64, "add") and _triton_scatter.covers(torch.bfloat16, "min")
-    assert [_triton_scatter.launch_shape(w) for w in (1, 5, 64, 300, 4096)] == [
+        _torch_triton.scatter_reduce_rows(torch.zeros(2, 1), one, torch.ones(1, 1), "none")
+    assert not _torch_triton.covers(torch.complex64, "add") and _torch_triton.covers(torch.bfloat16, "min")
+    assert [_torch_triton.launch_shape(w) for w in (1, 5, 64, 300, 4096)] == [
         (1024, 1), (128, 8), (16, 64), (2, 512), (2, 512)]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The cases of tests/test_triton_scatter.py, and their runner for Triton's interpreter.
+"""The cases of tests/test_torch_triton.py, and their runner for Triton's interpreter.
 
 A case is (operator, dtype, reduction, width, depth): ``depth`` updates onto each of a few
 targets, rows of ``width`` elements (ScatterND) or a ``(targets, width)`` data with elements
@@ -114,16 +114,16 @@ def run(case, device: str):
     import torch
 
     from gather_scatter import scatter_elements, scatter_nd
-    from gather_scatter.backends import _triton_scatter
+    from gather_scatter.backends import _torch_triton
 
     calls = []
-    fold = _triton_scatter._scatter
+    fold = _torch_triton._scatter
 
     def spy(*args):
         calls.append(args[0].dtype)
         return fold(*args)
 
-    _triton_scatter._scatter = spy
+    _torch_triton._scatter = spy
     try:
         data, indices, updates = (_torch(a, device) for a in inputs(case))
         if case[0] == "ScatterND":
@@ -131,7 +131,7 @@ def run(case, device: str):
         else:
             got = scatter_elements(data, indices, updates, axis=0, reduction=case[2])
     finally:
-        _triton_scatter._scatter = fold
+        _torch_triton._scatter = fold
     assert got.device.type == torch.device(device).type
     got = got.cpu()
     if got.dtype == torch.bfloat16:
@@ -150,9 +150,9 @@ def _torch(a: np.ndarray, device: str):
 def main(path: str) -> None:
     """Run every case on CPU tensors through the GPU branch (in Triton's interpreter); save them to ``path``."""
     import gather_scatter.backends.torch as torch_backend
-    from gather_scatter.backends import _triton_scatter
+    from gather_scatter.backends import _torch_triton
 
-    assert _triton_scatter.interpreting(), "run with TRITON_INTERPRET=1"
+    assert _torch_triton.interpreting(), "run with TRITON_INTERPRET=1"
     torch_backend._on_cpu = lambda t: False
     results, ran = {}, []
     for case in cases():

@@ -13,7 +13,7 @@
   update: a tie shows only as -0.0 against 0.0, so where an update is zero each zero result
   takes the last zero update's sign afterwards (float16 ties as ATen does).
 - Scatter reductions (add/mul/max/min) on CUDA: one stable sort of the targets and one Triton
-  kernel launch (:mod:`._triton_scatter`) that folds each target's updates in row-major order,
+  kernel launch (:mod:`._torch_triton`) that folds each target's updates in row-major order,
   rounding to the data's type after every step — deterministic, bitwise the NumPy kernel's,
   unlike ``index_add``'s atomics. ScatterElements and Scatter take it as rows of one element
   (flat offsets in the spec's row-major order). Where triton does not import, for complex and
@@ -61,7 +61,7 @@ import torch
 from ..errors import InvalidAttributeError
 from ..rules.validate import refuse_broadcast, refuse_overlap, same_memory
 from ..rules.versions import Reduction
-from . import _triton_scatter
+from . import _torch_triton
 from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES, register_ops
 from .array_api import ArrayAPIBackend
 
@@ -424,20 +424,20 @@ def set_gpu_scatter(method: str) -> str:
 
 
 def _takes_triton(data: torch.Tensor, updates: torch.Tensor) -> bool:
-    """Whether a reduction off the CPU takes the Triton fold (:mod:`._triton_scatter`).
+    """Whether a reduction off the CPU takes the Triton fold (:mod:`._torch_triton`).
 
     Only when chosen (:func:`set_gpu_scatter`), where triton imports and runs on data's device
     (CUDA; the CPU under Triton's interpreter, for the tests) and where autograd needs no
     graph: the fold has no backward, so an input that requires grad (with grad enabled) takes
     the differentiable rounds.
     """
-    if _gpu_scatter[0] != "triton" or not _triton_scatter.runs_on(data):
+    if _gpu_scatter[0] != "triton" or not _torch_triton.runs_on(data):
         return False
     return not (torch.is_grad_enabled() and (data.requires_grad or updates.requires_grad))
 
 
 def _triton_rows(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, reduction: Reduction):
-    """Return :func:`._triton_scatter.scatter_reduce_rows` of these rows, or None for a type it cannot take.
+    """Return :func:`._torch_triton.scatter_reduce_rows` of these rows, or None for a type it cannot take.
 
     bool reduces as uint8 (or/and: max/min of 0 and 1); uint16/32/64 as their signed twins (add
     and mul wrap the same bits; max/min with the sign bit flipped, so that signed order is
@@ -446,19 +446,17 @@ def _triton_rows(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tenso
     name = reduction.value
     if data.dtype == torch.bool:
         name = {"add": "max", "mul": "min"}.get(name, name)
-        return _triton_scatter.scatter_reduce_rows(data.to(torch.uint8), targets, updates.to(torch.uint8), name).to(
+        return _torch_triton.scatter_reduce_rows(data.to(torch.uint8), targets, updates.to(torch.uint8), name).to(
             torch.bool
         )
     if data.dtype in _UNSIGNED:
         signed = _BITS[data.element_size()]
         flip = 0 if reduction in (Reduction.ADD, Reduction.MUL) else torch.iinfo(signed).min
-        result = _triton_scatter.scatter_reduce_rows(
-            data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, name
-        )
+        result = _torch_triton.scatter_reduce_rows(data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, name)
         return (result ^ flip).view(data.dtype)
-    if not _triton_scatter.covers(data.dtype, name):
+    if not _torch_triton.covers(data.dtype, name):
         return None
-    return _triton_scatter.scatter_reduce_rows(data, targets, updates, name)
+    return _torch_triton.scatter_reduce_rows(data, targets, updates, name)
 
 
 def _on_cpu(t: torch.Tensor) -> bool:
