@@ -80,6 +80,14 @@ def test_fold_is_bitwise_numpy(device, case, request):
         assert np.array_equal(expected.view(width), got.view(width)), (expected, got)
 
 
+def test_torch_compile_runs_the_fold_as_a_custom_op(interpreted):
+    """fullgraph=True compiles (no graph break): the fold is gather_scatter::triton_scatter, run on
+    the real tensors; its bits are eager's. (In the interpreter's process; on CUDA the same op.)"""
+    expected = triton_cases.expected(triton_cases.COMPILED)
+    got = interpreted["compiled"].view(expected.dtype).reshape(expected.shape)
+    assert "compiled" in interpreted["ran"] and same_bits(expected, got)
+
+
 def test_the_cases_meet_what_they_test():
     """Duplicates of every depth, and the special values, are really in the inputs."""
     depths = {case[4] for case in CASES}

@@ -159,7 +159,37 @@ def main(path: str) -> None:
         results[case_id(case)], fold = run(case, "cpu")
         if fold:
             ran.append(case_id(case))
+    results["compiled"], fold = compiled()
+    if fold:
+        ran.append("compiled")
     np.savez(path, ran=np.array(ran), **{k: v.view(np.uint8) for k, v in results.items()})
+
+
+COMPILED = ("ScatterND", "float32", "add", 5, 3)  # the case run under torch.compile too
+
+
+def compiled():
+    """``COMPILED`` under ``torch.compile(fullgraph=True)`` (backend 'eager': dynamo's graph, no
+    compiler), as numpy, and whether the fold ran (as the custom op gather_scatter::triton_scatter)."""
+    import torch
+
+    from gather_scatter import scatter_nd
+    from gather_scatter.backends import _torch_triton
+
+    calls = []
+    fold = _torch_triton._scatter
+
+    def spy(*args):
+        calls.append(args[0].dtype)
+        return fold(*args)
+
+    _torch_triton._scatter = spy
+    try:
+        run = torch.compile(lambda d, i, u: scatter_nd(d, i, u, reduction="add"), fullgraph=True, backend="eager")
+        got = run(*(_torch(a, "cpu") for a in inputs(COMPILED)))
+    finally:
+        _torch_triton._scatter = fold
+    return got.numpy(), bool(calls)
 
 
 if __name__ == "__main__":

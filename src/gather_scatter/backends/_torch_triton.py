@@ -223,7 +223,17 @@ def _kernel() -> Any:
 
 
 def interpreting() -> bool:
-    """Whether triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` before its import)."""
+    """Whether triton runs kernels in its interpreter (``TRITON_INTERPRET=1`` before its import).
+
+    Read once, when this module is imported (Triton itself decides when it is imported); a
+    constant to ``torch.compile``, which cannot trace Triton's reading of its settings.
+    """
+    return _INTERPRETING
+
+
+def _interpreting() -> bool:
+    if triton is None:
+        return False
     knobs = getattr(triton, "knobs", None)
     if knobs is not None:
         return bool(knobs.runtime.interpret)
@@ -232,11 +242,14 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"  # pragma: no cover
 
 
+_INTERPRETING = _interpreting()
+
+
 def runs_on(t: torch.Tensor) -> bool:
     """Whether the fold can run on ``t``'s device: CUDA, or the CPU under Triton's interpreter."""
     if triton is None:
         return False
-    return t.device.type == "cuda" or (t.device.type == "cpu" and interpreting())
+    return t.device.type == "cuda" or (t.device.type == "cpu" and _INTERPRETING)
 
 
 def _register() -> None:
