@@ -2,8 +2,10 @@
 ``jax.jit``, bit for bit against the NumPy path (the package's default on NumPy arrays).
 
 Off the CPU the backends take other paths than CI's: torch checks bounds before any take (a bad
-index would be a device-side assert) and scatters in the standard rounds of
-``ArrayAPIBackend.scatter_rows`` (deterministic, row-major, unlike ``index_add``'s atomics);
+index would be a device-side assert), reduces scatters in the Triton fold where triton imports
+(``backends/_torch_triton.py``; its own cases: tests/test_triton_scatter.py) and otherwise, and
+for 'none', in the standard rounds of ``ArrayAPIBackend.scatter_rows`` (deterministic, row-major,
+unlike ``index_add``'s atomics);
 eager JAX runs op by op with the same rounds; jitted JAX uses XLA's GPU scatters. Each test
 needs its device and skips with a reason without one (CI has none: these ran on an H100 by hand).
 What is asserted per call: the result's device and dtype, its bits (NaN matches NaN), the
@@ -266,8 +268,8 @@ def _spy_rounds(monkeypatch):
 def test_torch_cuda_every_version_is_bitwise_numpy(cuda, op, monkeypatch):
     torch = cuda
     calls = _spy_rounds(monkeypatch)
-    # The deterministic-round scatter is the path: torch raises if a nondeterministic CUDA kernel
-    # (index_add's or scatter_reduce's atomics) runs under this mode.
+    # The deterministic paths (the Triton fold, the rounds for 'none'): torch raises if a
+    # nondeterministic CUDA kernel (index_add's or scatter_reduce's atomics) runs under this mode.
     was = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:

@@ -88,6 +88,13 @@ def test_torch_compile_runs_the_fold_as_a_custom_op(interpreted):
     assert "compiled" in interpreted["ran"] and same_bits(expected, got)
 
 
+def test_rows_wider_than_a_launch_take_several(interpreted):
+    """Columns past CUDA's 65,535 programs a launch go in more launches (here one block of 512 each)."""
+    expected = triton_cases.expected(triton_cases.SPLIT)
+    got = interpreted["split"].view(expected.dtype).reshape(expected.shape)
+    assert "split" in interpreted["ran"] and same_bits(expected, got)
+
+
 def test_the_cases_meet_what_they_test():
     """Duplicates of every depth, and the special values, are really in the inputs."""
     depths = {case[4] for case in CASES}

@@ -159,6 +159,10 @@ def main(path: str) -> None:
         results[case_id(case)], fold = run(case, "cpu")
         if fold:
             ran.append(case_id(case))
+    _torch_triton.MAX_COLUMN_PROGRAMS = 1  # rows wider than a program's block: one launch per block
+    results["split"], fold = run(SPLIT, "cpu")
+    if fold:
+        ran.append("split")
     results["compiled"], fold = compiled()
     if fold:
         ran.append("compiled")
@@ -166,6 +170,7 @@ def main(path: str) -> None:
 
 
 COMPILED = ("ScatterND", "float32", "add", 5, 3)  # the case run under torch.compile too
+SPLIT = ("ScatterND", "bfloat16", "add", 1100, 3)  # run in launches of one column block each
 
 
 def compiled():

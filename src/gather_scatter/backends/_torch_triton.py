@@ -62,6 +62,7 @@ COVERED = frozenset(
 _HALF = {torch.float16, torch.bfloat16}
 ELEMENTS = 1024  # elements per program (RUNS * BLOCK): ~8 per thread of 4 warps
 MAX_BLOCK = 512  # columns per program at most; wider rows take more programs on axis 1
+MAX_COLUMN_PROGRAMS = 65_535  # programs on axis 1 a launch (CUDA's limit); wider rows take more launches
 
 
 def available() -> bool:
@@ -117,7 +118,15 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
     # after the other, addresses known ahead of the values, instead of a dependent random read per step.
     values = updates.contiguous().index_select(0, order)
     runs, block = launch_shape(width)
-    grid = (triton.cdiv(n, runs), triton.cdiv(width, block))
+    span = MAX_COLUMN_PROGRAMS * block  # columns one launch covers (CUDA's grid y is at most 65,535)
+    for first in range(0, width, span):
+        _launch(out, values, ordered, ends, n, width, first, min(span, width - first), reduction, runs, block)
+    return out
+
+
+def _launch(out, values, ordered, ends, n, width, first, columns, reduction, runs, block) -> None:
+    """One launch of :func:`_fold` over columns ``first:first + columns`` of every run."""
+    grid = (triton.cdiv(n, runs), triton.cdiv(columns, block))
     _kernel()[grid](
         out,
         values,
@@ -125,6 +134,7 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
         ends,
         n,
         width,
+        first,
         REDUCE=REDUCTIONS.index(reduction),
         HALF=out.dtype in _HALF,
         BF16=out.dtype == torch.bfloat16,
@@ -134,7 +144,6 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
         BLOCK=block,
         num_warps=4,
     )
-    return out
 
 
 if triton is not None:
@@ -156,14 +165,14 @@ if triton is not None:
         else:
             return x.to(dtype, fp_downcast_rounding="rtne")
 
-    def _fold(out_ptr, values_ptr, ordered_ptr, ends_ptr, n, width,
+    def _fold(out_ptr, values_ptr, ordered_ptr, ends_ptr, n, width, first,
               REDUCE: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr, FLOAT: tl.constexpr,
               KEEP_TIES: tl.constexpr, RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Fold each run that starts in this program's positions into its target row, in order.
 
         ``out_ptr``: the result, a copy of data, ``(T, width)``; ``values_ptr``: the updates
         ``(n, width)`` in sorted order; ``ordered_ptr``: the sorted targets; ``ends_ptr``: each
-        position's run end.
+        position's run end; ``first``: the launch's first column.
         REDUCE: 0 add, 1 mul, 2 max, 3 min.
         """
         p = tl.program_id(0).to(tl.int64) * RUNS + tl.arange(0, RUNS)
@@ -173,7 +182,7 @@ if triton is not None:
         start = inside & ((p == 0) | (prev != tgt))
         end = tl.load(ends_ptr + p, mask=start, other=0)
         depth = tl.max(tl.where(start, end - p, 0), axis=0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        cols = first + tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         cells = start[:, None] & (cols < width)[None, :]
         row = tgt.to(tl.int64)[:, None] * width + cols[None, :]
         acc = tl.load(out_ptr + row, mask=cells)
