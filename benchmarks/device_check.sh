@@ -20,7 +20,7 @@ start=$SECONDS
 status=0
 
 if python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  gpu=1; tests_limit=150; workers=8
+  gpu=1; tests_limit=130; workers=8
   python3 -c 'import torch; print(torch.cuda.get_device_name(), "torch", torch.__version__)' | tee "$OUT/device.txt"
   nvidia-smi >> "$OUT/device.txt" 2>&1 || true
 else
