@@ -14,6 +14,11 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-./device-out}
 mkdir -p "$OUT"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# Wheels carried to a bare machine (.whl/, e.g. array-api-compat): installed aside, on the path.
+if ! python3 -c 'import array_api_compat' 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/device-site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/device-site"
+fi
 # JAX beside torch (and 8 test workers) on one GPU: no process takes 75% of its memory up front.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=0.1
 start=$SECONDS
