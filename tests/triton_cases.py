@@ -1,4 +1,4 @@
-"""The cases of tests/test_torch_triton.py, and their runner for Triton's interpreter.
+"""The cases of tests/test_triton_scatter.py, and their runner for Triton's interpreter.
 
 A case is (operator, dtype, reduction, width, depth): ``depth`` updates onto each of a few
 targets, rows of ``width`` elements (ScatterND) or a ``(targets, width)`` data with elements
