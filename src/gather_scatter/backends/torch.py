@@ -224,7 +224,7 @@ class TorchBackend(ArrayAPIBackend):
         :meth:`ArrayAPIBackend.scatter_rows`.
         """
         if not _on_cpu(data) or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
-            if reduction is not Reduction.NONE and _takes_triton(data, updates):
+            if reduction is not Reduction.NONE and not _on_cpu(data) and _takes_triton(data, updates):
                 folded = _triton_rows(data, targets, updates, reduction)
                 if folded is not None:
                     return folded
