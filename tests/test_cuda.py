@@ -2,11 +2,13 @@
 ``jax.jit``, bit for bit against the NumPy path (the package's default on NumPy arrays).
 
 Off the CPU the backends take other paths than CI's: torch checks bounds before any take (a bad
-index would be a device-side assert) and scatters in the standard rounds of
-``ArrayAPIBackend.scatter_rows`` (deterministic, row-major, unlike ``index_add``'s atomics);
-JAX's scatter reductions (add/mul/max/min) take the Pallas kernel of ``backends/_pallas_scatter.py``
-(one stable sort, then each target's updates folded in order), eagerly and under ``jit``; its other
-eager steps run op by op (reduction 'none' in the rounds). Each test
+index would be a device-side assert), reduces scatters in the Triton fold where triton imports
+(``backends/_torch_triton.py``; its own cases: tests/test_triton_scatter.py) and otherwise, and
+for 'none', in the standard rounds of ``ArrayAPIBackend.scatter_rows`` (deterministic, row-major,
+unlike ``index_add``'s atomics); JAX's scatter reductions (add/mul/max/min) take the Pallas
+kernel of ``backends/_pallas_scatter.py`` (one stable sort, then each target's updates folded in
+order), eagerly and under ``jit``; its other eager steps run op by op (reduction 'none' in the
+rounds). Each test
 needs its device and skips with a reason without one (CI has none: these ran on an H100 by hand).
 What is asserted per call: the result's device and dtype, its bits (NaN matches NaN), the
 NumPy path's error (class and message) where it raises one, and inputs left unchanged.
@@ -272,8 +274,8 @@ def _spy_rounds(monkeypatch):
 def test_torch_cuda_every_version_is_bitwise_numpy(cuda, op, monkeypatch):
     torch = cuda
     calls = _spy_rounds(monkeypatch)
-    # The deterministic-round scatter is the path: torch raises if a nondeterministic CUDA kernel
-    # (index_add's or scatter_reduce's atomics) runs under this mode.
+    # The deterministic paths (the Triton fold, the rounds for 'none'): torch raises if a
+    # nondeterministic CUDA kernel (index_add's or scatter_reduce's atomics) runs under this mode.
     was = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
