@@ -150,3 +150,50 @@ def _bfloat16_result_bits(value):
     step: 300,000 one-element adds into 16 cells, 2.8x -> 2.0x the float32 loop's time."""
     f = np.float32(value).view(np.uint32)
     return np.uint16(U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16)) & U32(0xFFFF))
+
+
+def _row_intrinsic(width: int):
+    """An intrinsic ``row(dst, at, x, xat, src, sat, mul, bfloat16)``: ``dst[at:at + width] =
+    x[xat:xat + width] (+ or *) src[sat:sat + width]`` for float16 (or bfloat16) bits, the
+    ``width`` elements of a narrow row in one vector each way: one load, conversion, sum or
+    product, rounding (ties to even: F16C's, or :func:`_bfloat16_result_bits`' arithmetic) and
+    store. ``mul`` and ``bfloat16`` are run-time flags that are constants where the loop is
+    compiled: LLVM keeps only the code they pick."""
+    lanes = ir.VectorType(ir.IntType(16), width)
+    words = ir.VectorType(ir.IntType(32), width)
+    floats = ir.VectorType(ir.FloatType(), width)
+
+    def splat(value: int) -> ir.Constant:
+        return ir.Constant(words, [value] * width)
+
+    @intrinsic
+    def row(typingctx, dst, at, x, xat, src, sat, mul, bfloat16):
+        def codegen(context, builder, signature, args):
+            dst_a, at_v, x_a, xat_v, src_a, sat_v, mul_v, bf_v = args
+            arrays = signature.args
+
+            def at_of(position, array, ty):
+                data = context.make_array(ty)(context, builder, array).data
+                return builder.bitcast(builder.gep(data, [position]), lanes.as_pointer())
+
+            def value(bits):
+                as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), width)), floats)
+                as_bf16 = builder.bitcast(builder.shl(builder.zext(bits, words), splat(16)), floats)
+                return builder.select(bf_v, as_bf16, as_half)
+
+            a = value(builder.load(at_of(xat_v, x_a, arrays[2]), align=2))
+            b = value(builder.load(at_of(sat_v, src_a, arrays[4]), align=2))
+            result = builder.select(mul_v, builder.fmul(a, b), builder.fadd(a, b))
+            half_bits = builder.bitcast(builder.fptrunc(result, ir.VectorType(ir.HalfType(), width)), lanes)
+            raw = builder.bitcast(result, words)
+            bias = builder.add(splat(0x7FFF), builder.and_(builder.lshr(raw, splat(16)), splat(1)))
+            bf16_bits = builder.trunc(builder.lshr(builder.add(raw, bias), splat(16)), lanes)
+            builder.store(builder.select(bf_v, bf16_bits, half_bits), at_of(at_v, dst_a, arrays[0]), align=2)
+            return context.get_dummy_value()
+
+        return types.void(dst, at, x, xat, src, sat, mul, bfloat16), codegen
+
+    return row
+
+
+_row2, _row4 = _row_intrinsic(2), _row_intrinsic(4)
