@@ -11,6 +11,8 @@ from llvmlite.ir import instructions
 from numba.core import config, types
 from numba.extending import intrinsic
 
+from ._codes import MAX, MIN, MUL
+
 jit = numba.njit(nogil=True, cache=True)
 U32 = np.uint32
 
@@ -153,23 +155,27 @@ def _bfloat16_result_bits(value):
 
 
 def _row_intrinsic(width: int):
-    """An intrinsic ``row(dst, at, x, xat, src, sat, mul, bfloat16)``: ``dst[at:at + width] =
-    x[xat:xat + width] (+ or *) src[sat:sat + width]`` for float16 (or bfloat16) bits, the
-    ``width`` elements of a narrow row in one vector each way: one load, conversion, sum or
-    product, rounding (ties to even: F16C's, or :func:`_bfloat16_result_bits`' arithmetic) and
-    store. ``mul`` and ``bfloat16`` are run-time flags that are constants where the loop is
-    compiled: LLVM keeps only the code they pick."""
+    """An intrinsic ``row(dst, at, x, xat, src, sat, op, bfloat16)``: ``dst[at:at + width] =
+    f(x[xat:xat + width], src[sat:sat + width])`` for float16 (or bfloat16) bits, ``f`` the
+    reduction ``op`` (ADD, MUL, MAX, MIN: ``_codes``), the ``width`` elements of a narrow row
+    in one vector each way. A sum or product is rounded to nearest even (F16C's conversion, or
+    :func:`_bfloat16_result_bits`' arithmetic); max/min keep a NaN in ``x``, give ``src`` on a
+    tie (``x`` for float16, as NumPy's half loop does) and store the winner's own bits, as
+    ``_loops_reduce._reduce_loop`` does one element at a time. ``op`` and ``bfloat16`` are
+    run-time values that are constants where the loop is compiled: LLVM keeps only the code
+    they pick."""
     lanes = ir.VectorType(ir.IntType(16), width)
     words = ir.VectorType(ir.IntType(32), width)
     floats = ir.VectorType(ir.FloatType(), width)
+    flags = ir.VectorType(ir.IntType(1), width)
 
     def splat(value: int) -> ir.Constant:
         return ir.Constant(words, [value] * width)
 
     @intrinsic
-    def row(typingctx, dst, at, x, xat, src, sat, mul, bfloat16):
+    def row(typingctx, dst, at, x, xat, src, sat, op, bfloat16):
         def codegen(context, builder, signature, args):
-            dst_a, at_v, x_a, xat_v, src_a, sat_v, mul_v, bf_v = args
+            dst_a, at_v, x_a, xat_v, src_a, sat_v, op_v, bf_v = args
             arrays = signature.args
 
             def at_of(position, array, ty):
@@ -181,17 +187,31 @@ def _row_intrinsic(width: int):
                 as_bf16 = builder.bitcast(builder.shl(builder.zext(bits, words), splat(16)), floats)
                 return builder.select(bf_v, as_bf16, as_half)
 
-            a = value(builder.load(at_of(xat_v, x_a, arrays[2]), align=2))
-            b = value(builder.load(at_of(sat_v, src_a, arrays[4]), align=2))
-            result = builder.select(mul_v, builder.fmul(a, b), builder.fadd(a, b))
+            def code(number):
+                return builder.icmp_unsigned("==", op_v, ir.Constant(op_v.type, number))
+
+            x_bits = builder.load(at_of(xat_v, x_a, arrays[2]), align=2)
+            src_bits = builder.load(at_of(sat_v, src_a, arrays[4]), align=2)
+            a, b = value(x_bits), value(src_bits)
+            result = builder.select(code(MUL), builder.fmul(a, b), builder.fadd(a, b))
             half_bits = builder.bitcast(builder.fptrunc(result, ir.VectorType(ir.HalfType(), width)), lanes)
             raw = builder.bitcast(result, words)
             bias = builder.add(splat(0x7FFF), builder.and_(builder.lshr(raw, splat(16)), splat(1)))
             bf16_bits = builder.trunc(builder.lshr(builder.add(raw, bias), splat(16)), lanes)
-            builder.store(builder.select(bf_v, bf16_bits, half_bits), at_of(at_v, dst_a, arrays[0]), align=2)
+            rounded = builder.select(bf_v, bf16_bits, half_bits)
+            # max/min: x's bits where x wins (x NaN, or float16's tie), else src's
+            wins = builder.select(code(MAX), builder.fcmp_ordered(">", a, b), builder.fcmp_ordered("<", a, b))
+            tie = builder.and_(
+                builder.fcmp_ordered("==", a, b),
+                builder.select(bf_v, ir.Constant(flags, [0] * width), ir.Constant(flags, [1] * width)),
+            )
+            keep = builder.or_(builder.or_(wins, builder.fcmp_unordered("uno", a, a)), tie)
+            picked = builder.select(keep, x_bits, src_bits)
+            selecting = builder.or_(code(MAX), code(MIN))
+            builder.store(builder.select(selecting, picked, rounded), at_of(at_v, dst_a, arrays[0]), align=2)
             return context.get_dummy_value()
 
-        return types.void(dst, at, x, xat, src, sat, mul, bfloat16), codegen
+        return types.void(dst, at, x, xat, src, sat, op, bfloat16), codegen
 
     return row
 

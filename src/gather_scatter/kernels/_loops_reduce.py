@@ -213,12 +213,12 @@ def _reduce_row(dst, at, x, xat, src, sat, n, op, half):
 
 
 def _narrow_row(dst, at, x, xat, src, sat, n, op, half):
-    """Whether a float16/bfloat16 add or mul row of 2 or 4 elements went through one vector
-    each way (``_loops_half._row2``, ``_row4``: the CPU's float16 conversions, F16C, where it
-    has them): a load, a conversion and a rounding for the row, where one element at a time
-    takes one each per element (ScatterND rows 4 wide into 1,000, float16 / bfloat16: 1.7-1.9x /
-    2.1-2.2x -> 0.7-0.8x / 1.2-1.3x our float32's time). False (nothing written) for any other
-    row, or without ``half``."""
+    """Whether a float16/bfloat16 row of 2 or 4 elements went through one vector each way
+    (``_loops_half._row2``, ``_row4``, for every reduction: the CPU's float16 conversions,
+    F16C, where it has them): a load, a conversion and a rounding or select for the row, where
+    one element at a time takes one each per element (ScatterND rows 4 wide into 1,000, float16
+    / bfloat16 add: 1.7-1.9x / 2.1-2.2x -> 0.7-0.8x / 1.2-1.3x our float32's time). False
+    (nothing written) for any other row, or without ``half``."""
 
 
 @overload(_narrow_row)
@@ -227,13 +227,11 @@ def _narrow_row_impl(dst, at, x, xat, src, sat, n, op, half):
         return lambda dst, at, x, xat, src, sat, n, op, half: False
 
     def narrow_row(dst, at, x, xat, src, sat, n, op, half):
-        if op != ADD and op != MUL:
-            return False
         if n == 4:
-            _row4(dst, at, x, xat, src, sat, op == MUL, half == 2)
+            _row4(dst, at, x, xat, src, sat, op, half == 2)
             return True
         if n == 2:
-            _row2(dst, at, x, xat, src, sat, op == MUL, half == 2)
+            _row2(dst, at, x, xat, src, sat, op, half == 2)
             return True
         return False
 
