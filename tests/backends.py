@@ -120,3 +120,18 @@ def same_bits(expected: np.ndarray, actual: np.ndarray) -> bool:
     if not same.all() and (expected.dtype.kind == "f" or expected.dtype.name.startswith(("bfloat16", "float8"))):
         same |= np.isnan(expected.astype(np.float32)) & np.isnan(actual.astype(np.float32))
     return bool(same.all())
+
+
+def spy_pallas(monkeypatch) -> list:
+    """Count calls of the Pallas scatter kernel (backends/_pallas_scatter.py)."""
+    from gather_scatter.backends import _pallas_scatter
+
+    calls = []
+    kernel = _pallas_scatter.scatter_rows
+
+    def counted(*args, **kwargs):
+        calls.append(args[3])
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(_pallas_scatter, "scatter_rows", counted)
+    return calls

@@ -28,7 +28,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from backends import Library, same_bits
+from backends import Library, same_bits, spy_pallas
 from error_check import raised, same_error
 
 from gather_scatter import (
@@ -457,7 +457,7 @@ def _jax_failures(jax, gpu, specs, jit, special=True):
 @pytest.mark.parametrize("op", sorted({s.op_type for s in SPECS}))
 def test_jax_gpu_eager_every_version_is_bitwise_numpy(jax_gpu, op, monkeypatch):
     jax, gpu = jax_gpu
-    calls, kernel = _spy_rounds(monkeypatch), _spy_pallas(monkeypatch)
+    calls, kernel = _spy_rounds(monkeypatch), spy_pallas(monkeypatch)
     failures, compared, _ = _jax_failures(jax, gpu, [s for s in SPECS if s.op_type == op], jit=False)
     assert not failures, f"{len(failures)} of {compared} differ: {failures[:6]}"
     if "Scatter" in op:  # reduction 'none' in the rounds, the reductions in the Pallas kernel
@@ -466,26 +466,11 @@ def test_jax_gpu_eager_every_version_is_bitwise_numpy(jax_gpu, op, monkeypatch):
         assert kernel, "the Pallas kernel was not taken"
 
 
-def _spy_pallas(monkeypatch):
-    """Count calls of the Pallas scatter kernel (backends/_pallas_scatter.py)."""
-    from gather_scatter.backends import _pallas_scatter
-
-    calls = []
-    kernel = _pallas_scatter.scatter_rows
-
-    def counted(*args, **kwargs):
-        calls.append(args[3])
-        return kernel(*args, **kwargs)
-
-    monkeypatch.setattr(_pallas_scatter, "scatter_rows", counted)
-    return calls
-
-
 @pytest.mark.parametrize("op", sorted({s.op_type for s in NEWEST}))
 def test_jax_gpu_jit_newest_versions(jax_gpu, op, monkeypatch):
     """Under jit the scatter reductions are the Pallas kernel's on the GPU: bit for bit."""
     jax, gpu = jax_gpu
-    kernel = _spy_pallas(monkeypatch)
+    kernel = spy_pallas(monkeypatch)
     specs = [s for s in NEWEST if s.op_type == op]
     failures, compared, within = _jax_failures(jax, gpu, specs, jit=True)
     assert not failures, f"{len(failures)} of {compared} differ: {failures[:6]}"

@@ -16,7 +16,7 @@ import functools
 import ml_dtypes
 import numpy as np
 import pytest
-from backends import same_bits
+from backends import same_bits, spy_pallas
 
 jax = pytest.importorskip("jax", reason="jax not installed")
 pytest.importorskip("jax.experimental.pallas", reason="this JAX has no Pallas")
@@ -170,14 +170,7 @@ def routed(where, monkeypatch):
     """The JAX backend's scatters on ``where``, counting the kernel's calls: on the CPU the GPU
     route is patched in (``enabled``) and interpreted; on a GPU nothing is patched."""
     device, interpret = where
-    calls = []
-    kernel = _pallas_scatter.scatter_rows
-
-    def counted(*args, **kwargs):
-        calls.append(args[3])
-        return kernel(*args, **kwargs)
-
-    monkeypatch.setattr(_pallas_scatter, "scatter_rows", counted)
+    calls = spy_pallas(monkeypatch)
     if interpret:
         monkeypatch.setattr(_pallas_scatter, "enabled", lambda traced, data: True)
         monkeypatch.setattr(_pallas_scatter, "INTERPRET", True)

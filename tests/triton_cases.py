@@ -15,6 +15,7 @@ Triton fold ran for it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import zlib
 
@@ -109,14 +110,12 @@ def expected(case) -> np.ndarray:
         return scatter_elements(data, indices, updates, axis=0, reduction=case[2])
 
 
-def run(case, device: str):
-    """The torch backend's result on ``device`` (numpy), and whether the Triton fold ran for it."""
-    import torch
-
-    from gather_scatter import scatter_elements, scatter_nd
+@contextlib.contextmanager
+def _folds():
+    """The dtypes of the Triton fold's calls within the block (``_torch_triton._scatter`` spied)."""
     from gather_scatter.backends import _torch_triton
 
-    calls = []
+    calls: list = []
     fold = _torch_triton._scatter
 
     def spy(*args):
@@ -125,13 +124,23 @@ def run(case, device: str):
 
     _torch_triton._scatter = spy
     try:
+        yield calls
+    finally:
+        _torch_triton._scatter = fold
+
+
+def run(case, device: str):
+    """The torch backend's result on ``device`` (numpy), and whether the Triton fold ran for it."""
+    import torch
+
+    from gather_scatter import scatter_elements, scatter_nd
+
+    with _folds() as calls:
         data, indices, updates = (_torch(a, device) for a in inputs(case))
         if case[0] == "ScatterND":
             got = scatter_nd(data, indices, updates, reduction=case[2])
         else:
             got = scatter_elements(data, indices, updates, axis=0, reduction=case[2])
-    finally:
-        _torch_triton._scatter = fold
     assert got.device.type == torch.device(device).type
     got = got.cpu()
     if got.dtype == torch.bfloat16:
@@ -179,21 +188,10 @@ def compiled():
     import torch
 
     from gather_scatter import scatter_nd
-    from gather_scatter.backends import _torch_triton
 
-    calls = []
-    fold = _torch_triton._scatter
-
-    def spy(*args):
-        calls.append(args[0].dtype)
-        return fold(*args)
-
-    _torch_triton._scatter = spy
-    try:
+    with _folds() as calls:
         run = torch.compile(lambda d, i, u: scatter_nd(d, i, u, reduction="add"), fullgraph=True, backend="eager")
         got = run(*(_torch(a, "cpu") for a in inputs(COMPILED)))
-    finally:
-        _torch_triton._scatter = fold
     return got.numpy(), bool(calls)
 
 
