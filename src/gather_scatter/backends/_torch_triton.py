@@ -35,6 +35,7 @@ Under ``torch.compile`` the fold is the custom op ``gather_scatter::triton_scatt
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import torch
@@ -63,6 +64,65 @@ _HALF = {torch.float16, torch.bfloat16}
 ELEMENTS = 1024  # elements per program (RUNS * BLOCK): ~8 per thread of 4 warps
 MAX_BLOCK = 512  # columns per program at most; wider rows take more programs on axis 1
 MAX_COLUMN_PROGRAMS = 65_535  # programs on axis 1 a launch (CUDA's limit); wider rows take more launches
+
+
+# uint16/32/64, which torch computes on only in part, reduce as their signed twins
+_SIGNED = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+_SIGNED_TWIN = {torch.uint16, torch.uint32, torch.uint64}
+
+
+GPU_SCATTER_METHODS = ("triton", "rounds")
+_gpu_scatter = ["rounds" if os.environ.get("GATHER_SCATTER_GPU_SCATTER", "").strip().lower() == "rounds" else "triton"]
+
+
+def set_gpu_scatter(method: str) -> str:
+    """Choose how scatter reductions run off the CPU, and return the previous choice.
+
+    ``method``: 'triton' (the default: one sort and one Triton kernel launch, where triton
+    imports and the type is covered; otherwise the rounds) or 'rounds' (the standard rounds of
+    :meth:`ArrayAPIBackend.scatter_rows`, one pass per duplicate depth). The environment
+    variable ``GATHER_SCATTER_GPU_SCATTER=rounds`` chooses the rounds at import. Both give the
+    same bits; the CPU path takes neither. Raises ValueError for another ``method``.
+    """
+    if method not in GPU_SCATTER_METHODS:
+        raise ValueError(f"set_gpu_scatter: method must be one of {GPU_SCATTER_METHODS}, got {method!r}")
+    previous, _gpu_scatter[0] = _gpu_scatter[0], method
+    return previous
+
+
+def takes(data: torch.Tensor, updates: torch.Tensor) -> bool:
+    """Whether a reduction off the CPU takes the Triton fold (:func:`reduce_rows`).
+
+    Only when chosen (:func:`set_gpu_scatter`), where triton imports and runs on data's device
+    (CUDA; the CPU under Triton's interpreter, for the tests) and where autograd needs no
+    graph: the fold has no backward, so an input that requires grad (with grad enabled) takes
+    the differentiable rounds.
+    """
+    if _gpu_scatter[0] != "triton" or not runs_on(data):
+        return False
+    return not (torch.is_grad_enabled() and (data.requires_grad or updates.requires_grad))
+
+
+def reduce_rows(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, reduction: str):
+    """Return :func:`scatter_reduce_rows` of these rows (``reduction`` 'add', 'mul', 'max' or
+    'min'), or None for a type it cannot take.
+
+    bool reduces as uint8 (or/and: max/min of 0 and 1); uint16/32/64 as their signed twins (add
+    and mul wrap the same bits; max/min with the sign bit flipped, so that signed order is
+    unsigned order); complex and bits-only types (float8) are None (the rounds).
+    """
+    name = reduction
+    if data.dtype == torch.bool:
+        name = {"add": "max", "mul": "min"}.get(name, name)
+        return scatter_reduce_rows(data.to(torch.uint8), targets, updates.to(torch.uint8), name).to(torch.bool)
+    if data.dtype in _SIGNED_TWIN:
+        signed = _SIGNED[data.element_size()]
+        flip = 0 if reduction in ("add", "mul") else torch.iinfo(signed).min
+        result = scatter_reduce_rows(data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, name)
+        return (result ^ flip).view(data.dtype)
+    if not covers(data.dtype, name):
+        return None
+    return scatter_reduce_rows(data, targets, updates, name)
 
 
 def available() -> bool:

@@ -50,7 +50,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
@@ -63,6 +62,7 @@ from ..rules.validate import refuse_broadcast, refuse_overlap, same_memory
 from ..rules.versions import Reduction
 from . import _torch_triton
 from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES, register_ops
+from ._torch_triton import GPU_SCATTER_METHODS, set_gpu_scatter  # noqa: F401 (this module's API)
 from .array_api import ArrayAPIBackend
 
 # torch dtypes that index_select/index_copy move but arithmetic does not cover: copied as bits.
@@ -219,13 +219,14 @@ class TorchBackend(ArrayAPIBackend):
 
         On the CPU by ``index_copy`` (each target's last update), ``index_add`` and
         ``index_reduce``, which ATen applies serially in index order. On CUDA, reductions take
-        the Triton fold (:func:`_triton_rows`) where :func:`_takes_triton` allows; otherwise, on
+        the Triton fold (:func:`._torch_triton.reduce_rows`) where :func:`._torch_triton.takes`
+        allows; otherwise, on
         other devices, and for complex 'mul', the deterministic rounds of
         :meth:`ArrayAPIBackend.scatter_rows`.
         """
         if not _on_cpu(data) or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
-            if reduction is not Reduction.NONE and not _on_cpu(data) and _takes_triton(data, updates):
-                folded = _triton_rows(data, targets, updates, reduction)
+            if reduction is not Reduction.NONE and not _on_cpu(data) and _torch_triton.takes(data, updates):
+                folded = _torch_triton.reduce_rows(data, targets, updates, reduction.value)
                 if folded is not None:
                     return folded
             return super().scatter_rows(data, targets, updates, reduction, unique)
@@ -402,61 +403,6 @@ _TIES_TAKE_UPDATE = {torch.float32, torch.float64, torch.bfloat16}
 def _last_zero(result: torch.Tensor, last: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
     """Return ``result`` with each zero that a zero update reached (``last`` >= 0) as that update (``picked``)."""
     return torch.where((result == 0) & (last >= 0), picked, result)
-
-
-GPU_SCATTER_METHODS = ("triton", "rounds")
-_gpu_scatter = ["rounds" if os.environ.get("GATHER_SCATTER_GPU_SCATTER", "").strip().lower() == "rounds" else "triton"]
-
-
-def set_gpu_scatter(method: str) -> str:
-    """Choose how scatter reductions run off the CPU, and return the previous choice.
-
-    ``method``: 'triton' (the default: one sort and one Triton kernel launch, where triton
-    imports and the type is covered; otherwise the rounds) or 'rounds' (the standard rounds of
-    :meth:`ArrayAPIBackend.scatter_rows`, one pass per duplicate depth). The environment
-    variable ``GATHER_SCATTER_GPU_SCATTER=rounds`` chooses the rounds at import. Both give the
-    same bits; the CPU path takes neither. Raises ValueError for another ``method``.
-    """
-    if method not in GPU_SCATTER_METHODS:
-        raise ValueError(f"set_gpu_scatter: method must be one of {GPU_SCATTER_METHODS}, got {method!r}")
-    previous, _gpu_scatter[0] = _gpu_scatter[0], method
-    return previous
-
-
-def _takes_triton(data: torch.Tensor, updates: torch.Tensor) -> bool:
-    """Whether a reduction off the CPU takes the Triton fold (:mod:`._torch_triton`).
-
-    Only when chosen (:func:`set_gpu_scatter`), where triton imports and runs on data's device
-    (CUDA; the CPU under Triton's interpreter, for the tests) and where autograd needs no
-    graph: the fold has no backward, so an input that requires grad (with grad enabled) takes
-    the differentiable rounds.
-    """
-    if _gpu_scatter[0] != "triton" or not _torch_triton.runs_on(data):
-        return False
-    return not (torch.is_grad_enabled() and (data.requires_grad or updates.requires_grad))
-
-
-def _triton_rows(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, reduction: Reduction):
-    """Return :func:`._torch_triton.scatter_reduce_rows` of these rows, or None for a type it cannot take.
-
-    bool reduces as uint8 (or/and: max/min of 0 and 1); uint16/32/64 as their signed twins (add
-    and mul wrap the same bits; max/min with the sign bit flipped, so that signed order is
-    unsigned order); complex and bits-only types (float8) are None (the rounds).
-    """
-    name = reduction.value
-    if data.dtype == torch.bool:
-        name = {"add": "max", "mul": "min"}.get(name, name)
-        return _torch_triton.scatter_reduce_rows(data.to(torch.uint8), targets, updates.to(torch.uint8), name).to(
-            torch.bool
-        )
-    if data.dtype in _UNSIGNED:
-        signed = _BITS[data.element_size()]
-        flip = 0 if reduction in (Reduction.ADD, Reduction.MUL) else torch.iinfo(signed).min
-        result = _torch_triton.scatter_reduce_rows(data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, name)
-        return (result ^ flip).view(data.dtype)
-    if not _torch_triton.covers(data.dtype, name):
-        return None
-    return _torch_triton.scatter_reduce_rows(data, targets, updates, name)
 
 
 def _on_cpu(t: torch.Tensor) -> bool:
