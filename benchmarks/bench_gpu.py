@@ -49,7 +49,8 @@ ARGS.add_argument("--no-jax", action="store_true")
 OPTS = ARGS.parse_args() if __name__ == "__main__" else ARGS.parse_args([])
 if OPTS.device == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"  # before triton's first import: its interpreter, for CPU tensors
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX beside torch on one GPU
+if __name__ == "__main__":  # as a module (the smoke tests) the importer's environment stands
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX beside torch on one GPU
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
