@@ -66,11 +66,6 @@ MAX_BLOCK = 512  # columns per program at most; wider rows take more programs on
 MAX_COLUMN_PROGRAMS = 65_535  # programs on axis 1 a launch (CUDA's limit); wider rows take more launches
 
 
-# uint16/32/64, which torch computes on only in part, reduce as their signed twins
-_SIGNED = {2: torch.int16, 4: torch.int32, 8: torch.int64}
-_SIGNED_TWIN = {torch.uint16, torch.uint32, torch.uint64}
-
-
 GPU_SCATTER_METHODS = ("triton", "rounds")
 _gpu_scatter = ["rounds" if os.environ.get("GATHER_SCATTER_GPU_SCATTER", "").strip().lower() == "rounds" else "triton"]
 
@@ -91,7 +86,7 @@ def set_gpu_scatter(method: str) -> str:
 
 
 def takes(data: torch.Tensor, updates: torch.Tensor) -> bool:
-    """Whether a reduction off the CPU takes the Triton fold (:func:`reduce_rows`).
+    """Whether a reduction off the CPU takes the Triton fold (:func:`scatter_reduce_rows`).
 
     Only when chosen (:func:`set_gpu_scatter`), where triton imports and runs on data's device
     (CUDA; the CPU under Triton's interpreter, for the tests) and where autograd needs no
@@ -101,28 +96,6 @@ def takes(data: torch.Tensor, updates: torch.Tensor) -> bool:
     if _gpu_scatter[0] != "triton" or not runs_on(data):
         return False
     return not (torch.is_grad_enabled() and (data.requires_grad or updates.requires_grad))
-
-
-def reduce_rows(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, reduction: str):
-    """Return :func:`scatter_reduce_rows` of these rows (``reduction`` 'add', 'mul', 'max' or
-    'min'), or None for a type it cannot take.
-
-    bool reduces as uint8 (or/and: max/min of 0 and 1); uint16/32/64 as their signed twins (add
-    and mul wrap the same bits; max/min with the sign bit flipped, so that signed order is
-    unsigned order); complex and bits-only types (float8) are None (the rounds).
-    """
-    name = reduction
-    if data.dtype == torch.bool:
-        name = {"add": "max", "mul": "min"}.get(name, name)
-        return scatter_reduce_rows(data.to(torch.uint8), targets, updates.to(torch.uint8), name).to(torch.bool)
-    if data.dtype in _SIGNED_TWIN:
-        signed = _SIGNED[data.element_size()]
-        flip = 0 if reduction in ("add", "mul") else torch.iinfo(signed).min
-        result = scatter_reduce_rows(data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, name)
-        return (result ^ flip).view(data.dtype)
-    if not covers(data.dtype, name):
-        return None
-    return scatter_reduce_rows(data, targets, updates, name)
 
 
 def available() -> bool:

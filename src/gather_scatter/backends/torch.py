@@ -219,14 +219,24 @@ class TorchBackend(ArrayAPIBackend):
 
         On the CPU by ``index_copy`` (each target's last update), ``index_add`` and
         ``index_reduce``, which ATen applies serially in index order. On CUDA, reductions take
-        the Triton fold (:func:`._torch_triton.reduce_rows`) where :func:`._torch_triton.takes`
-        allows; otherwise, on
+        the Triton fold (:func:`._torch_triton.scatter_reduce_rows`) where
+        :func:`._torch_triton.takes` allows; otherwise, on
         other devices, and for complex 'mul', the deterministic rounds of
         :meth:`ArrayAPIBackend.scatter_rows`.
         """
         if not _on_cpu(data) or (data.is_complex() and reduction is Reduction.MUL):  # no complex prod
             if reduction is not Reduction.NONE and not _on_cpu(data) and _torch_triton.takes(data, updates):
-                folded = _torch_triton.reduce_rows(data, targets, updates, reduction.value)
+
+                def fold(d, u, r):  # None for a type the fold does not take (complex, float8): the rounds
+                    return (
+                        _torch_triton.scatter_reduce_rows(d, targets, u, r.value)
+                        if _torch_triton.covers(d.dtype, r.value)
+                        else None
+                    )
+
+                folded = _through_twin(data, updates, reduction, fold)
+                if folded is None:
+                    folded = fold(data, updates, reduction)
                 if folded is not None:
                     return folded
             return super().scatter_rows(data, targets, updates, reduction, unique)
@@ -237,24 +247,9 @@ class TorchBackend(ArrayAPIBackend):
             if not unique:
                 targets, updates = _last_wins(targets, updates, data.shape[0])
             return _restore(_as_bits(data).index_copy(0, targets, _as_bits(updates)), data.dtype)
-        if data.dtype == torch.bool:  # or / and: max / min of 0 and 1
-            as_int = self.scatter_rows(
-                data.to(torch.uint8),
-                targets,
-                updates.to(torch.uint8),
-                Reduction.MAX
-                if reduction is Reduction.ADD
-                else Reduction.MIN
-                if reduction is Reduction.MUL
-                else reduction,
-            )
-            return as_int.to(torch.bool)
-        if data.dtype in _UNSIGNED:  # torch computes on uint16/32/64 only in part: their signed twins
-            signed = _BITS[data.element_size()]
-            flip = 0 if reduction in (Reduction.ADD, Reduction.MUL) else torch.iinfo(signed).min
-            # add/mul wrap the same bits either way; XOR of the sign bit makes signed order unsigned order
-            result = self.scatter_rows(data.view(signed) ^ flip, targets, updates.view(signed) ^ flip, reduction)
-            return (result ^ flip).view(data.dtype)
+        twin = _through_twin(data, updates, reduction, lambda d, u, r: self.scatter_rows(d, targets, u, r))
+        if twin is not None:
+            return twin
         if reduction is Reduction.ADD:
             width = data.shape[1]
             if data.dtype in (torch.float16, torch.bfloat16):
@@ -403,6 +398,24 @@ _TIES_TAKE_UPDATE = {torch.float32, torch.float64, torch.bfloat16}
 def _last_zero(result: torch.Tensor, last: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
     """Return ``result`` with each zero that a zero update reached (``last`` >= 0) as that update (``picked``)."""
     return torch.where((result == 0) & (last >= 0), picked, result)
+
+
+def _through_twin(data: torch.Tensor, updates: torch.Tensor, reduction: Reduction, run):
+    """Return ``run(data, updates, reduction)`` on the type torch reduces these with, converted back.
+
+    None where ``data`` is neither of: bool as uint8 (or / and: max / min of 0 and 1), and
+    uint16/32/64, which torch computes on only in part, as their signed twins (add/mul wrap the
+    same bits either way; XOR of the sign bit makes signed order unsigned order for max/min).
+    The CPU's ATen loops and the Triton fold take the same conversions.
+    """
+    if data.dtype == torch.bool:
+        twin = {Reduction.ADD: Reduction.MAX, Reduction.MUL: Reduction.MIN}.get(reduction, reduction)
+        return run(data.to(torch.uint8), updates.to(torch.uint8), twin).to(torch.bool)
+    if data.dtype in _UNSIGNED:
+        signed = _BITS[data.element_size()]
+        flip = 0 if reduction in (Reduction.ADD, Reduction.MUL) else torch.iinfo(signed).min
+        return (run(data.view(signed) ^ flip, updates.view(signed) ^ flip, reduction) ^ flip).view(data.dtype)
+    return None
 
 
 def _on_cpu(t: torch.Tensor) -> bool:
