@@ -134,21 +134,11 @@ def _float16_bits(value):
 
 
 @jit
-def _bfloat16_bits(value):
-    """The bfloat16 nearest float32 ``value`` (ties to even) as its 16 bits, as ml_dtypes rounds;
-    a NaN keeps its sign and top payload bits, made quiet. Branch-free: a loop of them vectorizes."""
-    f = np.float32(value).view(np.uint32)
-    rounded = U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16))
-    quiet = U32(U32(f >> U32(16)) | U32(0x0040))
-    return np.uint16((quiet if U32(f & U32(0x7FFFFFFF)) > U32(0x7F800000) else rounded) & U32(0xFFFF))
-
-
-@jit
 def _bfloat16_result_bits(value):
-    """:func:`_bfloat16_bits` of a sum or product of two bfloat16 values computed in float32,
-    without its NaN case: such a NaN is an operand's, made quiet, or the CPU's default NaN
-    (x86, ARM), so its low 16 bits are zero, the rounding bias carries nothing into them and
-    the top half is already :func:`_bfloat16_bits`'s quiet NaN. Five instructions fewer per
+    """The bfloat16 nearest a sum or product of two bfloat16 values computed in float32 (ties to
+    even, as ml_dtypes rounds), as its 16 bits, without a NaN case: such a NaN is an operand's,
+    made quiet, or the CPU's default NaN (x86, ARM), so its low 16 bits are zero, the rounding
+    bias carries nothing into them and the top half is that quiet NaN. Five instructions fewer per
     step: 300,000 one-element adds into 16 cells, 2.8x -> 2.0x the float32 loop's time."""
     f = np.float32(value).view(np.uint32)
     return np.uint16(U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16)) & U32(0xFFFF))
