@@ -12,7 +12,7 @@ import oracle
 import pytest
 
 import gather_scatter as gs
-from gather_scatter.kernels import _loops_reduce, _numba
+from gather_scatter.kernels import _loops_axis, _loops_reduce, _numba
 from gather_scatter.rules.versions import Reduction
 
 pytestmark = pytest.mark.skipif(_numba.loops() is None, reason="numba's loops are off here (GATHER_SCATTER_COMPILED=0)")
@@ -88,7 +88,7 @@ def test_eager_compiles_every_keyed_call(monkeypatch, default_rule):
 def test_each_reduction_has_its_own_compiled_function():
     # A first call compiles only its reduction's loop (by_reduction): one function per code and
     # element kind (the type's own, float16 bits, bfloat16 bits), each compiled on its own.
-    tables = [_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_reduce._AXIS, _loops_reduce._ND]
+    tables = [_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_axis._AXIS, _loops_reduce._ND]
     for table in tables:
         functions = [f for kinds in table if kinds is not None for f in kinds]
         assert len({id(f) for f in functions}) == len(functions) >= 12
@@ -141,8 +141,8 @@ def _compiled_signatures() -> int:
 
     from gather_scatter.kernels import _loops, _loops_quantized
 
-    functions = [f for module in (_loops, _loops_reduce, _loops_quantized) for f in vars(module).values()]
-    for table in (_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_reduce._AXIS, _loops_reduce._ND,
+    functions = [f for module in (_loops, _loops_reduce, _loops_axis, _loops_quantized) for f in vars(module).values()]
+    for table in (_loops_reduce._ROWS_AT, _loops_reduce._COLUMNS, _loops_axis._AXIS, _loops_reduce._ND,
                   _loops._SCATTER_ROWS):
         functions += [f for kinds in table if kinds is not None for f in kinds]
     return sum(len(f.signatures) for f in {id(f): f for f in functions}.values()

@@ -238,6 +238,10 @@ def test_large_work_loads_the_compiled_loops_on_the_first_call():
 # to (outer, axis, inner), scatter_axis' case; a smaller shape off the axis takes the general loop.
 ELEMENT_LAYOUTS = {
     "axis0_inner1": ((24,), (60,), 0),
+    # float16/bfloat16 rows of 2 or 4 into 128 rows or more: 8 updates of consecutive rows at a
+    # time, a group one element at a time where two share a target (and a tail per outer)
+    "axis0_inner2_many": ((200, 2), (301, 2), 0),
+    "axis1_outer3_inner4_many": ((3, 200, 4), (3, 301, 4), 1),
     "axis0_inner7": ((24, 7), (60, 7), 0),
     "axis0_inner64": ((24, 64), (60, 64), 0),
     "axis1_outer3_inner9": ((3, 24, 9), (3, 60, 9), 1),
@@ -318,17 +322,22 @@ def test_scatter_elements_nan_signed_zeros_and_ties(dtype, reduction):
 
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["copy", "out=data"])
+@pytest.mark.parametrize("reduction", ["add", "max"])
+@pytest.mark.parametrize("width", [1, 4, 8], ids=lambda w: f"w{w}")
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
-def test_scatter_elements_first_bad_index_raised_before_anything_is_written(dtype, in_place):
+def test_scatter_elements_first_bad_index_raised_before_anything_is_written(dtype, width, reduction, in_place):
+    # float16 takes several updates at a time: the bad one sits inside a group, after good ones
     rng = np.random.default_rng(5)
-    data = rng.standard_normal((1000, 4)).astype(dtype)
-    indices = rng.integers(0, 1000, (300_000, 4))
-    indices[170_000, 2], indices[250_000, 0] = 1000, -1001  # the first bad one is at (170000, 2)
-    updates = rng.standard_normal((300_000, 4)).astype(dtype)
+    data = rng.standard_normal((1000, width)).astype(dtype)
+    indices = rng.integers(0, 1000, (300_000, width))
+    column = width // 2
+    indices[170_000, column], indices[250_000, 0] = 1000, -1001  # the first bad one is at (170000, column)
+    updates = rng.standard_normal((300_000, width)).astype(dtype)
     before = data.copy()
+    said = rf"indices\[170000, {column}\] = 1000 is out of bounds"
     for _ in range(2):  # the first call's checks, then the accepted path's
-        with pytest.raises(gs.IndexOutOfBoundsError, match=r"indices\[170000, 2\] = 1000 is out of bounds"):
-            gs.scatter_elements(data, indices, updates, axis=0, reduction="max", out=data if in_place else None)
+        with pytest.raises(gs.IndexOutOfBoundsError, match=said):
+            gs.scatter_elements(data, indices, updates, axis=0, reduction=reduction, out=data if in_place else None)
     assert data.tobytes() == before.tobytes()
 
 
@@ -437,13 +446,15 @@ def test_cmov_conversion_is_off_only_while_a_half_max_min_loop_compiles(monkeypa
     compile, the user's own functions included, never touches it."""
     import numba
 
+    from gather_scatter.kernels import _loops_axis
     from gather_scatter.kernels import _loops_reduce as lr
     from gather_scatter.kernels._codes import ADD, MAX, MIN
 
     if not lr._X86:
         pytest.skip("the cmov conversion is an x86 pass: not compiled for x86 here")
-    assert all(lr._AXIS[code][half] in lr._SELECTING for code in (MAX, MIN) for half in (1, 2))
-    assert lr._AXIS[MAX][0] not in lr._SELECTING and lr._AXIS[ADD][2] not in lr._SELECTING
+    axis = _loops_axis._AXIS
+    assert all(axis[code][half] in lr._SELECTING for code in (MAX, MIN) for half in (1, 2))
+    assert axis[MAX][0] not in lr._SELECTING and axis[ADD][2] not in lr._SELECTING
     calls = []
     monkeypatch.setattr(lr.llvm, "set_option", lambda name, option: calls.append(option))
 
@@ -474,7 +485,7 @@ _SPECIAL_BITS = {  # NaNs quiet and signalling with payloads, infinities, zeros,
 
 
 @pytest.mark.parametrize("element_threads", [1, 2], indirect=True)
-@pytest.mark.parametrize("width", [1, 7, 8, 64], ids=lambda w: f"w{w}")
+@pytest.mark.parametrize("width", [1, 2, 4, 7, 8, 64], ids=lambda w: f"w{w}")
 @pytest.mark.parametrize("reduction", ["max", "min"])
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_half_max_min_store_the_winners_own_bits(dtype, reduction, width, element_threads):

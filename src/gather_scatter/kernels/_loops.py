@@ -12,15 +12,14 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ._codes import ADD, MAX, MIN, MUL, NONE
+from ._loops_axis import planned_loop, scatter_axis
 from ._loops_reduce import (
     _reduce_row,
     bucket_rows,
     by_reduction,
-    planned_loop,
     reduce_nd,
     reduce_rows,
     reduce_rows_at,
-    scatter_axis,
 )
 
 __all__ = [

@@ -144,6 +144,48 @@ def _bfloat16_result_bits(value):
     return np.uint16(U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16)) & U32(0xFFFF))
 
 
+def _reduced_lanes(builder, x_bits, src_bits, op_v, bf_v, width: int):
+    """The LLVM IR of ``f(x, src)`` on ``width`` lanes of float16 (or, ``bf_v`` true, bfloat16)
+    bits: the bits to store (see :func:`_row_intrinsic`)."""
+    lanes = ir.VectorType(ir.IntType(16), width)
+    words = ir.VectorType(ir.IntType(32), width)
+    floats = ir.VectorType(ir.FloatType(), width)
+    flags = ir.VectorType(ir.IntType(1), width)
+
+    def splat(value: int) -> ir.Constant:
+        return ir.Constant(words, [value] * width)
+
+    def value(bits):
+        as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), width)), floats)
+        as_bf16 = builder.bitcast(builder.shl(builder.zext(bits, words), splat(16)), floats)
+        return builder.select(bf_v, as_bf16, as_half)
+
+    def code(number):
+        return builder.icmp_unsigned("==", op_v, ir.Constant(op_v.type, number))
+
+    a, b = value(x_bits), value(src_bits)
+    result = builder.select(code(MUL), builder.fmul(a, b), builder.fadd(a, b))
+    half_bits = builder.bitcast(builder.fptrunc(result, ir.VectorType(ir.HalfType(), width)), lanes)
+    raw = builder.bitcast(result, words)
+    bias = builder.add(splat(0x7FFF), builder.and_(builder.lshr(raw, splat(16)), splat(1)))
+    bf16_bits = builder.trunc(builder.lshr(builder.add(raw, bias), splat(16)), lanes)
+    rounded = builder.select(bf_v, bf16_bits, half_bits)
+    # max/min: x's bits where x wins (x NaN, or float16's tie), else src's
+    wins = builder.select(code(MAX), builder.fcmp_ordered(">", a, b), builder.fcmp_ordered("<", a, b))
+    tie = builder.and_(
+        builder.fcmp_ordered("==", a, b),
+        builder.select(bf_v, ir.Constant(flags, [0] * width), ir.Constant(flags, [1] * width)),
+    )
+    keep = builder.or_(builder.or_(wins, builder.fcmp_unordered("uno", a, a)), tie)
+    picked = builder.select(keep, x_bits, src_bits)
+    selecting = builder.or_(code(MAX), code(MIN))
+    return builder.select(selecting, picked, rounded)
+
+
+def _data_pointer(context, builder, ty, array):
+    return context.make_array(ty)(context, builder, array).data
+
+
 def _row_intrinsic(width: int):
     """An intrinsic ``row(dst, at, x, xat, src, sat, op, bfloat16)``: ``dst[at:at + width] =
     f(x[xat:xat + width], src[sat:sat + width])`` for float16 (or bfloat16) bits, ``f`` the
@@ -155,12 +197,6 @@ def _row_intrinsic(width: int):
     run-time values that are constants where the loop is compiled: LLVM keeps only the code
     they pick."""
     lanes = ir.VectorType(ir.IntType(16), width)
-    words = ir.VectorType(ir.IntType(32), width)
-    floats = ir.VectorType(ir.FloatType(), width)
-    flags = ir.VectorType(ir.IntType(1), width)
-
-    def splat(value: int) -> ir.Constant:
-        return ir.Constant(words, [value] * width)
 
     @intrinsic
     def row(typingctx, dst, at, x, xat, src, sat, op, bfloat16):
@@ -169,36 +205,13 @@ def _row_intrinsic(width: int):
             arrays = signature.args
 
             def at_of(position, array, ty):
-                data = context.make_array(ty)(context, builder, array).data
+                data = _data_pointer(context, builder, ty, array)
                 return builder.bitcast(builder.gep(data, [position]), lanes.as_pointer())
-
-            def value(bits):
-                as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), width)), floats)
-                as_bf16 = builder.bitcast(builder.shl(builder.zext(bits, words), splat(16)), floats)
-                return builder.select(bf_v, as_bf16, as_half)
-
-            def code(number):
-                return builder.icmp_unsigned("==", op_v, ir.Constant(op_v.type, number))
 
             x_bits = builder.load(at_of(xat_v, x_a, arrays[2]), align=2)
             src_bits = builder.load(at_of(sat_v, src_a, arrays[4]), align=2)
-            a, b = value(x_bits), value(src_bits)
-            result = builder.select(code(MUL), builder.fmul(a, b), builder.fadd(a, b))
-            half_bits = builder.bitcast(builder.fptrunc(result, ir.VectorType(ir.HalfType(), width)), lanes)
-            raw = builder.bitcast(result, words)
-            bias = builder.add(splat(0x7FFF), builder.and_(builder.lshr(raw, splat(16)), splat(1)))
-            bf16_bits = builder.trunc(builder.lshr(builder.add(raw, bias), splat(16)), lanes)
-            rounded = builder.select(bf_v, bf16_bits, half_bits)
-            # max/min: x's bits where x wins (x NaN, or float16's tie), else src's
-            wins = builder.select(code(MAX), builder.fcmp_ordered(">", a, b), builder.fcmp_ordered("<", a, b))
-            tie = builder.and_(
-                builder.fcmp_ordered("==", a, b),
-                builder.select(bf_v, ir.Constant(flags, [0] * width), ir.Constant(flags, [1] * width)),
-            )
-            keep = builder.or_(builder.or_(wins, builder.fcmp_unordered("uno", a, a)), tie)
-            picked = builder.select(keep, x_bits, src_bits)
-            selecting = builder.or_(code(MAX), code(MIN))
-            builder.store(builder.select(selecting, picked, rounded), at_of(at_v, dst_a, arrays[0]), align=2)
+            result = _reduced_lanes(builder, x_bits, src_bits, op_v, bf_v, width)
+            builder.store(result, at_of(at_v, dst_a, arrays[0]), align=2)
             return context.get_dummy_value()
 
         return types.void(dst, at, x, xat, src, sat, op, bfloat16), codegen
@@ -206,4 +219,115 @@ def _row_intrinsic(width: int):
     return row
 
 
+def _gathered_intrinsic(width: int, columns: int = 0):
+    """An intrinsic ``lanes(dst, indices, src, e, base, w, i, size, op, bfloat16) -> bool``:
+    ScatterElements' reduction ``op`` of the ``width`` updates ``src[e + k]`` into ``dst[base +
+    v_k * w + c_k]``, ``v_k = indices[e + k]`` (negative counting from ``size``), for float16
+    (or bfloat16) bits, ``f`` and rounding as for :func:`_row_intrinsic`.
+
+    ``columns`` 0: the updates lie side by side in one index row, in columns ``c_k = i + k``;
+    their targets differ by their column, so the spec's order among them is free. ``columns``
+    1, 2 or 4 (``w``, with ``i`` 0): the updates span whole rows of that many columns, ``c_k = k
+    % columns``; two of one column with the same index would share a target, and the call then
+    does nothing and returns False (the caller's one-element loop keeps their order).
+
+    The ``width`` held values are loaded into one vector (four to a general register, not a
+    port-5 insert per lane), converted, reduced and rounded (or selected) as one, and stored
+    one by one: one element at a time, each takes a conversion each way. Returns False, having
+    written nothing, where an index is outside ``[-size, size)`` (the caller's one-element loop
+    then finds it), for arrays other than uint16 ones (typed for any, so that a loop of any
+    type compiles the call and LLVM drops it) and without F16C."""
+    lanes = ir.VectorType(ir.IntType(16), width)
+    i1, i32, i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+
+    @intrinsic
+    def gathered(typingctx, dst, indices, src, e, base, w, i, size, op, bfloat16):
+        def codegen(context, builder, signature, args):
+            if signature.args[0].dtype != types.uint16 or not F16C:
+                return i1(0)
+            e_v, base_v, w_v, i_v, size_v, op_v, bf_v = args[3:]
+
+            def data(k):
+                return _data_pointer(context, builder, signature.args[k], args[k])
+
+            kind = context.get_value_type(signature.args[1].dtype)
+            # the targets one index at a time in general registers: a vector of them costs a
+            # 64-bit vector multiply and an extract per target (port 5, as the loads below)
+            index_at, held = data(1), data(0)
+            values, targets, refused = [], [], i1(0)
+            for k in range(width):
+                v = builder.load(builder.gep(index_at, [builder.add(e_v, i64(k))]))
+                v = builder.sext(v, i64) if kind.width < 64 else v
+                v = builder.add(v, builder.and_(builder.ashr(v, i64(63)), size_v))
+                refused = builder.or_(refused, builder.icmp_unsigned(">=", v, size_v))
+                column = builder.add(i_v, i64(k % columns if columns else k))
+                for j in range(k % columns, k, columns) if columns else ():  # same column, earlier
+                    refused = builder.or_(refused, builder.icmp_unsigned("==", v, values[j]))
+                values.append(v)
+                targets.append(builder.add(builder.add(base_v, builder.mul(v, w_v)), column))
+            with builder.if_then(builder.not_(refused), likely=True):
+                pointers = [builder.gep(held, [t]) for t in targets]
+                per = min(width, 4)  # lanes per word
+                word_type = ir.IntType(16 * per)
+                words = []
+                for q in range(0, width, per):
+                    word = word_type(0)
+                    for k in range(per):
+                        bits = builder.zext(builder.load(pointers[q + k], align=2), word_type)
+                        word = builder.or_(word, builder.shl(bits, word_type(16 * k)) if k else bits)
+                    words.append(word)
+                packed = ir.Constant(ir.VectorType(word_type, width // per), None)
+                for q, word in enumerate(words):
+                    packed = builder.insert_element(packed, word, i32(q))
+                x_bits = builder.bitcast(packed, lanes)
+                source = builder.bitcast(builder.gep(data(2), [e_v]), lanes.as_pointer())
+                result = _reduced_lanes(builder, x_bits, builder.load(source, align=2), op_v, bf_v, width)
+                for k, pointer in enumerate(pointers):
+                    builder.store(builder.extract_element(result, i32(k)), pointer, align=2)
+            return builder.not_(refused)
+
+        return types.boolean(dst, indices, src, e, base, w, i, size, op, bfloat16), codegen
+
+    return gathered
+
+
+@intrinsic
+def widened8(typingctx, src, e, bfloat16):
+    """``src[e:e + 8]`` (float16, or bfloat16 bits) as a tuple of 8 float32, converted as one
+    vector: for a loop of one-element sums and products whose targets may repeat, which then
+    converts only the held values one at a time."""
+    floats = types.UniTuple(types.float32, 8)
+
+    def codegen(context, builder, signature, args):
+        src_a, e_v, bf_v = args
+        lanes, words = ir.VectorType(ir.IntType(16), 8), ir.VectorType(ir.IntType(32), 8)
+        vector = ir.VectorType(ir.FloatType(), 8)
+        at = builder.gep(_data_pointer(context, builder, signature.args[0], src_a), [e_v])
+        bits = builder.load(builder.bitcast(at, lanes.as_pointer()), align=2)
+        as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), 8)), vector)
+        shifted = builder.shl(builder.zext(bits, words), ir.Constant(words, [16] * 8))
+        values = builder.select(bf_v, builder.bitcast(shifted, vector), as_half)
+        out = context.get_constant_undef(floats)
+        for k in range(8):
+            out = builder.insert_value(out, builder.extract_element(values, ir.IntType(32)(k)), k)
+        return out
+
+    return floats(src, e, bfloat16), codegen
+
+
+@intrinsic
+def half_lanes(typingctx, half):
+    """Whether :func:`_gathered_intrinsic`'s calls do the work: ``half`` given (float16 or
+    bfloat16 bits; None for every other type, uint16 itself included) and the CPU has F16C. A
+    constant where it is compiled."""
+
+    def codegen(context, builder, signature, args):
+        return ir.IntType(1)(int(not isinstance(signature.args[0], types.NoneType) and F16C))
+
+    return types.boolean(half), codegen
+
+
 _row2, _row4 = _row_intrinsic(2), _row_intrinsic(4)
+_gathered2, _gathered4, _gathered8 = _gathered_intrinsic(2), _gathered_intrinsic(4), _gathered_intrinsic(8)
+# whole rows of 2 or 4 columns, 8 updates at a time
+_rows8_2, _rows8_4 = _gathered_intrinsic(8, 2), _gathered_intrinsic(8, 4)

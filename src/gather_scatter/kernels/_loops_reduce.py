@@ -343,66 +343,6 @@ def reduce_rows_at(dst, offsets, src, width, op, positions, plo, phi, half):
     _ROWS_AT[op][half or 0](dst, offsets, src, width, positions, plo, phi)
 
 
-@inline  # inlined with op a constant: no dispatch per element
-def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
-    w = u64(inner)
-    m = u64(n) * w
-    for o in range(olo, ohi):
-        base = u64(o) * u64(size) * w
-        at = u64(o) * m
-        if inner == 1:  # one element per row: a flat walk
-            for e in range(at, at + m):
-                v = np.int64(indices[e])
-                v += (v >> 63) & size
-                if u64(v) >= u64(size):
-                    return np.int64(e)
-                t = base + u64(v)
-                if op == NONE:
-                    dst[t] = src[e]
-                else:  # float16 rounded in software: the CPU's scalar conversion is slower here
-                    _reduce_loop(dst, t, dst, t, src, e, u64(1), op, half, _SCALAR)
-            continue
-        for _ in range(n):
-            for i in range(ilo, ihi):
-                e = at + u64(i)
-                v = np.int64(indices[e])
-                v += (v >> 63) & size
-                if u64(v) >= u64(size):
-                    return np.int64(e)
-                t = base + u64(v) * w + u64(i)
-                if op == NONE:
-                    dst[t] = src[e]
-                else:  # float16 rounded in software: the CPU's scalar conversion is slower here
-                    _reduce_loop(dst, t, dst, t, src, e, u64(1), op, half, _SCALAR)
-            at += w
-    return np.int64(-1)
-
-
-def _axis_for(op, half):
-    @jit
-    def axis(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-        return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
-
-    return axis
-
-
-_AXIS = by_reduction(_axis_for, (NONE, ADD, MUL, MAX, MIN))
-
-
-def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ihi, half):
-    """ScatterElements with data of shape ``(outer, size, inner)`` and indices and updates of
-    ``(outer, n, inner)`` (the shapes collapsed around the axis), C-contiguous: for every
-    position ``e = (o, k, i)`` in row-major order with ``o`` in ``[olo, ohi)`` and ``i`` in
-    ``[ilo, ihi)``, ``dst[o, v, i] = f(dst[o, v, i], src[e])`` (NONE: assigned), ``v =
-    indices[e]`` (negative counts from the end).
-
-    Two positions share a target only if their ``o`` and ``i`` agree, so a caller may split
-    the work by ``o`` or by ``i``; each target still sees its updates in the spec's order, the
-    same bits at any thread count. ``half``: as for ``_reduce_row``. A bad index
-    stops the loop and returns its position (else -1)."""
-    return _AXIS[op][half or 0](dst, indices, src, n, inner, size, olo, ohi, ilo, ihi)
-
-
 def _nd_for(op, half):
     @jit
     def nd(dst, indices, dims, src, width):
@@ -442,10 +382,3 @@ def reduce_nd(dst, indices, dims, src, width, op, half):
     1.5 ms). A bad index stops the loop and returns its row (else -1): for a caller that
     writes a fresh output it then drops, or checked first."""
     return _ND[op][half or 0](dst, indices, dims, src, width)
-
-
-def planned_loop(kernel, op, half):
-    """The compiled function that :func:`reduce_nd` (``kernel`` "nd") or :func:`scatter_axis`
-    ("axis") calls for ``op`` and ``half``, for a call planned once per signature
-    (``_planned``), which calls it directly: the same machine code, without the wrapper."""
-    return (_ND if kernel == "nd" else _AXIS)[op][half or 0]

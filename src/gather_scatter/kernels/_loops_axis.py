@@ -1,0 +1,203 @@
+"""ScatterElements' compiled walk along one axis (``scatter_axis``), every reduction and type,
+float16 and bfloat16 several updates at a time where the CPU converts them (``_loops_half``'s
+gathered lanes). Part of the module ``_numba.loops()`` returns: ``_loops`` imports these names.
+Positions are uint64, as in ``_loops``."""
+
+import numba
+import numpy as np
+
+from ._codes import ADD, MAX, MIN, MUL, NONE
+from ._loops_half import _gathered2, _gathered4, _gathered8, _rows8_2, _rows8_4, half_lanes, widened8
+from ._loops_reduce import _ND, _SCALAR, _reduce_loop, _rounded, _value, by_reduction
+
+jit = numba.njit(nogil=True, cache=True)
+inline = numba.njit(nogil=True, cache=True, inline="always")
+u64 = np.uint64
+
+__all__ = ["planned_loop", "scatter_axis"]
+
+
+@inline
+def _target(index, base, w, column, size):
+    """Whether ``index`` lies in ``[-size, size)``, and the flat target of an update of it in
+    ``column``. (Given the index, not the array: an inlined function with arrays and branches
+    keeps their reference counts, an atomic pair per call.)"""
+    v = np.int64(index)
+    v += (v >> 63) & size
+    return u64(v) < u64(size), base + u64(v) * w + column
+
+
+@inline
+def _put(dst, t, src, e, op, half):
+    """Update ``e`` into ``dst[t]``."""
+    if op == NONE:
+        dst[t] = src[e]
+    else:
+        _reduce_loop(dst, t, dst, t, src, e, u64(1), op, half, _SCALAR)
+
+
+# _rows_walk's tables: a group of 8 updates then shares a target at most 1 time in 32 (4
+# columns); with few rows, often, and the group goes one element at a time (16 rows, 1 column:
+# 2.1x -> 3.1x float32's time)
+_MANY_ROWS = 128
+
+
+@inline
+def _rows8(dst, indices, src, e, base, w, size, op, bf16, inner):
+    """``_loops_half``'s whole-row lanes for rows of ``inner`` (2 or 4) columns."""
+    if inner == 2:
+        return _rows8_2(dst, indices, src, e, base, w, u64(0), size, op, bf16)
+    return _rows8_4(dst, indices, src, e, base, w, u64(0), size, op, bf16)
+
+
+@inline
+def _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half):
+    """float16/bfloat16 rows of 2 or 4 columns, all of them, into a table of many rows: 8
+    updates of consecutive rows at a time (``_loops_half``'s lanes), a group where two share a
+    target (or holding a bad index) one element at a time, in order."""
+    w = u64(inner)
+    m = u64(n) * w
+    bf16 = half == 2
+    for o in range(olo, ohi):
+        base = u64(o) * u64(size) * w
+        at = u64(o) * m
+        e = at
+        while e < at + m:
+            if (e + u64(8) <= at + m) and _rows8(dst, indices, src, e, base, w, size, op, bf16, inner):
+                e += u64(8)
+                continue
+            stop = min(e + u64(8), at + m)  # refused, or the tail
+            while e < stop:
+                ok, t = _target(indices[e], base, w, (e - at) & (w - u64(1)), size)
+                if not ok:
+                    return np.int64(e)
+                _put(dst, t, src, e, op, half)
+                e += u64(1)
+    return np.int64(-1)
+
+
+@inline
+def _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
+    """float16/bfloat16, 8 or more columns: each index row's columns 8 (then 4, 2) side by side
+    (``_loops_half``'s lanes), the rest, or a group holding a bad index, one at a time."""
+    w = u64(inner)
+    m = u64(n) * w
+    bf16 = half == 2
+    for o in range(olo, ohi):
+        base = u64(o) * u64(size) * w
+        at = u64(o) * m
+        for _ in range(n):
+            j = ilo
+            while (j + 8 <= ihi) and _gathered8(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
+                j += 8
+            if (j + 4 <= ihi) and _gathered4(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
+                j += 4
+            if (j + 2 <= ihi) and _gathered2(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
+                j += 2
+            for i in range(j, ihi):
+                e = at + u64(i)
+                ok, t = _target(indices[e], base, w, u64(i), size)
+                if not ok:
+                    return np.int64(e)
+                _put(dst, t, src, e, op, half)
+            at += w
+    return np.int64(-1)
+
+
+@inline
+def _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half):
+    """float16/bfloat16 sums and products of one element per index row: the updates converted
+    8 at a time (``_loops_half.widened8``), each step still one at a time in the spec's order
+    (targets may repeat), its held value converted and the result rounded as one element."""
+    m = u64(n)
+    bf16 = half == 2
+    for o in range(olo, ohi):
+        base = u64(o) * u64(size)
+        e = u64(o) * m
+        end = e + m
+        while e + u64(8) <= end:
+            values = widened8(src, e, bf16)
+            for k in range(8):
+                ok, t = _target(indices[e], base, u64(1), u64(0), size)
+                if not ok:
+                    return np.int64(e)
+                held = _value(dst[t], half, True)
+                dst[t] = _rounded(held + values[k] if op == ADD else held * values[k], half, _SCALAR)
+                e += u64(1)
+        while e < end:
+            ok, t = _target(indices[e], base, u64(1), u64(0), size)
+            if not ok:
+                return np.int64(e)
+            _put(dst, t, src, e, op, half)
+            e += u64(1)
+    return np.int64(-1)
+
+
+@inline  # inlined with op a constant: no dispatch per element
+def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
+    # float16/bfloat16 with F16C (a constant): several updates in one vector, each way its own
+    # loop (a loop holding the paths it does not take ran 5-15% slower)
+    lanes = half_lanes(half) & (op != NONE)
+    if lanes & ((inner == 2) | (inner == 4)) & (ilo == 0) & (ihi == inner) & (size >= _MANY_ROWS):
+        return _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half)
+    if lanes & (ihi - ilo >= 8):  # narrower: no faster
+        return _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+    if lanes & (inner == 1) & ((op == ADD) | (op == MUL)):
+        return _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half)
+    w = u64(inner)
+    m = u64(n) * w
+    for o in range(olo, ohi):
+        base = u64(o) * u64(size) * w
+        at = u64(o) * m
+        if inner == 1:  # one element per row: a flat walk
+            for e in range(at, at + m):
+                ok, t = _target(indices[e], base, u64(1), u64(0), size)
+                if not ok:
+                    return np.int64(e)
+                _put(dst, t, src, e, op, half)
+            continue
+        for _ in range(n):
+            for i in range(ilo, ihi):
+                e = at + u64(i)
+                ok, t = _target(indices[e], base, w, u64(i), size)
+                if not ok:
+                    return np.int64(e)
+                _put(dst, t, src, e, op, half)
+            at += w
+    return np.int64(-1)
+
+
+def _axis_for(op, half):
+    @jit
+    def axis(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+        return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+
+    return axis
+
+
+_AXIS = by_reduction(_axis_for, (NONE, ADD, MUL, MAX, MIN))
+
+
+def scatter_axis(dst, indices, src, outer, n, inner, size, op, olo, ohi, ilo, ihi, half):
+    """ScatterElements with data of shape ``(outer, size, inner)`` and indices and updates of
+    ``(outer, n, inner)`` (the shapes collapsed around the axis), C-contiguous: for every
+    position ``e = (o, k, i)`` in row-major order with ``o`` in ``[olo, ohi)`` and ``i`` in
+    ``[ilo, ihi)``, ``dst[o, v, i] = f(dst[o, v, i], src[e])`` (NONE: assigned), ``v =
+    indices[e]`` (negative counts from the end).
+
+    Two positions share a target only if their ``o`` and ``i`` agree, so a caller may split
+    the work by ``o`` or by ``i``; each target still sees its updates in the spec's order, the
+    same bits at any thread count. ``half``: as for ``_loops_reduce._reduce_row``; float16 and
+    bfloat16 take several updates at a time where their targets differ (one index row's
+    columns, or consecutive rows of 1, 2 or 4 columns with different indices): each target
+    still sees its updates in order. A bad index stops the loop and returns its position
+    (else -1), the updates before it written."""
+    return _AXIS[op][half or 0](dst, indices, src, n, inner, size, olo, ohi, ilo, ihi)
+
+
+def planned_loop(kernel, op, half):
+    """The compiled function that ``_loops_reduce.reduce_nd`` (``kernel`` "nd") or
+    :func:`scatter_axis` ("axis") calls for ``op`` and ``half``, for a call planned once per
+    signature (``_planned``), which calls it directly: the same machine code, without the
+    wrapper."""
+    return (_ND if kernel == "nd" else _AXIS)[op][half or 0]
