@@ -250,3 +250,110 @@ def test_what_the_driver_does_not_take_runs_in_the_evaluator_as_before():
     (picked,) = session.run(None, feeds)
     assert picked.tolist() == [["c", "a", "c", "b"]]
     assert picked.tolist() == gs.run_model(model, feeds)["picked"].tolist()
+
+
+def test_a_routed_scatter_calls_its_signatures_plan_once_the_kernel_made_one(hosted_only, monkeypatch):
+    # A routed ScatterND / ScatterElements reduction runs the plan the kernel's path made for its
+    # signature, itself: each run bit for bit the reference's, a new signature back through the
+    # kernel, and a bad index raised by the kernel's path, naming the node.
+    import gather_scatter._calls as calls
+
+    ran = []
+    real = calls.planned_scatter
+
+    def counted(spec, inputs, values):
+        plan = real(spec, inputs, values)
+        if plan is None:
+            return None
+
+        def run(*args):
+            ran.append(spec.op_type)
+            return plan(*args)
+
+        return run
+
+    monkeypatch.setattr(calls, "planned_scatter", counted)
+    nodes = [
+        _scatter("x", "s", "pool"),
+        oh.make_node("ScatterElements", ["s", "j", "w"], ["y"], axis=1, reduction="add", name="spread"),
+    ]
+    model = _model(nodes, [*INPUTS, f("j", TP.INT64, None), f("w", TP.FLOAT, None)], [f("y", TP.FLOAT, None)])
+    session = hosted_only(model, route="all")
+    assert sorted(session.plan.routed) == ["pool", "spread"]
+    for trip in range(6):
+        feeds = {**FEEDS, "u": rng.standard_normal((3, 4)).astype(np.float32),
+                 "j": rng.integers(-4, 4, (6, 3)), "w": rng.standard_normal((6, 3)).astype(np.float32)}
+        if trip == 4:  # a NaN: max keeps it, as the kernel does
+            feeds["u"][0, 0] = np.nan
+        _same(session, model, feeds)
+    if gs.kernels.compiled_loops() is None:  # plans are of compiled loops: the kernel's path every time
+        assert ran == []
+    else:
+        assert ran.count("ScatterND") >= 3 and ran.count("ScatterElements") >= 3
+    ran.clear()
+    wide = {**feeds, "j": rng.integers(0, 4, (6, 2)), "w": rng.standard_normal((6, 2)).astype(np.float32)}
+    _same(session, model, wide)  # another signature: the kernel's path
+    assert ran == ([] if gs.kernels.compiled_loops() is None else ["ScatterND"])
+    with pytest.raises(IndexOutOfBoundsError, match=r"node 'pool' \(ScatterND\)"):
+        session.run(None, {**feeds, "k": np.array([[1], [6], [0]])})
+    with pytest.raises(IndexOutOfBoundsError, match=r"node 'spread' \(ScatterElements\)"):
+        session.run(None, {**feeds, "j": np.full((6, 3), 4)})
+
+
+def test_identities_of_values_from_outside_a_segment_are_resolved_as_aliases(hosted_only):
+    # A Loop body: cond_out = Identity(cond) (the loop's condition then never changes, and the
+    # driver feeds no cond), keep_out = Identity(Identity(keep)) (a chain), xs = Identity(x) (an
+    # outer value, a scan output), y_out = Identity(v) read by a Relu of the same segment (stays
+    # in onnxruntime). None of them costs the segment an input or an output.
+    body_nodes = [
+        _scatter("v", "s", "body_pool"),
+        *_relus("s", "v_out", 2, "b"),
+        oh.make_node("Identity", ["cond"], ["cond_out"], name="pass_cond"),
+        oh.make_node("Identity", ["keep"], ["keep1"], name="keep_a"),
+        oh.make_node("Identity", ["keep1"], ["keep_out"], name="keep_b"),
+        oh.make_node("Identity", ["x"], ["xs"], name="outer"),
+        oh.make_node("Identity", ["v_out"], ["seen"], name="seen"),
+        oh.make_node("Relu", ["seen"], ["y_out"], name="after_seen"),
+    ]
+    body = oh.make_graph(body_nodes, "body",
+                         [f("i", TP.INT64, []), f("cond", TP.BOOL, []), f("v", TP.FLOAT, [6, 4]),
+                          f("keep", TP.INT64, [2])],
+                         [f("cond_out", TP.BOOL, []), f("v_out", TP.FLOAT, None), f("keep_out", TP.INT64, None),
+                          f("xs", TP.FLOAT, None), f("y_out", TP.FLOAT, None)])
+    loop = oh.make_node("Loop", ["m", "c", "x", "kept"], ["v_final", "kept_final", "xss", "ys"], body=body,
+                        name="loop")
+    model = _model([loop], [*INPUTS, f("m", TP.INT64, []), f("c", TP.BOOL, []), f("kept", TP.INT64, [2])],
+                   [f("v_final", TP.FLOAT, None), f("kept_final", TP.INT64, None), f("xss", TP.FLOAT, None),
+                    f("ys", TP.FLOAT, None)])
+    session = hosted_only(model)
+    feeds = {**FEEDS, "m": np.array(3), "c": np.array(True), "kept": np.array([7, 8])}
+    v, kept, xss, ys = _same(session, model, feeds)
+    assert kept.tolist() == [7, 8] and xss.shape == (3, 6, 4) and all(np.array_equal(a, FEEDS["x"]) for a in xss)
+    assert ys.shape == (3, 6, 4) and np.array_equal(ys[-1], v)
+    loop_run = session._hosted.steps[0].run
+    body_hosted = dict(zip(loop_run.__code__.co_freevars, [c.cell_contents for c in loop_run.__closure__]))["body"]
+    assert body_hosted.hosted.aliases == {"cond_out": "cond", "keep1": "keep", "keep_out": "keep", "xs": "x"}
+    segment = [s for s in body_hosted.hosted.steps if hasattr(s, "session")][0]
+    assert set(segment.feeds) == {"s"} and "seen" not in body_hosted.hosted.aliases
+    assert "cond" not in body_hosted.reads(body_hosted.outputs[1:])  # the driver feeds no cond
+    _same(session, model, {**feeds, "c": np.array(False), "m": np.array(2)})
+
+
+def test_an_identity_read_by_a_later_step_and_a_main_output_identity(hosted_only):
+    # t = Identity(s) of a routed output, read by the next routed node: put among the values
+    # after its segment; z = Identity(x) is a main-graph output: onnxruntime's copy, never the feed.
+    nodes = [
+        _scatter("x", "s", "first"),
+        oh.make_node("Identity", ["s"], ["t"], name="alias"),
+        oh.make_node("Neg", ["s"], ["n"], name="neg"),
+        oh.make_node("Gather", ["n", "rows"], ["n_rows"], axis=0, name="rows_of_n"),
+        oh.make_node("ScatterND", ["t", "k", "n_rows"], ["s2"], reduction="max", name="second"),
+        oh.make_node("Relu", ["s2"], ["y"], name="relu"),
+        oh.make_node("Identity", ["x"], ["z"], name="copy"),
+    ]
+    model = _model(nodes, [*INPUTS, f("rows", TP.INT64, [3])], [f("y", TP.FLOAT, None), f("z", TP.FLOAT, None)])
+    session = hosted_only(model)
+    feeds = {**FEEDS, "rows": np.array([0, 2, 5])}
+    y, z = _same(session, model, feeds)
+    assert not np.shares_memory(z, feeds["x"]) and np.array_equal(z, feeds["x"])
+    assert session._hosted.aliases == {"t": "s"}

@@ -44,6 +44,8 @@ from .rules.validate import as_array
 from .rules.versions import Mode, OpVersion, Reduction
 
 __all__ = [
+    "fast_output",
+    "planned_scatter",
     "run_gather",
     "run_gather_block_quantized",
     "run_gather_elements",
@@ -95,6 +97,35 @@ def _small(nbytes: int, most: int = SMALL_BYTES) -> bool:
         return False
     limit = _memory._configured()
     return limit is None or nbytes <= limit
+
+
+def fast_output(nbytes: int) -> bool:
+    """Whether an output of ``nbytes`` may take the fast path (a plan), as the kernels' calls
+    ask per call: a memory limit configured later refuses it there."""
+    return _small(nbytes)
+
+
+def planned_scatter(spec: OpVersion, inputs: tuple, values: dict[str, Any]) -> Any:
+    """Return the plan a small ScatterND reduction or ScatterElements of ``spec`` runs for the
+    signature of ``inputs`` (ndarrays) and attribute ``values`` (as :func:`resolve_node` fills
+    them), or None where it runs none (not accepted yet, another operator, not small).
+
+    For a caller that runs one node call after call (the hosted Session's routed step): it
+    calls ``plan(spec, *inputs)`` where the signature holds, a None result meaning "take the
+    kernel's path", as :func:`run_scatter_nd` and :func:`run_scatter_elements` do.
+    """
+    data, indices, updates = inputs
+    if spec.op_type == "ScatterND":
+        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
+        accepted = _ACCEPTED.get((*key, values.get("reduction", "none")))
+        planned = accepted[2] if accepted is not None and len(accepted) == 3 else None
+    elif spec.op_type == "ScatterElements":
+        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
+        accepted = _ACCEPTED.get((*key, values.get("axis", 0), values.get("reduction", "none")))
+        planned = accepted[3] if accepted is not None and len(accepted) == 4 else None
+    else:
+        return None
+    return planned if planned is not None and _small(data.nbytes) else None
 
 
 def run_gather(spec: OpVersion, data, indices, axis=0, out=None) -> Any:

@@ -88,7 +88,17 @@ class _Body:
         self.outer_names = [v.name for v in model.graph.input if v.name not in formal]
         self.inputs = [v.name for v in graph.input]
         self.outputs = [v.name for v in graph.output]
-        self.reads = frozenset(v.name for v in model.graph.input)  # the inputs it reads (body_model)
+
+    def reads(self, names: list[str]) -> frozenset[str]:
+        """The inputs a run that asks for the outputs ``names`` reads (an output resolved as an
+        alias of an input, :mod:`._aliases`, reads that input and makes nothing)."""
+        aliases = self.hosted.aliases
+        return self.hosted.reads | {aliases.get(n, n) for n in names}
+
+    def is_input(self, output: str, name: str) -> bool:
+        """Whether the body's output ``output`` is its input ``name`` as it was given (the same
+        name, or Identity nodes of it)."""
+        return self.hosted.aliases.get(output, output) == name
 
     def scope(self, values: Values) -> Values:
         """The values the body reads from outside, read once per run of the node."""
@@ -109,13 +119,16 @@ def reader(hosted: Any, names: list[str]) -> Reader:
     from ._values import to_numpy
 
     def read(values: Values) -> list[Any]:
-        # an empty name is never among the values: None; an ndarray (most values) as it is
-        return [
-            (v if type(v := values[n]) is ndarray else to_numpy(v, c_ortvalue))
-            if n in values
-            else (constants(n) if n else None)
-            for n in names
-        ]
+        # an empty name is never among the values: None; an ndarray (most values) as it is; a
+        # loop, not a comprehension (a call less per routed node)
+        got = []
+        for n in names:
+            if n in values:
+                v = values[n]
+                got.append(v if type(v) is ndarray else to_numpy(v, c_ortvalue))
+            else:
+                got.append(constants(n) if n else None)
+        return got
 
     return read
 
@@ -184,7 +197,14 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
     outputs = list(node.output)
     fallback: list[Callable[[Values], None]] = []
     said = f"Loop's body output {body.outputs[0]!r}"
-    reads_iteration, reads_cond = names_in[0] in body.reads, names_in[1] in body.reads
+    # A body whose cond output is its cond input (a Loop made to run M times): the condition
+    # never changes, and the body is not asked for it.
+    same_cond = body.is_input(body.outputs[0], names_in[1])
+    asked = body.outputs[1:] if same_cond else body.outputs
+    first = 0 if same_cond else 1
+    reads = body.reads(asked)
+    reads_iteration, reads_cond = names_in[0] in reads, names_in[1] in reads
+    run_body, carried_names = body.hosted.run, names_in[2:]
 
     def run(values: Values) -> None:
         m, cond, *carried = read(values)
@@ -195,16 +215,18 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
         scans: list[list[Any]] = [[] for _ in range(n_scan)]
         iteration = 0
         while (condition or cond is None) and (trips is None or iteration < trips):
-            formal = dict(zip(names_in[2:], carried, strict=True))
+            inner = dict(scope)  # the body's own inputs shadow the outer values
+            inner.update(zip(carried_names, carried, strict=True))
             if reads_iteration:  # a body that reads them (the others never see them)
-                formal[names_in[0]] = np.array(iteration, dtype=np.int64)
+                inner[names_in[0]] = np.array(iteration, dtype=np.int64)
             if reads_cond:
-                formal[names_in[1]] = np.array(condition)
-            result = body.run(scope, formal)
-            condition = bool(_scalar(node, result[0], said))
-            carried = result[1 : 1 + n_carried]
+                inner[names_in[1]] = np.array(condition)
+            result = run_body(asked, inner, owned=True)
+            if not same_cond:
+                condition = bool(_scalar(node, result[0], said))
+            carried = result[first : first + n_carried]
             for k in range(n_scan):
-                scans[k].append(result[1 + n_carried + k])
+                scans[k].append(result[first + n_carried + k])
             iteration += 1
         if n_scan and not iteration:  # empty scan outputs: their types are the body's declarations
             if not fallback:

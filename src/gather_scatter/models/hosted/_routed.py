@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import onnx
 
 from ...rules.versions import FAMILY, normalize_domain
@@ -58,6 +59,8 @@ def _call(hosted: Any, index: int, opsets: dict[str, int], strict: bool) -> Call
         kernel = node_runner(node, opsets.get(domain, 1), strict=strict)
         read = reader(hosted, list(node.input))
         output = node.output[0]
+        if node.op_type in _PLANNED and len(node.input) == 3:
+            return _planned(node, opsets.get(domain, 1), strict, kernel, read, output)
 
         def run(values: Values) -> None:
             values[output] = kernel(*read(values))[0]
@@ -68,6 +71,58 @@ def _call(hosted: Any, index: int, opsets: dict[str, int], strict: bool) -> Call
         if call is not None:
             return call
     return _evaluated(hosted, index, strict)
+
+
+#: The operators whose small calls of an accepted signature run a plan (:func:`~gather_scatter._calls.planned_scatter`).
+_PLANNED = frozenset({"ScatterND", "ScatterElements"})
+
+
+def _planned(
+    node: onnx.NodeProto, opset: int, strict: bool, kernel: Callable, read: Callable, output: str
+) -> Callable[[Values], None]:
+    """A ScatterND or ScatterElements that calls its signature's plan itself (~3 us) once the
+    kernel's path has made one, not through the kernel's layers (node_runner's call, the
+    kernel's signature lookup: ~2 us more a call, more in a run whose other steps evict
+    them from the caches). The plan is what the kernel's path would run for that signature;
+    any other call, a None from the plan (a path it does not take) or an error (the kernel's
+    path raises it, named after the node) goes the kernel's way."""
+    from ..._calls import fast_output, planned_scatter
+    from ..._nodes import resolve_node
+
+    with warnings.catch_warnings():  # node_runner gave them already
+        warnings.simplefilter("ignore")
+        spec, attributes = resolve_node(node.op_type, node.attribute, opset=opset, domain=node.domain, strict=strict)
+    ndarray = np.ndarray
+    held: list[Any] = [None, None, 0]  # the signature (dtypes, shapes), its plan, the lookups made
+
+    def run(values: Values) -> None:
+        args = read(values)
+        data, indices, updates = args
+        plan = held[1]
+        if (
+            plan is not None
+            and type(data) is ndarray
+            and type(indices) is ndarray
+            and type(updates) is ndarray
+            and (data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape) == held[0]
+            and fast_output(data.nbytes)
+        ):
+            try:
+                result = plan(spec, data, indices, updates)
+            except Exception:  # noqa: BLE001 - the kernel's path raises it with its facts, named
+                result = None
+            if result is not None:
+                values[output] = result
+                return
+        values[output] = kernel(*args)[0]
+        if type(data) is ndarray and type(indices) is ndarray and type(updates) is ndarray:
+            signature = (data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
+            if signature != held[0]:
+                held[:] = [signature, None, 0]
+            if held[1] is None and held[2] < 3:  # the kernel's path plans on a signature's 2nd call
+                held[1], held[2] = planned_scatter(spec, (data, indices, updates), attributes), held[2] + 1
+
+    return run
 
 
 def _evaluated(hosted: Any, index: int, strict: bool, quiet: bool = False) -> Callable[[Values], None]:
