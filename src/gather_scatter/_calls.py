@@ -108,23 +108,19 @@ def fast_output(nbytes: int) -> bool:
 def planned_scatter(spec: OpVersion, inputs: tuple, values: dict[str, Any]) -> Any:
     """Return the plan a small ScatterND reduction or ScatterElements of ``spec`` runs for the
     signature of ``inputs`` (ndarrays) and attribute ``values`` (as :func:`resolve_node` fills
-    them), or None where it runs none (not accepted yet, another operator, not small).
+    them), or None where it runs none (not accepted yet, not small).
 
     For a caller that runs one node call after call (the hosted Session's routed step): it
     calls ``plan(spec, *inputs)`` where the signature holds, a None result meaning "take the
-    kernel's path", as :func:`run_scatter_nd` and :func:`run_scatter_elements` do.
+    kernel's path", as :func:`run_scatter_nd` and :func:`run_scatter_elements` do (their keys,
+    built here the same way; ``test_hosted_bodies`` counts the plan's calls).
     """
     data, indices, updates = inputs
-    if spec.op_type == "ScatterND":
-        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
-        accepted = _ACCEPTED.get((*key, values.get("reduction", "none")))
-        planned = accepted[2] if accepted is not None and len(accepted) == 3 else None
-    elif spec.op_type == "ScatterElements":
-        key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
-        accepted = _ACCEPTED.get((*key, values.get("axis", 0), values.get("reduction", "none")))
-        planned = accepted[3] if accepted is not None and len(accepted) == 4 else None
-    else:
-        return None
+    key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
+    if spec.op_type == "ScatterElements":
+        key += (values.get("axis", 0),)
+    accepted = _ACCEPTED.get((*key, values.get("reduction", "none")))
+    planned = accepted[-1] if accepted is not None else None  # (..., planned) for both
     return planned if planned is not None and _small(data.nbytes) else None
 
 
