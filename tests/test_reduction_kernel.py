@@ -242,6 +242,11 @@ ELEMENT_LAYOUTS = {
     # time, a group one element at a time where two share a target (and a tail per outer)
     "axis0_inner2_many": ((200, 2), (301, 2), 0),
     "axis1_outer3_inner4_many": ((3, 200, 4), (3, 301, 4), 1),
+    # float16/bfloat16 sums and products into few rows under many updates: the held values in
+    # float32 (_loops_axis._held_walk), a tail of fewer than 8 per outer
+    "axis0_inner1_few_rows": ((8,), (101,), 0),
+    "axis0_inner2_few_rows": ((8, 2), (101, 2), 0),
+    "axis1_outer3_inner4_few_rows": ((3, 8, 4), (3, 101, 4), 1),
     "axis0_inner7": ((24, 7), (60, 7), 0),
     "axis0_inner64": ((24, 64), (60, 64), 0),
     "axis1_outer3_inner9": ((3, 24, 9), (3, 60, 9), 1),
@@ -339,6 +344,27 @@ def test_scatter_elements_first_bad_index_raised_before_anything_is_written(dtyp
         with pytest.raises(gs.IndexOutOfBoundsError, match=said):
             gs.scatter_elements(data, indices, updates, axis=0, reduction=reduction, out=data if in_place else None)
     assert data.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("element_threads", [1], indirect=True)
+@pytest.mark.parametrize("reduction", ["add", "mul"])
+@pytest.mark.parametrize("width", [1, 2, 4])
+def test_half_sums_into_few_rows_keep_an_untouched_signalling_nan(width, reduction, element_threads):
+    """float16 sums and products into few rows hold the rows' values in float32, where a
+    signalling NaN would turn quiet: a table holding one takes the one-element walk, and an
+    untouched signalling NaN keeps its bits (a touched one turns quiet, as NumPy's own sum)."""
+    rng = np.random.default_rng(width)
+    data = rng.standard_normal((8, width)).astype(np.float16)
+    data.view(np.uint16)[3, 0] = 0x7D23  # signalling, payload 0x123
+    data.view(np.uint16)[5, -1] = 0xFC01
+    indices = rng.integers(0, 8, (500, width))
+    indices[indices == 3] = 2  # row 3 untouched; row 5 touched
+    updates = rng.standard_normal((500, width)).astype(np.float16)
+    expected = oracle.scatter_elements(data, indices, updates, 0, reduction)
+    with np.errstate(all="ignore"):
+        actual = gs.scatter_elements(data, indices, updates, axis=0, reduction=reduction)
+    assert actual.view(np.uint16)[3, 0] == 0x7D23
+    assert actual.tobytes() == expected.tobytes()
 
 
 # float16 <-> float32 in the compiled loops: the CPU's conversions (F16C) in vector loops, bit

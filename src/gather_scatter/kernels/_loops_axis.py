@@ -7,8 +7,18 @@ import numba
 import numpy as np
 
 from ._codes import ADD, MAX, MIN, MUL, NONE
-from ._loops_half import _gathered2, _gathered4, _gathered8, _rows8_2, _rows8_4, half_lanes, widened8
-from ._loops_reduce import _ND, _SCALAR, _reduce_loop, _rounded, _value, by_reduction
+from ._loops_half import F16C, _gathered2, _gathered4, _gathered8, _rows8_2, _rows8_4, nearest, widened8
+from ._loops_reduce import (
+    _ND,
+    _SCALAR,
+    _SELECTING,
+    _VECTOR_LOOP,
+    _reduce_loop,
+    _rounded,
+    _signalling,
+    _value,
+    by_reduction,
+)
 
 jit = numba.njit(nogil=True, cache=True)
 inline = numba.njit(nogil=True, cache=True, inline="always")
@@ -104,6 +114,62 @@ def _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     return np.int64(-1)
 
 
+_MOST_HELD = 1 << 18  # float32 held values: 1 MB
+_SIGNALLING = np.int64(-2)
+
+
+@inline
+def _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, half):
+    """float16/bfloat16 sums and products into few rows of 1, 2 or 4 columns (all of them): the
+    rows' values converted once to float32 and held there, each step the held value plus
+    (times) the update rounded to the type's nearest (``_loops_half.nearest``: two conversions
+    in vector registers, where a step on the type's bits takes four, each with a move between
+    register files, all on one port), the updates converted 8 at a time; the held values
+    converted back at the end, exactly (each is a rounded value). Returns ``_SIGNALLING``,
+    nothing written, where a float16 held value is a signalling NaN (float32 would keep it
+    quiet: an untouched one must keep its bits), else what the walk returns."""
+    bf16 = half == 2
+    w = u64(inner)
+    lo, hi = u64(olo) * u64(size) * w, u64(ohi) * u64(size) * w
+    values = np.empty(hi - lo, np.float32)
+    signalling = False
+    for j in range(lo, hi):
+        bits = dst[j]
+        signalling |= _signalling(bits, half)
+        values[j - lo] = _value(bits, half, False)
+    if signalling:
+        return _SIGNALLING
+    bad = np.int64(-1)
+    for o in range(olo, ohi):
+        base = u64(o) * u64(size) * w - lo
+        at = u64(o) * u64(n) * w
+        e, end = at, at + u64(n) * w
+        while e + u64(8) <= end:  # 8 updates converted as one
+            updates = widened8(src, e, bf16)
+            for k in range(8):
+                ok, t = _target(indices[e], base, w, (e - at) & (w - u64(1)), size)
+                if not ok:
+                    bad = np.int64(e)
+                    break
+                values[t] = nearest(values[t] + updates[k] if op == ADD else values[t] * updates[k], bf16)
+                e += u64(1)
+            if bad >= 0:
+                break
+        while (bad < 0) & (e < end):
+            ok, t = _target(indices[e], base, w, (e - at) & (w - u64(1)), size)
+            if not ok:
+                bad = np.int64(e)
+                break
+            s = _value(src[e], half, True)
+            values[t] = nearest(values[t] + s if op == ADD else values[t] * s, bf16)
+            e += u64(1)
+        if bad >= 0:
+            break
+    for j in range(lo, hi):  # what the steps before a bad index wrote, as the other walks leave it
+        dst[j] = _rounded(values[j - lo], half, _VECTOR_LOOP)
+    return bad
+
+
 @inline
 def _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half):
     """float16/bfloat16 sums and products of one element per index row: the updates converted
@@ -135,15 +201,6 @@ def _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half):
 
 @inline  # inlined with op a constant: no dispatch per element
 def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
-    # float16/bfloat16 with F16C (a constant): several updates in one vector, each way its own
-    # loop (a loop holding the paths it does not take ran 5-15% slower)
-    lanes = half_lanes(half) & (op != NONE)
-    if lanes & ((inner == 2) | (inner == 4)) & (ilo == 0) & (ihi == inner) & (size >= _MANY_ROWS):
-        return _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half)
-    if lanes & (ihi - ilo >= 8):  # narrower: no faster
-        return _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
-    if lanes & (inner == 1) & ((op == ADD) | (op == MUL)):
-        return _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half)
     w = u64(inner)
     m = u64(n) * w
     for o in range(olo, ohi):
@@ -167,12 +224,102 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     return np.int64(-1)
 
 
-def _axis_for(op, half):
+def _walk_for(kind, op, half):
+    """One walk of :class:`_LanesAxis`, compiled for ``op`` and ``half`` on its first call."""
+    if kind == "rows":
+
+        @jit
+        def rows(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+            return _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half)
+
+        return rows
+    if kind == "side":
+
+        @jit
+        def side(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+            return _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+
+        return side
+    if kind == "held1":  # one column a constant: the step as short as float32's
+
+        @jit
+        def held1(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+            return _held_walk(dst, indices, src, n, 1, size, op, olo, ohi, half)
+
+        return held1
+    if kind == "held":
+
+        @jit
+        def held(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+            return _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, half)
+
+        return held
+    if kind == "flat":
+
+        @jit
+        def flat(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+            return _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half)
+
+        return flat
+
     @jit
-    def axis(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+    def plain(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
         return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
 
-    return axis
+    return plain
+
+
+class _LanesAxis:
+    """``scatter_axis``' loop for a float16/bfloat16 reduction where the CPU has F16C: picks the
+    walk the shape calls for (several updates in one vector, or the held values in float32, or
+    one at a time), each its own compiled function, compiled on its first call: all of them in
+    one function took numba 9-12 s to compile, not 1-1.5, a cost every first call of a fresh
+    install would pay for walks its shapes never take (and a loop holding the paths it does
+    not take ran 5-15% slower). Called as the compiled loops are: ``(dst, indices, src, n,
+    inner, size, olo, ohi, ilo, ihi)``."""
+
+    def __init__(self, op: int, half: int) -> None:
+        self.op, self.half = op, half
+        self.walks: dict = {}
+
+    def walk(self, kind: str):
+        """The compiled walk ``kind``, made on its first use (a max/min loop marked, as
+        :func:`_loops_reduce.by_reduction` marks its own)."""
+        found = self.walks.get(kind)
+        if found is None:
+            found = self.walks[kind] = _walk_for(kind, self.op, self.half)
+            if self.op in (MAX, MIN):
+                _SELECTING.add(found)
+        return found
+
+    def __call__(self, dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+        args = (dst, indices, src, n, inner, size, olo, ohi, ilo, ihi)
+        full = ilo == 0 and ihi == inner
+        if inner in (2, 4) and full and size >= _MANY_ROWS:
+            return self.walk("rows")(*args)
+        if ihi - ilo >= 8:  # narrower: no faster
+            return self.walk("side")(*args)
+        if self.op in (ADD, MUL) and (inner == 1 or (inner in (2, 4) and full)):
+            # a table of few rows under many updates: its values held in float32 (_held_walk)
+            held = (ohi - olo) * size * inner
+            if held * 4 <= (ohi - olo) * n * inner and held <= _MOST_HELD:
+                bad = self.walk("held1" if inner == 1 else "held")(*args)
+                if bad != _SIGNALLING:
+                    return bad
+            if inner == 1:  # the updates converted 8 at a time
+                return self.walk("flat")(*args)
+        return self.walk("plain")(*args)
+
+
+def _axis_for(op, half):
+    if half is None or op == NONE or not F16C:
+
+        @jit
+        def axis(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+            return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+
+        return axis
+    return _LanesAxis(op, half)
 
 
 _AXIS = by_reduction(_axis_for, (NONE, ADD, MUL, MAX, MIN))

@@ -292,6 +292,27 @@ def _gathered_intrinsic(width: int, columns: int = 0):
 
 
 @intrinsic
+def _f16c_nearest(typingctx, value):
+    """The float16 nearest float32 ``value`` (ties to even), as float32: vcvtps2ph then
+    vcvtph2ps, in vector registers (no general register, no memory between them)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.float32), codegen
+
+
+@jit
+def nearest(value, bfloat16):
+    """The float16 (``bfloat16`` False; F16C's conversions) or bfloat16 value nearest a sum or
+    product of two such values computed in float32, as float32: the rounding a step of the
+    spec's loop makes, for a loop that keeps its held values in float32."""
+    if bfloat16:
+        return _bfloat16_to_float(_bfloat16_result_bits(value))
+    return _f16c_nearest(np.float32(value))
+
+
+@intrinsic
 def widened8(typingctx, src, e, bfloat16):
     """``src[e:e + 8]`` (float16, or bfloat16 bits) as a tuple of 8 float32, converted as one
     vector: for a loop of one-element sums and products whose targets may repeat, which then
@@ -313,18 +334,6 @@ def widened8(typingctx, src, e, bfloat16):
         return out
 
     return floats(src, e, bfloat16), codegen
-
-
-@intrinsic
-def half_lanes(typingctx, half):
-    """Whether :func:`_gathered_intrinsic`'s calls do the work: ``half`` given (float16 or
-    bfloat16 bits; None for every other type, uint16 itself included) and the CPU has F16C. A
-    constant where it is compiled."""
-
-    def codegen(context, builder, signature, args):
-        return ir.IntType(1)(int(not isinstance(signature.args[0], types.NoneType) and F16C))
-
-    return types.boolean(half), codegen
 
 
 _row2, _row4 = _row_intrinsic(2), _row_intrinsic(4)

@@ -106,6 +106,18 @@ def _value_impl(a, half, alone):
     return value
 
 
+def _signalling(bits, half):
+    """Whether float16 ``bits`` (``half`` 1) are a signalling NaN, which a conversion to float32
+    makes quiet; False for any other type (bfloat16's conversion keeps its bits)."""
+
+
+@overload(_signalling)
+def _signalling_impl(bits, half):
+    if isinstance(half, types.NoneType):
+        return lambda bits, half: False
+    return lambda bits, half: (half == 1) & ((bits & 0x7E00) == 0x7C00) & ((bits & 0x1FF) != 0)
+
+
 def _tie(p, q, half):
     """Whether max/min keep ``x`` on a tie: float16 only (``half`` 1), as NumPy's half loop
     does. Without ``half``, the constant False: the select then stays branch-free (2x)."""
