@@ -116,7 +116,7 @@ def planned_scatter(spec: OpVersion, inputs: tuple, values: dict[str, Any]) -> A
     built here the same way; ``test_hosted_bodies`` counts the plan's calls).
     """
     data, indices, updates = inputs
-    key = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
+    key: tuple = (id(spec), data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
     if spec.op_type == "ScatterElements":
         key += (values.get("axis", 0),)
     accepted = _ACCEPTED.get((*key, values.get("reduction", "none")))
