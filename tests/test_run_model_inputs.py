@@ -211,3 +211,74 @@ def test_inputs_of_every_kind_in_one_model():
     got = run_model(m, {"s": [np.zeros(3, np.float32)], "t": A, "o": None, "m": {"k": 4.0}})
     assert [x.shape for x in got["s2"]] == [(3,), (2, 2)] and not got["h"]
     np.testing.assert_array_equal(got["v"], [4.0])
+
+
+def _fixed_and_partial_model():
+    """x: float (2, 3), every dim fixed; i: int64 ('n', 2), one dim fixed; w: float (3,), backed
+    by an initializer (may be fed or left out)."""
+    f = oh.make_tensor_value_info
+    nodes = [oh.make_node("Add", ["x", "w"], ["y"]), oh.make_node("Identity", ["i"], ["j"])]
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [f("x", TensorProto.FLOAT, [2, 3]), f("i", TensorProto.INT64, ["n", 2]), f("w", TensorProto.FLOAT, [3])],
+        [f("y", TensorProto.FLOAT, [2, 3]), f("j", TensorProto.INT64, ["n", 2])],
+        [oh.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"x": np.zeros((3, 2), np.float32)},  # fixed dims differ (declared shape compared whole)
+        {"x": np.zeros((2, 3, 1), np.float32)},  # rank
+        {"x": np.zeros((2, 3), np.float64)},  # dtype
+        {"i": np.zeros((4, 3), np.int64)},  # a fixed dim of a partly fixed shape
+        {"i": np.zeros((4,), np.int64)},  # rank of a partly fixed shape
+        {"i": None},  # missing
+        {"z": np.zeros(1)},  # not an input
+    ],
+    ids=["fixed-dims", "rank", "dtype", "partial-dim", "partial-rank", "missing", "unknown"],
+)
+def test_the_feed_check_after_good_feeds_raises_what_check_inputs_raises(bad):
+    """The Session's feed check (``FeedPlan``: the declared shape compared whole where every dim
+    is fixed, the feeds counted where no initializer backs an input) passes good feeds as they
+    are, and a bad feed after good ones of its signature raises check_inputs' error, word for word."""
+    from gather_scatter.models._feeds import FeedPlan, check_inputs
+    from gather_scatter import Session
+
+    model = _fixed_and_partial_model()
+    plan = FeedPlan(model.graph)
+    good = {"x": np.ones((2, 3), np.float32), "i": np.zeros((5, 2), np.int64)}
+    session = Session(model)
+    for _ in range(3):
+        assert plan.check(good) is good
+        assert plan.check({**good, "w": np.zeros(3, np.float32)}).keys() == {"x", "i", "w"}
+        y, j = session.run(None, good)
+        assert y.tolist() == [[2.0, 3.0, 4.0]] * 2 and j.shape == (5, 2)
+    feeds = {**good, **bad}
+    feeds = {k: v for k, v in feeds.items() if v is not None}
+    with pytest.raises((ModelInputError, DTypeError, ShapeError)) as expected:
+        check_inputs(model.graph, feeds)
+    for check in (plan.check, lambda f: session.run(None, f)):
+        with pytest.raises(type(expected.value)) as raised:
+            check(feeds)
+        assert str(raised.value) == str(expected.value)
+
+
+def test_the_feed_check_counts_feeds_only_where_no_initializer_backs_an_input():
+    """Where no initializer backs an input, as many passing feeds as inputs are every input; a
+    missing one is still found where one does (the count is not used there)."""
+    from gather_scatter.models._feeds import FeedPlan
+
+    model = _fixed_and_partial_model()
+    plan = FeedPlan(model.graph)
+    assert plan.count is None
+    with pytest.raises(ModelInputError, match="model input 'i' is missing"):
+        plan.check({"x": np.ones((2, 3), np.float32), "w": np.zeros(3, np.float32)})
+    del model.graph.initializer[:]
+    plan = FeedPlan(model.graph)
+    assert plan.count == 3
+    with pytest.raises(ModelInputError, match="model input 'w' is missing"):
+        plan.check({"x": np.ones((2, 3), np.float32), "i": np.zeros((5, 2), np.int64)})

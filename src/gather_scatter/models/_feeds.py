@@ -216,15 +216,18 @@ class FeedPlan:
         initializers = {init.name for init in graph.initializer}
         self.required = tuple(i.name for i in graph.input if i.name not in initializers)
         self.required_names = frozenset(self.required)
-        # name -> (dtype, rank, ((axis, size), ...)) for the inputs a tensor feed can pass as is
-        self.tensors: dict[str, tuple[np.dtype, int, tuple[tuple[int, int], ...]]] = {}
+        # no input an initializer backs: feeds that all pass, as many as the inputs, are every input
+        self.count = len(self.required) if len(self.required) == len(graph.input) else None
+        # name -> (dtype, shape, rank, fixed dims) for the inputs a tensor feed can pass as is:
+        # ``shape`` the declared one where every dim is fixed (one comparison), else None
+        self.tensors: dict[str, tuple[np.dtype, tuple[int, ...] | None, int, tuple[tuple[int, int], ...]]] = {}
         for declared in graph.input:
             fast = self._tensor(declared.type)
             if fast is not None:
                 self.tensors[declared.name] = fast
 
     @staticmethod
-    def _tensor(t: onnx.TypeProto) -> tuple[np.dtype, int, tuple[tuple[int, int], ...]] | None:
+    def _tensor(t: onnx.TypeProto) -> tuple[np.dtype, tuple[int, ...] | None, int, tuple[tuple[int, int], ...]] | None:
         if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type:
             return None
         if not t.tensor_type.HasField("shape"):
@@ -237,7 +240,8 @@ class FeedPlan:
             return None
         dims = t.tensor_type.shape.dim
         fixed = tuple((axis, d.dim_value) for axis, d in enumerate(dims) if d.HasField("dim_value"))
-        return dtype, len(dims), fixed
+        exact = tuple(size for _, size in fixed) if len(fixed) == len(dims) else None
+        return dtype, exact, len(dims), fixed
 
     def check(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         """``inputs`` as the evaluator takes them (see :func:`check_inputs`); ``inputs``
@@ -247,14 +251,26 @@ class FeedPlan:
         tensors = self.tensors
         for name, value in inputs.items():
             want = tensors.get(name)
-            if want is None or type(value) is not np.ndarray or (value.dtype is not want[0] and value.dtype != want[0]):
+            if want is None or type(value) is not _ndarray:
+                return check_inputs(self.graph, inputs)
+            dtype, exact, rank, fixed = want
+            if value.dtype is not dtype and value.dtype != dtype:
                 return check_inputs(self.graph, inputs)
             shape = value.shape
-            if len(shape) != want[1]:
+            if exact is not None:
+                if shape != exact:
+                    return check_inputs(self.graph, inputs)
+                continue
+            if len(shape) != rank:
                 return check_inputs(self.graph, inputs)
-            for axis, size in want[2]:
+            for axis, size in fixed:
                 if shape[axis] != size:
                     return check_inputs(self.graph, inputs)
-        if not inputs.keys() >= self.required_names:
+        # where no initializer backs an input, feeds that all passed, as many as the inputs, are
+        # every input (one comparison for the set's)
+        if len(inputs) != self.count and not inputs.keys() >= self.required_names:
             return check_inputs(self.graph, inputs)
         return inputs
+
+
+_ndarray = np.ndarray  # a module global: one lookup, not np's attribute

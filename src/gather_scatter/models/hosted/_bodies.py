@@ -205,6 +205,7 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
     reads = body.reads(asked)
     reads_iteration, reads_cond = names_in[0] in reads, names_in[1] in reads
     run_body, carried_names = body.hosted.run, names_in[2:]
+    whole = same_cond and not n_scan
 
     def run(values: Values) -> None:
         m, cond, *carried = read(values)
@@ -216,7 +217,10 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
         iteration = 0
         while (condition or cond is None) and (trips is None or iteration < trips):
             inner = dict(scope)  # the body's own inputs shadow the outer values
-            inner.update(zip(carried_names, carried, strict=True))
+            if n_carried == 1:  # most Loops: no zip
+                inner[carried_names[0]] = carried[0]
+            else:
+                inner.update(zip(carried_names, carried, strict=True))
             if reads_iteration:  # a body that reads them (the others never see them)
                 inner[names_in[0]] = np.array(iteration, dtype=np.int64)
             if reads_cond:
@@ -224,9 +228,12 @@ def _loop(hosted: Any, node: onnx.NodeProto, evaluated: Callable[[], Callable[[V
             result = run_body(asked, inner, owned=True)
             if not same_cond:
                 condition = bool(_scalar(node, result[0], said))
-            carried = result[first : first + n_carried]
-            for k in range(n_scan):
-                scans[k].append(result[first + n_carried + k])
+            if whole:  # the body's results are the carried values, as they are (no slice)
+                carried = result
+            else:
+                carried = result[first : first + n_carried]
+                for k in range(n_scan):
+                    scans[k].append(result[first + n_carried + k])
             iteration += 1
         if n_scan and not iteration:  # empty scan outputs: their types are the body's declarations
             if not fallback:

@@ -17,7 +17,7 @@ import functools
 import itertools
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,8 @@ from ._partition import (
     value_types,
 )
 from ._routed import RoutedStep
-from ._values import mode, to_numpy, to_ort
+from ._segment import Aliases, OrtStep
+from ._values import mode, to_numpy
 
 __all__ = ["Hosted", "default_threads", "import_onnxruntime", "onnxruntime_only_ops"]
 
@@ -105,76 +106,6 @@ class _Refused(Exception):
         super().__init__(message)
         self.message = message
         self.index = index
-
-
-class _OrtStep:
-    """One onnxruntime segment. What a run needs is fixed here: the names it feeds (those a
-    run always holds, and the graph inputs with an initializer, fed or not), the mode, the
-    C session and one ``RunOptions`` (``None`` makes a fresh one each call: 1.5 us)."""
-
-    def __init__(
-        self, hosted: Hosted, step: PlanStep, source: Any, ortvalues: bool, feeds: tuple[str, ...], maybe: frozenset
-    ):
-        self.hosted = hosted
-        self.step = step
-        self.ortvalues = ortvalues
-        self.feeds = tuple(n for n in feeds if n not in maybe)
-        self.maybe = tuple(n for n in feeds if n in maybe)
-        self.outputs = list(step.outputs)
-        session = hosted.ort.InferenceSession(source, hosted.options, providers=["CPUExecutionProvider"])
-        self.session = session._sess  # the C session: the Python wrapper's checks cost 30 us a call
-        self.run_options = hosted.ort.RunOptions()
-        self.run: Callable[[dict[str, Any]], None] = self._ortvalues_run if ortvalues else self._numpy_run()
-
-    def _ortvalues_run(self, values: dict[str, Any]) -> None:
-        hosted = self.hosted
-        c_ortvalue = hosted.c_ortvalue
-        try:
-            keep: list[Any] = []
-            ort = hosted.ort
-            feeds = {n: to_ort(values[n], ort, c_ortvalue, keep) for n in self.feeds}
-            for n in self.maybe:
-                if n in values:
-                    feeds[n] = to_ort(values[n], ort, c_ortvalue, keep)
-            out = self.session.run_with_ort_values(feeds, self.outputs, self.run_options)
-        except Exception as exc:  # onnxruntime's errors are its own classes
-            raise hosted.node_error(exc) from exc
-        values.update(zip(self.outputs, out, strict=True))
-
-    def _numpy_run(self) -> Any:
-        """The run of a segment called with NumPy: its names and calls bound, and loops, not
-        comprehensions (each a call of its own in Python 3.11: ~2 us of a 20-Relu segment's 17)."""
-        names, maybe, outputs, c_ortvalue = self.feeds, self.maybe, self.outputs, self.hosted.c_ortvalue
-        session_run, run_options, node_error = self.session.run, self.run_options, self.hosted.node_error
-        ndarray = np.ndarray  # most values are arrays already: no call of to_numpy for them
-
-        def run(values: dict[str, Any]) -> None:
-            feeds = {}
-            for n in names:
-                v = values[n]
-                feeds[n] = v if type(v) is ndarray else to_numpy(v, c_ortvalue)
-            for n in maybe:
-                if n in values:
-                    feeds[n] = to_numpy(values[n], c_ortvalue)
-            try:
-                out = session_run(outputs, feeds, run_options)
-            except Exception as exc:  # onnxruntime's errors are its own classes
-                raise node_error(exc) from exc
-            values.update(zip(outputs, out, strict=True))
-
-        return run
-
-
-class _Aliases:
-    """Identity outputs resolved in Python (:mod:`._aliases`) that a later step reads, put among
-    the values after the step whose segment held them."""
-
-    def __init__(self, pairs: tuple[tuple[str, str], ...]) -> None:
-        self.pairs = pairs
-
-    def run(self, values: dict[str, Any]) -> None:
-        for out, root in self.pairs:
-            values[out] = values[root]
 
 
 class Hosted:
@@ -266,7 +197,7 @@ class Hosted:
         # Bodies hosted within routed steps hold sessions of their own, taking turns with these.
         bodies = sum(bool(subgraphs(model.graph.node[i])) for i in routed) + self.nested
         self.options = self._options(sum(step.engine == "onnxruntime" for step in plan) + bodies)
-        self.steps: list[_OrtStep | RoutedStep | _Aliases] = []
+        self.steps: list[OrtStep | RoutedStep | Aliases] = []
         initializers = {t.name for t in model.graph.initializer}
         graph_inputs = {v.name for v in model.graph.input}
         overridable = frozenset(initializers & graph_inputs)  # fed or not: every other name a step reads is there
@@ -290,7 +221,7 @@ class Hosted:
                 reads.update(root for _, root in eager)
                 if not step.outputs:
                     if eager:
-                        self.steps.append(_Aliases(eager))
+                        self.steps.append(Aliases(eager))
                     continue
             reads.update(step.inputs)
             crossing = (*step.inputs, *step.outputs)
@@ -308,11 +239,11 @@ class Hosted:
                         value=exc.args[0],
                     ) from None
             try:
-                self.steps.append(_OrtStep(self, step, source, ortvalues, fed, overridable))
+                self.steps.append(OrtStep(self, step, source, ortvalues, fed, overridable))
             except Exception as exc:  # noqa: BLE001 - onnxruntime's load errors are its own classes
                 raise _Refused(one_line(exc), self._refused_node(one_line(exc), step, types)) from None
             if eager:
-                self.steps.append(_Aliases(eager))
+                self.steps.append(Aliases(eager))
         self.plan_steps = plan
         self.reads = frozenset(reads)
 
@@ -386,7 +317,7 @@ class Hosted:
             try:
                 step.run(values)
             except NodeError as exc:
-                if not isinstance(step, _OrtStep):
+                if not isinstance(step, OrtStep):
                     raise
                 # the feeds come first among the values (the steps' outputs are new names: SSA)
                 return self._run_refused(step, exc, names, dict(itertools.islice(values.items(), fed)))
@@ -401,7 +332,7 @@ class Hosted:
                 results.append(self.constants(name))
         return results
 
-    def _run_refused(self, step: _OrtStep, exc: NodeError, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+    def _run_refused(self, step: OrtStep, exc: NodeError, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
         """Run again, with the family's nodes of the onnxruntime ``step`` that raised ``exc`` routed.
 
         onnxruntime refuses some valid inputs at run time that no rule names yet, and refuses

@@ -95,25 +95,30 @@ def _planned(
     ndarray = np.ndarray
     held: list[Any] = [None, None, 0]  # the signature (dtypes, shapes), its plan, the lookups made
 
+    data_name, indices_name, updates_name = node.input
+
     def run(values: Values) -> None:
+        plan = held[1]
+        if plan is not None:
+            # the values themselves, not read(values)'s list (a call less): a name not among
+            # them (an initializer) or a value that is not an ndarray takes the kernel's way
+            data, indices, updates = values.get(data_name), values.get(indices_name), values.get(updates_name)
+            if (
+                type(data) is ndarray
+                and type(indices) is ndarray
+                and type(updates) is ndarray
+                and (data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape) == held[0]
+                and fast_output(data.nbytes)
+            ):
+                try:
+                    result = plan(spec, data, indices, updates)
+                except Exception:  # noqa: BLE001 - the kernel's path raises it with its facts, named
+                    result = None
+                if result is not None:
+                    values[output] = result
+                    return
         args = read(values)
         data, indices, updates = args
-        plan = held[1]
-        if (
-            plan is not None
-            and type(data) is ndarray
-            and type(indices) is ndarray
-            and type(updates) is ndarray
-            and (data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape) == held[0]
-            and fast_output(data.nbytes)
-        ):
-            try:
-                result = plan(spec, data, indices, updates)
-            except Exception:  # noqa: BLE001 - the kernel's path raises it with its facts, named
-                result = None
-            if result is not None:
-                values[output] = result
-                return
         values[output] = kernel(*args)[0]
         if type(data) is ndarray and type(indices) is ndarray and type(updates) is ndarray:
             signature = (data.dtype, indices.dtype, updates.dtype, data.shape, indices.shape, updates.shape)
