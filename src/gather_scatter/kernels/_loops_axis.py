@@ -61,7 +61,7 @@ def _rows8(dst, indices, src, e, base, w, size, op, bf16, inner):
 
 
 @inline
-def _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half):
+def _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     """float16/bfloat16 rows of 2 or 4 columns, all of them, into a table of many rows: 8
     updates of consecutive rows at a time (``_loops_half``'s lanes), a group where two share a
     target (or holding a bad index) one element at a time, in order."""
@@ -86,40 +86,12 @@ def _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half):
     return np.int64(-1)
 
 
-@inline
-def _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
-    """float16/bfloat16, 8 or more columns: each index row's columns 8 (then 4, 2) side by side
-    (``_loops_half``'s lanes), the rest, or a group holding a bad index, one at a time."""
-    w = u64(inner)
-    m = u64(n) * w
-    bf16 = half == 2
-    for o in range(olo, ohi):
-        base = u64(o) * u64(size) * w
-        at = u64(o) * m
-        for _ in range(n):
-            j = ilo
-            while (j + 8 <= ihi) and _gathered8(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
-                j += 8
-            if (j + 4 <= ihi) and _gathered4(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
-                j += 4
-            if (j + 2 <= ihi) and _gathered2(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
-                j += 2
-            for i in range(j, ihi):
-                e = at + u64(i)
-                ok, t = _target(indices[e], base, w, u64(i), size)
-                if not ok:
-                    return np.int64(e)
-                _put(dst, t, src, e, op, half)
-            at += w
-    return np.int64(-1)
-
-
 _MOST_HELD = 1 << 18  # float32 held values: 1 MB
 _SIGNALLING = np.int64(-2)
 
 
 @inline
-def _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, half):
+def _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     """float16/bfloat16 sums and products into few rows of 1, 2 or 4 columns (all of them): the
     rows' values converted once to float32 and held there, each step the held value plus
     (times) the update rounded to the type's nearest (``_loops_half.nearest``: two conversions
@@ -171,7 +143,7 @@ def _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, half):
 
 
 @inline
-def _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half):
+def _flat_sums_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     """float16/bfloat16 sums and products of one element per index row: the updates converted
     8 at a time (``_loops_half.widened8``), each step still one at a time in the spec's order
     (targets may repeat), its held value converted and the result rounded as one element."""
@@ -200,9 +172,13 @@ def _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half):
 
 
 @inline  # inlined with op a constant: no dispatch per element
-def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
+def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half, side):
+    """The walk one update at a time; ``side`` (a constant: float16/bfloat16 with F16C, 8 or
+    more columns): each index row's columns 8 (then 4, 2) side by side first
+    (``_loops_half``'s lanes), the rest, or a group holding a bad index, one at a time."""
     w = u64(inner)
     m = u64(n) * w
+    bf16 = half == 2
     for o in range(olo, ohi):
         base = u64(o) * u64(size) * w
         at = u64(o) * m
@@ -214,7 +190,15 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
                 _put(dst, t, src, e, op, half)
             continue
         for _ in range(n):
-            for i in range(ilo, ihi):
+            j = ilo
+            if side:
+                while (j + 8 <= ihi) and _gathered8(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
+                    j += 8
+                if (j + 4 <= ihi) and _gathered4(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
+                    j += 4
+                if (j + 2 <= ihi) and _gathered2(dst, indices, src, at + u64(j), base, w, j, size, op, bf16):
+                    j += 2
+            for i in range(j, ihi):
                 e = at + u64(i)
                 ok, t = _target(indices[e], base, w, u64(i), size)
                 if not ok:
@@ -224,49 +208,37 @@ def _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
     return np.int64(-1)
 
 
+@inline
+def _held1_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half):
+    """:func:`_held_walk` of one column, a constant: the step as short as float32's."""
+    return _held_walk(dst, indices, src, n, 1, size, op, olo, ohi, ilo, ihi, half)
+
+
+# _LanesAxis' walks, each (dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+_WALKS = ("rows", "side", "held1", "held", "flat", "plain")
+
+
 def _walk_for(kind, op, half):
-    """One walk of :class:`_LanesAxis`, compiled for ``op`` and ``half`` on its first call."""
-    if kind == "rows":
-
-        @jit
-        def rows(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-            return _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, half)
-
-        return rows
-    if kind == "side":
-
-        @jit
-        def side(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-            return _side_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
-
-        return side
-    if kind == "held1":  # one column a constant: the step as short as float32's
-
-        @jit
-        def held1(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-            return _held_walk(dst, indices, src, n, 1, size, op, olo, ohi, half)
-
-        return held1
-    if kind == "held":
-
-        @jit
-        def held(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-            return _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, half)
-
-        return held
-    if kind == "flat":
-
-        @jit
-        def flat(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-            return _flat_sums_walk(dst, indices, src, n, size, op, olo, ohi, half)
-
-        return flat
+    """One walk of :class:`_LanesAxis`, compiled for ``op`` and ``half`` on its first call:
+    ``kind`` (its number in ``_WALKS``) a constant of the closure, numba compiles only the call
+    it picks (the others are pruned before typing)."""
+    number = _WALKS.index(kind)
 
     @jit
-    def plain(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-        return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+    def run(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
+        if number == 0:
+            return _rows_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+        if number == 1:
+            return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half, True)
+        if number == 2:
+            return _held1_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+        if number == 3:
+            return _held_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+        if number == 4:
+            return _flat_sums_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+        return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half, False)
 
-    return plain
+    return run
 
 
 class _LanesAxis:
@@ -316,7 +288,7 @@ def _axis_for(op, half):
 
         @jit
         def axis(dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
-            return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half)
+            return _axis_walk(dst, indices, src, n, inner, size, op, olo, ohi, ilo, ihi, half, False)
 
         return axis
     return _LanesAxis(op, half)
