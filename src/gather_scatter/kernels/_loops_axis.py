@@ -3,6 +3,8 @@ float16 and bfloat16 several updates at a time where the CPU converts them (``_l
 gathered lanes). Part of the module ``_numba.loops()`` returns: ``_loops`` imports these names.
 Positions are uint64, as in ``_loops``."""
 
+import threading
+
 import numba
 import numpy as np
 
@@ -241,6 +243,9 @@ def _walk_for(kind, op, half):
     return run
 
 
+_MADE = threading.Lock()
+
+
 class _LanesAxis:
     """``scatter_axis``' loop for a float16/bfloat16 reduction where the CPU has F16C: picks the
     walk the shape calls for (several updates in one vector, or the held values in float32, or
@@ -259,9 +264,13 @@ class _LanesAxis:
         :func:`_loops_reduce.by_reduction` marks its own)."""
         found = self.walks.get(kind)
         if found is None:
-            found = self.walks[kind] = _walk_for(kind, self.op, self.half)
-            if self.op in (MAX, MIN):
-                _SELECTING.add(found)
+            with _MADE:  # the threads of one call meet here at once: one function, compiled once
+                found = self.walks.get(kind)
+                if found is None:
+                    found = _walk_for(kind, self.op, self.half)
+                    if self.op in (MAX, MIN):
+                        _SELECTING.add(found)
+                    self.walks[kind] = found
         return found
 
     def __call__(self, dst, indices, src, n, inner, size, olo, ohi, ilo, ihi):
