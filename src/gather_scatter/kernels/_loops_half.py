@@ -144,26 +144,30 @@ def _bfloat16_result_bits(value):
     return np.uint16(U32(U32(f + U32(0x7FFF) + U32(U32(f >> U32(16)) & U32(1))) >> U32(16)) & U32(0xFFFF))
 
 
+def _widened(builder, bits, bf_v, width: int):
+    """The LLVM IR of ``width`` lanes of float16 (or, ``bf_v`` true, bfloat16) ``bits`` as
+    float32 lanes, exact: F16C's conversion, or the bits shifted into a float32's top half."""
+    words = ir.VectorType(ir.IntType(32), width)
+    floats = ir.VectorType(ir.FloatType(), width)
+    as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), width)), floats)
+    as_bf16 = builder.bitcast(builder.shl(builder.zext(bits, words), ir.Constant(words, [16] * width)), floats)
+    return builder.select(bf_v, as_bf16, as_half)
+
+
 def _reduced_lanes(builder, x_bits, src_bits, op_v, bf_v, width: int):
     """The LLVM IR of ``f(x, src)`` on ``width`` lanes of float16 (or, ``bf_v`` true, bfloat16)
     bits: the bits to store (see :func:`_row_intrinsic`)."""
     lanes = ir.VectorType(ir.IntType(16), width)
     words = ir.VectorType(ir.IntType(32), width)
-    floats = ir.VectorType(ir.FloatType(), width)
     flags = ir.VectorType(ir.IntType(1), width)
 
     def splat(value: int) -> ir.Constant:
         return ir.Constant(words, [value] * width)
 
-    def value(bits):
-        as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), width)), floats)
-        as_bf16 = builder.bitcast(builder.shl(builder.zext(bits, words), splat(16)), floats)
-        return builder.select(bf_v, as_bf16, as_half)
-
     def code(number):
         return builder.icmp_unsigned("==", op_v, ir.Constant(op_v.type, number))
 
-    a, b = value(x_bits), value(src_bits)
+    a, b = _widened(builder, x_bits, bf_v, width), _widened(builder, src_bits, bf_v, width)
     result = builder.select(code(MUL), builder.fmul(a, b), builder.fadd(a, b))
     half_bits = builder.bitcast(builder.fptrunc(result, ir.VectorType(ir.HalfType(), width)), lanes)
     raw = builder.bitcast(result, words)
@@ -321,13 +325,9 @@ def widened8(typingctx, src, e, bfloat16):
 
     def codegen(context, builder, signature, args):
         src_a, e_v, bf_v = args
-        lanes, words = ir.VectorType(ir.IntType(16), 8), ir.VectorType(ir.IntType(32), 8)
-        vector = ir.VectorType(ir.FloatType(), 8)
+        lanes = ir.VectorType(ir.IntType(16), 8)
         at = builder.gep(_data_pointer(context, builder, signature.args[0], src_a), [e_v])
-        bits = builder.load(builder.bitcast(at, lanes.as_pointer()), align=2)
-        as_half = builder.fpext(builder.bitcast(bits, ir.VectorType(ir.HalfType(), 8)), vector)
-        shifted = builder.shl(builder.zext(bits, words), ir.Constant(words, [16] * 8))
-        values = builder.select(bf_v, builder.bitcast(shifted, vector), as_half)
+        values = _widened(builder, builder.load(builder.bitcast(at, lanes.as_pointer()), align=2), bf_v, 8)
         out = context.get_constant_undef(floats)
         for k in range(8):
             out = builder.insert_value(out, builder.extract_element(values, ir.IntType(32)(k)), k)
