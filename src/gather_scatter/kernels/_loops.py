@@ -11,6 +11,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from . import _loops_cache  # noqa: F401 - every loop's numba cache stamped with all their sources
 from ._codes import ADD, MAX, MIN, MUL, NONE
 from ._loops_axis import planned_loop, scatter_axis
 from ._loops_reduce import (

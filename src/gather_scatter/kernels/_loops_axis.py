@@ -8,6 +8,7 @@ import threading
 import numba
 import numpy as np
 
+from . import _loops_cache  # noqa: F401 - every loop's numba cache stamped with all their sources
 from ._codes import ADD, MAX, MIN, MUL, NONE
 from ._loops_half import F16C, _gathered2, _gathered4, _gathered8, _rows8_2, _rows8_4, nearest, widened8
 from ._loops_reduce import (

@@ -11,6 +11,7 @@ from llvmlite.ir import instructions
 from numba.core import config, types
 from numba.extending import intrinsic
 
+from . import _loops_cache  # noqa: F401 - every loop's numba cache stamped with all their sources
 from ._codes import MAX, MIN, MUL
 
 jit = numba.njit(nogil=True, cache=True)

@@ -23,6 +23,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
+from . import _loops_cache  # noqa: F401 - every loop's numba cache stamped with all their sources
 from ._loops import _prefetch
 from ._loops_half import F16C, _f16c_bits
 

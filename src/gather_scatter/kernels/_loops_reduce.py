@@ -10,6 +10,7 @@ import numpy as np
 from numba.core import event, types
 from numba.extending import intrinsic, overload
 
+from . import _loops_cache  # noqa: F401 - every loop's numba cache stamped with all their sources
 from ._codes import ADD, MAX, MIN, MUL, NONE
 from ._loops_half import (
     F16C,
