@@ -116,11 +116,11 @@ _HALF_SPECIALS = {
 
 @pytest.mark.parametrize("threads", [1, 2], indirect=True)
 @pytest.mark.parametrize("depth", DEPTHS)
-@pytest.mark.parametrize("width", [2, 3, 4, 5])
+@pytest.mark.parametrize("width", [2, 3, 4, 5, 8, 16])
 @pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_narrow_half_rows_are_the_spec_loop(dtype, reduction, width, depth, threads):
-    """float16/bfloat16 rows of 2 and 4 elements go through one vector each way
+    """float16/bfloat16 rows of 2, 4, 8 and 16 elements go through one vector each way
     (``_loops_reduce._narrow_row``; 3 and 5 one element at a time): bit for bit the spec's loop
     with subnormals, overflow, infinities, ties and NaNs with payloads among the values, on
     every path (the kernel and the accepted one; one thread and the targets split); a sum or
@@ -511,7 +511,7 @@ _SPECIAL_BITS = {  # NaNs quiet and signalling with payloads, infinities, zeros,
 
 
 @pytest.mark.parametrize("element_threads", [1, 2], indirect=True)
-@pytest.mark.parametrize("width", [1, 2, 4, 7, 8, 64], ids=lambda w: f"w{w}")
+@pytest.mark.parametrize("width", [1, 2, 4, 7, 8, 16, 64], ids=lambda w: f"w{w}")
 @pytest.mark.parametrize("reduction", ["max", "min"])
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_half_max_min_store_the_winners_own_bits(dtype, reduction, width, element_threads):

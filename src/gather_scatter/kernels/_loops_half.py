@@ -337,7 +337,7 @@ def widened8(typingctx, src, e, bfloat16):
     return floats(src, e, bfloat16), codegen
 
 
-_row2, _row4 = _row_intrinsic(2), _row_intrinsic(4)
+_row2, _row4, _row8, _row16 = (_row_intrinsic(w) for w in (2, 4, 8, 16))
 _gathered2, _gathered4, _gathered8 = _gathered_intrinsic(2), _gathered_intrinsic(4), _gathered_intrinsic(8)
 # whole rows of 2 or 4 columns, 8 updates at a time
 _rows8_2, _rows8_4 = _gathered_intrinsic(8, 2), _gathered_intrinsic(8, 4)
