@@ -148,6 +148,44 @@ def test_narrow_half_rows_are_the_spec_loop(dtype, reduction, width, depth, thre
         assert actual[~nan].tobytes() == expected[~nan].tobytes()
 
 
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("depth", ["few", "one_target"])
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_half_single_elements_into_few_targets_are_the_spec_loop(dtype, reduction, k, depth, threads):
+    """float16/bfloat16 ScatterND of single elements (index tuples of 1 and 2 components)
+    under many more updates than targets, 8 and more updates at a time to each target (the
+    element walk, ``reduce_nd``): bit for bit the spec's loop with subnormals, overflow,
+    infinities, signed zeros and NaNs with payloads among the values, and an untouched
+    signalling NaN keeps its bits."""
+    rng = np.random.default_rng([k, DEPTHS.index(depth), threads, ["add", "mul", "max", "min"].index(reduction)])
+    shape, n = ((12,), (4, 3))[k - 1], 201
+    data, updates = _values(rng, dtype, shape, reduction), _values(rng, dtype, (n,), reduction)
+    specials = np.array(_HALF_SPECIALS[np.dtype(dtype)], np.uint16)
+    for values in (data, updates):
+        bits = values.reshape(-1).view(np.uint16)
+        where = rng.random(bits.shape) < 0.1
+        bits[where] = rng.choice(specials, int(where.sum()))
+    positions = rng.integers(0, 12, n) if depth == "few" else np.full(n, rng.integers(1, 12))
+    if np.dtype(dtype) == np.float16 and reduction in ("add", "mul") and depth == "one_target":
+        data.reshape(-1).view(np.uint16)[0] = 0x7D23  # signalling, untouched (its bits compared below)
+    indices = np.stack(np.unravel_index(positions, shape), axis=1)
+    indices = np.where(rng.random(indices.shape) < 0.5, indices - np.array(shape), indices)  # negatives too
+    with np.errstate(all="ignore"):
+        expected = oracle.scatter_nd(data, indices, updates, reduction)
+        results = [gs.scatter_nd(data, indices, updates, reduction=reduction) for _ in range(2)]  # then accepted
+    nan = np.isnan(expected.astype(np.float32))
+    for actual in results:
+        if reduction in ("max", "min"):  # the winner's own bits
+            assert actual.tobytes() == expected.tobytes()
+            continue
+        assert (np.isnan(actual.astype(np.float32)) == nan).all()  # which payload NaN + NaN keeps: the CPU's
+        assert actual[~nan].tobytes() == expected[~nan].tobytes()
+        if depth == "one_target":  # element 0 untouched: its bits, a signalling NaN's too
+            assert actual.reshape(-1).view(np.uint16)[0] == expected.reshape(-1).view(np.uint16)[0]
+
+
 @pytest.mark.parametrize("reduction", ["max", "min"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
 def test_nan_signed_zeros_and_ties(dtype, reduction):
@@ -242,8 +280,8 @@ ELEMENT_LAYOUTS = {
     # time, a group one element at a time where two share a target (and a tail per outer)
     "axis0_inner2_many": ((200, 2), (301, 2), 0),
     "axis1_outer3_inner4_many": ((3, 200, 4), (3, 301, 4), 1),
-    # float16/bfloat16 sums and products into few rows under many updates: the held values in
-    # float32 (_loops_axis._held_walk), a tail of fewer than 8 per outer
+    # float16/bfloat16 reductions into few rows under many updates: the held values in float32
+    # (_loops_axis._held_walk), a tail of fewer than 8 per outer
     "axis0_inner1_few_rows": ((8,), (101,), 0),
     "axis0_inner2_few_rows": ((8, 2), (101, 2), 0),
     "axis1_outer3_inner4_few_rows": ((3, 8, 4), (3, 101, 4), 1),
@@ -310,6 +348,44 @@ def test_scatter_elements_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, 
         assert actual.dtype == expected.dtype and actual.shape == expected.shape
         assert actual.tobytes() == expected.tobytes()
     assert data.tobytes() == before.tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("depth", ["few", "one_target"])
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_half_single_elements_into_few_targets_are_the_spec_loop(dtype, reduction, k, depth, threads):
+    """float16/bfloat16 ScatterND of single elements (index tuples of 1 and 2 components)
+    under many more updates than targets, 8 and more updates at a time to each target (the
+    element walk, ``reduce_nd``): bit for bit the spec's loop with subnormals, overflow,
+    infinities, signed zeros and NaNs with payloads among the values, and an untouched
+    signalling NaN keeps its bits."""
+    rng = np.random.default_rng([k, DEPTHS.index(depth), threads, ["add", "mul", "max", "min"].index(reduction)])
+    shape, n = ((12,), (4, 3))[k - 1], 201
+    data, updates = _values(rng, dtype, shape, reduction), _values(rng, dtype, (n,), reduction)
+    specials = np.array(_HALF_SPECIALS[np.dtype(dtype)], np.uint16)
+    for values in (data, updates):
+        bits = values.reshape(-1).view(np.uint16)
+        where = rng.random(bits.shape) < 0.1
+        bits[where] = rng.choice(specials, int(where.sum()))
+    positions = rng.integers(0, 12, n) if depth == "few" else np.full(n, rng.integers(1, 12))
+    if np.dtype(dtype) == np.float16 and reduction in ("add", "mul") and depth == "one_target":
+        data.reshape(-1).view(np.uint16)[0] = 0x7D23  # signalling, untouched (its bits compared below)
+    indices = np.stack(np.unravel_index(positions, shape), axis=1)
+    indices = np.where(rng.random(indices.shape) < 0.5, indices - np.array(shape), indices)  # negatives too
+    with np.errstate(all="ignore"):
+        expected = oracle.scatter_nd(data, indices, updates, reduction)
+        results = [gs.scatter_nd(data, indices, updates, reduction=reduction) for _ in range(2)]  # then accepted
+    nan = np.isnan(expected.astype(np.float32))
+    for actual in results:
+        if reduction in ("max", "min"):  # the winner's own bits
+            assert actual.tobytes() == expected.tobytes()
+            continue
+        assert (np.isnan(actual.astype(np.float32)) == nan).all()  # which payload NaN + NaN keeps: the CPU's
+        assert actual[~nan].tobytes() == expected[~nan].tobytes()
+        if depth == "one_target":  # element 0 untouched: its bits, a signalling NaN's too
+            assert actual.reshape(-1).view(np.uint16)[0] == expected.reshape(-1).view(np.uint16)[0]
 
 
 @pytest.mark.parametrize("reduction", ["max", "min"])
@@ -547,6 +623,61 @@ def test_half_max_min_store_the_winners_own_bits(dtype, reduction, width, elemen
              hex(expected[i, 0]))
             for i in bad[:5]
         ]
+
+
+@pytest.mark.parametrize("element_threads", [1, 2], indirect=True)
+@pytest.mark.parametrize("width", [1, 2, 4], ids=lambda w: f"w{w}")
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_half_max_min_into_few_rows_store_the_winners_own_bits(dtype, reduction, width, element_threads):
+    """max/min of float16/bfloat16 into few rows under many updates hold the rows' values in
+    float32 (``_loops_axis._held_walk``; ScatterND's single elements the same way): each
+    target still ends with the bits of the spec loop's winner, in sequence, with signalling
+    and quiet NaNs (payloads, both signs), infinities, signed zeros, subnormals and ties among
+    the table's values and the updates, and a signalling NaN in an untouched row keeps its bits."""
+    special = np.array(_SPECIAL_BITS[np.dtype(dtype).name], np.uint16)
+    sign = 0x8000 if reduction == "max" else 0  # values at or below zero for max: ties of +0 and -0
+    top = 0x7C00 if np.dtype(dtype) == np.float16 else 0x7F80
+    # signed zeros (the winner's sign is the rule's), infinity, subnormals, repeated values; NaNs rare
+    pool = np.array([0, 0x8000, 0, 0x8000, sign | 0x0001, sign | 0x3C00, sign | 0x3C00, sign | top], np.uint16)
+    rng = np.random.default_rng([width, reduction == "max"])
+    data_bits = rng.choice(pool, (8, width)).astype(np.uint16)
+    data_bits[6, 0] = special[0]  # a signalling NaN in a row no update reaches
+    update_bits = rng.choice(pool, (600, width)).astype(np.uint16)
+    nans = rng.random(update_bits.shape) < 0.001
+    update_bits[nans] = rng.choice(special[:4], int(nans.sum()))
+    indices = rng.integers(0, 8, (600, width))
+    indices[indices == 6] = 7
+    expected = data_bits.copy()
+    with np.errstate(invalid="ignore"):
+        p_all, q_all = data_bits.view(dtype).astype(np.float64), update_bits.view(dtype).astype(np.float64)
+    held = p_all.copy()
+    for k in range(600):  # the spec's loop, one index row at a time
+        for c in range(width):
+            t, x, u = indices[k, c], held[indices[k, c], c], q_all[k, c]
+            wins = x > u if reduction == "max" else x < u
+            if not (np.isnan(x) or wins or (x == u and np.dtype(dtype) == np.float16)):
+                held[t, c], expected[t, c] = u, update_bits[k, c]
+    assert np.isin(expected, [0x0000, 0x8000]).sum() >= expected.size // 2  # the ties decide
+    data, updates = data_bits.view(dtype), update_bits.view(dtype)
+    # the same updates in the same order as ScatterND's single elements: (row, column) tuples
+    elements = np.stack([indices.reshape(-1), np.tile(np.arange(width), 600)], axis=1)
+    with np.errstate(all="ignore"):  # each twice: the first call (every check), then the accepted path
+        results = [
+            (name, call())
+            for name, call in {
+                "ScatterElements": lambda: gs.scatter_elements(data, indices, updates, axis=0, reduction=reduction),
+                "ScatterND": lambda: gs.scatter_nd(data, elements, updates.reshape(-1), reduction=reduction),
+            }.items()
+            for _ in range(2)
+        ]
+    wrong = []
+    for name, actual in results:
+        bits = actual.view(np.uint16)
+        assert bits[6, 0] == special[0], name
+        bad = np.argwhere(bits != expected)[:5]
+        wrong += [(name, tuple(b), hex(bits[tuple(b)]), hex(expected[tuple(b)])) for b in bad]
+    assert not wrong, wrong
 
 
 def test_half_reductions_without_f16c_are_the_spec_loop(tmp_path):
