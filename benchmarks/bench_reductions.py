@@ -18,7 +18,7 @@ onnxruntime's answers are compared bitwise with ours (which equal the spec's loo
 show it): a 1-thread difference is flagged loudly, a 2-thread one is marked "differs" (its
 threads race on duplicates). onnxruntime has no float16 reductions, and asking it a few times
 kills the process (onnxruntime 1.32: SIGSEGV or SIGFPE), so those cells give ours /
-ours(float32) instead.
+ours(float32) instead, the float32 case of the same shape timed in the same rounds.
 
     python benchmarks/bench_reductions.py            # the full sweep (about 20 minutes here)
     python benchmarks/bench_reductions.py --quick    # a small subset in seconds (CI's smoke test)
@@ -152,6 +152,9 @@ def run_cell(op, reduction, dtype, width, rows, updates, rounds, target_s):
     expected = ours()
     row = {"op": op, "reduction": reduction, "dtype": dtype, "width": width, "rows": rows, "updates": updates}
     runners = {"ours": ours}
+    if dtype in ("float16", "bfloat16"):  # ours on float32 of the same shape, in the same rounds
+        f32_case = make_case(op, reduction, "float32", width, rows, updates)
+        runners["ours_f32"] = _ours(op, *f32_case[:3], reduction)
     feeds = {"data": data, "indices": indices, "updates": values}
     # onnxruntime 1.32 has no float16 reductions, and a few of its NOT_IMPLEMENTED runs in one
     # process end it (SIGSEGV or SIGFPE, seen here without our library loaded): not asked.
@@ -181,6 +184,8 @@ def run_cell(op, reduction, dtype, width, rows, updates, rounds, target_s):
             times[name].append(_timed(fn, calls[name]))
     for name, samples in times.items():
         row[f"{name}_s"] = statistics.median(samples)
+    if "ours_f32_s" in row:  # timed interleaved: minutes apart, this machine's drift alone read 3x
+        row["ratio_f32"] = row["ours_s"] / row["ours_f32_s"]
     if "ort1_s" in row:
         row["ratio_ort1"] = row["ours_s"] / row["ort1_s"]
     if "ort2_s" in row:
@@ -292,11 +297,6 @@ def main(argv=None):
             for dtype in dtypes:
                 for width, rows_n, updates in ISSUE_CELLS:
                     rows.append(run_cell("scatter_nd_rows", reduction, dtype, width, rows_n, updates, rounds, target_s))
-    by_key = {(r["op"], r["reduction"], r["dtype"], r["width"], r["rows"], r["updates"]): r for r in rows}
-    for r in rows:  # onnxruntime has no float16 reductions: ours against our float32
-        f32 = by_key.get((r["op"], r["reduction"], "float32", r["width"], r["rows"], r["updates"]))
-        if r["dtype"] in ("float16", "bfloat16") and f32 is not None:
-            r["ratio_f32"] = r["ours_s"] / f32["ours_s"]
     print(table(rows))
     compared = [r for r in rows if "ratio_ort1" in r]
     worst = sorted(compared, key=lambda r: -r["ratio_ort1"])[:15]
