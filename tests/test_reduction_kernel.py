@@ -350,44 +350,6 @@ def test_scatter_elements_kernel_is_the_spec_loop_bit_for_bit(dtype, reduction, 
     assert data.tobytes() == before.tobytes()
 
 
-@pytest.mark.parametrize("threads", [1, 2], indirect=True)
-@pytest.mark.parametrize("depth", ["few", "one_target"])
-@pytest.mark.parametrize("k", [1, 2])
-@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
-@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
-def test_half_single_elements_into_few_targets_are_the_spec_loop(dtype, reduction, k, depth, threads):
-    """float16/bfloat16 ScatterND of single elements (index tuples of 1 and 2 components)
-    under many more updates than targets, 8 and more updates at a time to each target (the
-    element walk, ``reduce_nd``): bit for bit the spec's loop with subnormals, overflow,
-    infinities, signed zeros and NaNs with payloads among the values, and an untouched
-    signalling NaN keeps its bits."""
-    rng = np.random.default_rng([k, DEPTHS.index(depth), threads, ["add", "mul", "max", "min"].index(reduction)])
-    shape, n = ((12,), (4, 3))[k - 1], 201
-    data, updates = _values(rng, dtype, shape, reduction), _values(rng, dtype, (n,), reduction)
-    specials = np.array(_HALF_SPECIALS[np.dtype(dtype)], np.uint16)
-    for values in (data, updates):
-        bits = values.reshape(-1).view(np.uint16)
-        where = rng.random(bits.shape) < 0.1
-        bits[where] = rng.choice(specials, int(where.sum()))
-    positions = rng.integers(0, 12, n) if depth == "few" else np.full(n, rng.integers(1, 12))
-    if np.dtype(dtype) == np.float16 and reduction in ("add", "mul") and depth == "one_target":
-        data.reshape(-1).view(np.uint16)[0] = 0x7D23  # signalling, untouched (its bits compared below)
-    indices = np.stack(np.unravel_index(positions, shape), axis=1)
-    indices = np.where(rng.random(indices.shape) < 0.5, indices - np.array(shape), indices)  # negatives too
-    with np.errstate(all="ignore"):
-        expected = oracle.scatter_nd(data, indices, updates, reduction)
-        results = [gs.scatter_nd(data, indices, updates, reduction=reduction) for _ in range(2)]  # then accepted
-    nan = np.isnan(expected.astype(np.float32))
-    for actual in results:
-        if reduction in ("max", "min"):  # the winner's own bits
-            assert actual.tobytes() == expected.tobytes()
-            continue
-        assert (np.isnan(actual.astype(np.float32)) == nan).all()  # which payload NaN + NaN keeps: the CPU's
-        assert actual[~nan].tobytes() == expected[~nan].tobytes()
-        if depth == "one_target":  # element 0 untouched: its bits, a signalling NaN's too
-            assert actual.reshape(-1).view(np.uint16)[0] == expected.reshape(-1).view(np.uint16)[0]
-
-
 @pytest.mark.parametrize("reduction", ["max", "min"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
 def test_scatter_elements_nan_signed_zeros_and_ties(dtype, reduction):
