@@ -23,18 +23,30 @@ from ._common import (
 
 
 def _op_or_version(text: str) -> str:
-    """``--op``: an operator (``ScatterND``) or version (``ScatterND-16``) of the registry, spelled as ONNX does."""
+    """``--op``: an operator (``ScatterND``) or version (``ScatterND-16``) of the registry, spelled as ONNX does.
+
+    A torch operation of ``--exporter`` (``index_add``) passes too; which of the two a mode takes is
+    checked once the mode is known.
+    """
     import difflib
 
+    from ..check.exporters.samples import OPERATIONS
     from ..rules.versions import REGISTRY
 
     known = sorted({v.op_type for v in REGISTRY.values()} | {v.name for v in REGISTRY.values()})
-    if text in known:
+    if text in known or text in OPERATIONS:
         return text
-    folded = {name.lower(): name for name in known}
-    close = [folded[text.lower()]] if text.lower() in folded else difflib.get_close_matches(text, known, n=3)
+    folded = {name.lower(): name for name in [*known, *OPERATIONS]}
+    close = (
+        [folded[text.lower()]]
+        if text.lower() in folded
+        else difflib.get_close_matches(text, [*known, *OPERATIONS], n=3)
+    )
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    raise argparse.ArgumentTypeError(f"unknown operator or version {text!r}{hint}; choose from {', '.join(known)}")
+    raise argparse.ArgumentTypeError(
+        f"unknown operator or version {text!r}{hint}; choose from {', '.join(known)}; with --exporter torch, "
+        f"from {', '.join(OPERATIONS)}"
+    )
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -44,8 +56,21 @@ def _check(args: argparse.Namespace) -> int:
 
     if args.list_engines:
         return _list_engines()
-    if args.engine is None:
-        raise _UserError("one of --engine or --list-engines is required")
+    if args.exporter is not None:
+        return _check_exporter(args)
+    _refuse_exporter_options(args)
+    if args.timeout is None:
+        args.timeout = 30.0
+    if not args.engine:
+        raise _UserError("one of --engine, --exporter or --list-engines is required")
+    if len(args.engine) > 1:
+        raise _UserError(
+            f"--engine is given {len(args.engine)} times: a check runs one engine (--exporter takes several)"
+        )
+    args.engine = args.engine[0]
+    torch_ops = [name for name in args.op if name in _torch_operations()]
+    if torch_ops:
+        raise _UserError(f"--op {torch_ops[0]} is a torch operation: it selects samples of --exporter torch")
     _check_mode_options(args)
     _check_destination("--out", args.out, is_dir=True)
     if args.json:
@@ -82,6 +107,73 @@ def _check(args: argparse.Namespace) -> int:
         if exc.filename is None:  # not a file of ours: not the user's to fix
             raise
         raise _UserError(f"{exc.strerror}: {exc.filename!r}") from None
+    return 1 if result["findings"] else 0
+
+
+def _torch_operations() -> dict:
+    from ..check.exporters.samples import OPERATIONS
+
+    return OPERATIONS
+
+
+def _refuse_exporter_options(args: argparse.Namespace) -> None:
+    """Refuse --mode without --exporter (the one option only the exporter check takes)."""
+    if args.mode is not None:
+        raise _UserError("--mode picks an exporter's mode: gather-scatter check --exporter torch --mode dynamo ...")
+
+
+def _check_exporter(args: argparse.Namespace) -> int:
+    """``check --exporter torch``: torch's exporters on every indexing operation (exit 1 with findings)."""
+    from ..check.engines import EngineMissing
+    from ..check.exporters import ExporterSelectionError, run_exporter_check
+
+    given = [
+        name
+        for name, value in (
+            ("MODEL", args.model),
+            ("--input", args.input),
+            ("--inputs", args.inputs),
+            ("--dim", args.dim),
+            ("--tries", args.tries),
+        )
+        if value
+    ]
+    if given:
+        raise _UserError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a model, not to --exporter"
+        )
+    if len(args.opset) > 1:
+        raise _UserError("--exporter exports at one --opset")
+    for name in ("torch", "onnxscript"):
+        import importlib.util
+
+        if importlib.util.find_spec(name) is None:
+            raise _UserError(
+                f"--exporter torch needs {name}: pip install 'gather_scatter[export]' (a CPU build of torch is enough)"
+            )
+    _check_destination("--out", args.out, is_dir=True)
+    if args.json:
+        _check_destination("--json", args.json, is_dir=False)
+    if args.report:
+        _check_destination("--report", args.report, is_dir=True, beside=True)
+    modes = ["dynamo", "torchscript"] if args.mode in (None, "both") else [args.mode]
+    try:
+        result = run_exporter_check(
+            args.exporter,
+            modes=modes,
+            opset=args.opset[0] if args.opset else None,
+            ops=args.op or None,
+            cases=args.cases or 24,
+            seed=args.seed,
+            engines=[_engine_name(name) for name in args.engine or []],
+            timeout=120.0 if args.timeout is None else args.timeout,
+            out_dir=args.out,
+            json_path=args.json,
+            report_dir=args.report,
+            progress=sys.stderr.isatty(),
+        )
+    except (ExporterSelectionError, EngineMissing) as exc:
+        raise _UserError(str(exc)) from None
     return 1 if result["findings"] else 0
 
 
@@ -214,11 +306,33 @@ def _add_check(subparsers: Any) -> None:
         "whole model's outputs (default: operator mode, generated cases)",
     )
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--engine", metavar="NAME", help="the engine to check (see --list-engines)")
+    which.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the engine to check (see --list-engines); with --exporter, engines to run each finding's "
+        "exported model on too (repeatable), to say whether a runtime shows or hides the export's error",
+    )
     which.add_argument(
         "--list-engines",
         action="store_true",
         help="list the installed engines, their versions and whether they can run, and exit",
+    )
+    parser.add_argument(
+        "--exporter",
+        choices=["torch"],
+        default=None,
+        help="exporter mode: export every torch operation that lowers to the family (advanced indexing, "
+        "index_select, gather, scatter_reduce, index_put, embedding_bag, ...) on PyTorch's OpInfo samples and "
+        "ours, run each graph with gather_scatter's evaluator (the spec's loop) and compare with torch eager; "
+        "--op then names torch operations (index_add, getitem, ...), --cases samples per operation (default 24)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["dynamo", "torchscript", "both"],
+        default=None,
+        help="with --exporter: torch.onnx.export(dynamo=True), the TorchScript exporter, or both (default)",
     )
     parser.add_argument(
         "--input",
@@ -253,7 +367,8 @@ def _add_check(subparsers: Any) -> None:
         default=[],
         type=_op_or_version,
         metavar="OP",
-        help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all)",
+        help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all); with "
+        "--exporter, a torch operation (index_add)",
     )
     parser.add_argument(
         "--opset",
@@ -277,9 +392,10 @@ def _add_check(subparsers: Any) -> None:
     parser.add_argument(
         "--timeout",
         type=_seconds,
-        default=30.0,
+        default=None,
         metavar="SECONDS",
-        help="seconds per case (or node, or whole model) before the engine counts as hung (default 30)",
+        help="seconds per case (or node, or whole model) before the engine counts as hung (default 30); with "
+        "--exporter, per export and evaluation (default 120)",
     )
     parser.add_argument(
         "--out",
