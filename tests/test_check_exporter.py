@@ -57,6 +57,26 @@ def test_a_wrong_lowering_is_caught_and_the_right_one_gives_no_finding(tmp_path)
     assert right["table"]["index_select"]["torchscript"] == {"ok": 5}
 
 
+def _dynamo_with_an_off_by_one_index_select(module, tensors, names, mode, opset):
+    """torch's dynamo exporter with a wrong aten::index_select in its translation table (an exporter plugin)."""
+    from onnxscript import opset18 as op
+
+    def index_select(self, dim: int, index):
+        return op.Gather(self, op.Sub(index, op.Constant(value_int=1)), axis=dim)
+
+    table = {torch.ops.aten.index_select.default: index_select}
+    return torch.onnx.export(module, tuple(tensors), dynamo=True, input_names=names, opset_version=opset,
+                             custom_translation_table=table).model_proto
+
+
+def test_an_exporter_plugin_with_a_wrong_translation_is_caught(tmp_path):
+    result = _check(tmp_path, modes=["dynamo"], ops=["index_select"], cases=1, isolate=False,
+                    export=_dynamo_with_an_off_by_one_index_select)
+    (finding,) = result["findings"]
+    assert finding["kind"] == "wrong_output" and finding["nodes"] == ["Sub", "Gather(axis=0)"]
+    assert "first at [0, 0]: np.float32(10.0), eager gives np.float32(13.0)" in finding["detail"]
+
+
 def _killed_exporter(module, tensors, names, mode, opset):
     os.kill(os.getpid(), signal.SIGFPE)  # as the TorchScript exporter does on an empty index (torch 2.13)
 

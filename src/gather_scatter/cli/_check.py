@@ -72,11 +72,7 @@ def _check(args: argparse.Namespace) -> int:
     if torch_ops:
         raise _UserError(f"--op {torch_ops[0]} is a torch operation: it selects samples of --exporter torch")
     _check_mode_options(args)
-    _check_destination("--out", args.out, is_dir=True)
-    if args.json:
-        _check_destination("--json", args.json, is_dir=False)
-    if args.report:
-        _check_destination("--report", args.report, is_dir=True, beside=True)
+    _check_destinations(args)
     args.engine = _engine_name(args.engine)
     try:
         if args.model is not None:
@@ -108,6 +104,15 @@ def _check(args: argparse.Namespace) -> int:
             raise
         raise _UserError(f"{exc.strerror}: {exc.filename!r}") from None
     return 1 if result["findings"] else 0
+
+
+def _check_destinations(args: argparse.Namespace) -> None:
+    """Refuse an unwritable --out, --json or --report before anything runs."""
+    _check_destination("--out", args.out, is_dir=True)
+    if args.json:
+        _check_destination("--json", args.json, is_dir=False)
+    if args.report:
+        _check_destination("--report", args.report, is_dir=True, beside=True)
 
 
 def _torch_operations() -> dict:
@@ -151,11 +156,7 @@ def _check_exporter(args: argparse.Namespace) -> int:
             raise _UserError(
                 f"--exporter torch needs {name}: pip install 'gather_scatter[export]' (a CPU build of torch is enough)"
             )
-    _check_destination("--out", args.out, is_dir=True)
-    if args.json:
-        _check_destination("--json", args.json, is_dir=False)
-    if args.report:
-        _check_destination("--report", args.report, is_dir=True, beside=True)
+    _check_destinations(args)
     modes = ["dynamo", "torchscript"] if args.mode in (None, "both") else [args.mode]
     try:
         result = run_exporter_check(

@@ -220,7 +220,7 @@ def check_sample(
     """
     import onnx
 
-    from ... import run_model
+    from ...models import run_model
 
     module, tensors, names = build(sample)
     try:
