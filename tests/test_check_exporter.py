@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 
 import numpy as np
@@ -207,3 +208,15 @@ def test_the_cli_writes_the_table_and_exits_1_with_findings(tmp_path, capsys):
     assert code == (1 if result["findings"] else 0)
     assert "| operation | torchscript |" in out and "| index_select | 2 ok |" in out
     assert result["modes"] == ["torchscript"] and result["versions"]["torch"] == torch.__version__
+
+
+def test_the_docs_example_runs_as_it_says(tmp_path, monkeypatch):
+    from doc_examples import python_block
+
+    monkeypatch.chdir(tmp_path)  # its findings go to ./check-findings
+    block = python_block(pathlib.Path(__file__).parents[1] / "docs" / "checker.md", "run_exporter_check(")
+    namespace: dict = {}
+    exec(block, namespace)  # noqa: S102 - the page's own example
+    if not namespace["classes"]:
+        pytest.skip(f"torch {torch.__version__} exports index_add with duplicate indices correctly")
+    assert namespace["classes"] == [("wrong_output", ["ScatterElements(axis=0)", "Add"], "duplicate indices")]

@@ -65,7 +65,8 @@ class Sample:
     def variant(self) -> str:
         """Return what selects the lowering beside the op: the reduction and flags (``mean, include_self=False``)."""
         parts = [repr(a) for a in self.args if isinstance(a, str)]
-        parts += [f"accumulate={a!r}" for a in self.args if isinstance(a, bool)]  # put's positional flag
+        if self.op in ("put", "put_"):
+            parts += [f"accumulate={a!r}" for a in self.args if isinstance(a, bool)]  # its positional flag
         parts += [f"{k}={v!r}" for k, v in sorted(self.kwargs.items()) if isinstance(v, str) or k in _FLAGS]
         return ", ".join(parts)
 
