@@ -112,7 +112,10 @@ class ExportWorker:
             return _died(phase, f"the process died (exit code {code})")
 
     def close(self) -> None:
-        """Stop the worker."""
+        """Stop the worker: its pipe closed, it returns (and releases what it holds); killed after 10 s."""
+        if self._process is not None and self._process.is_alive():
+            self._conn.close()
+            self._process.join(10)
         self._stop()
 
     def __enter__(self) -> ExportWorker:
