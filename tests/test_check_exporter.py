@@ -220,3 +220,23 @@ def test_the_docs_example_runs_as_it_says(tmp_path, monkeypatch):
     if not namespace["classes"]:
         pytest.skip(f"torch {torch.__version__} exports index_add with duplicate indices correctly")
     assert namespace["classes"] == [("wrong_output", ["ScatterElements(axis=0)", "Add"], "duplicate indices")]
+
+
+def test_ctrl_c_prints_and_writes_the_samples_run_so_far(tmp_path):
+    from gather_scatter.check import Interrupted
+    from gather_scatter.check.exporters.export import export
+
+    calls = []
+
+    def interrupted_at_the_second(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return export(*args)
+
+    with pytest.raises(Interrupted, match="interrupted after 1 of 3 cases") as info:
+        _check(tmp_path, modes=["torchscript"], ops=["index_select"], cases=3, isolate=False,
+               export=interrupted_at_the_second, json_path=str(tmp_path / "r.json"))
+    written = json.loads((tmp_path / "r.json").read_text())
+    assert info.value.result["interrupted"] and written["interrupted"]
+    assert written["table"]["index_select"]["torchscript"] == {"ok": 1}

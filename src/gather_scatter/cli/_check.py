@@ -129,6 +129,7 @@ def _refuse_exporter_options(args: argparse.Namespace) -> None:
 
 def _check_exporter(args: argparse.Namespace) -> int:
     """``check --exporter torch``: torch's exporters on every indexing operation (exit 1 with findings)."""
+    from ..check import Interrupted
     from ..check.engines import EngineMissing
     from ..check.exporters import ExporterSelectionError, run_exporter_check
 
@@ -175,6 +176,9 @@ def _check_exporter(args: argparse.Namespace) -> int:
         )
     except (ExporterSelectionError, EngineMissing) as exc:
         raise _UserError(str(exc)) from None
+    except Interrupted as exc:  # the partial table is printed and the JSON written
+        print(f"gather-scatter check: {exc}", file=sys.stderr)
+        return INTERRUPTED
     return 1 if result["findings"] else 0
 
 
@@ -297,7 +301,8 @@ def _add_check(subparsers: Any) -> None:
         "kernels for its indexing nodes), each "
         "indexing node is replayed on the engine as a one-node model with the tensors it saw, and the whole "
         "model's outputs are compared; the report names each diverging node. A model that cannot be read, has "
-        "no indexing node, or a symbolic input dim without --dim is a usage error.",
+        "no indexing node, or a symbolic input dim without --dim is a usage error. With --exporter torch "
+        "(exporter mode), torch's ONNX exporters are checked instead: see --exporter.",
     )
     parser.add_argument(
         "model",

@@ -216,36 +216,24 @@ def run_exporter_check(
         from tqdm import tqdm
 
         bar = tqdm(total=len(planned) * len(modes), desc="check torch export", unit="export", file=sys.stderr)
+    interrupted, ran = False, 0
     with ExportWorker(timeout, isolate) as worker:
-        for name, sample in planned:
-            for mode in modes:
-                outcome = worker.run(sample, mode, opset, export)
-                if bar is not None:
-                    bar.update(1)
-                if outcome.kind == "eager_refused":
-                    skipped += 1
+        try:
+            for name, sample in planned:
+                for mode in modes:
+                    outcome = worker.run(sample, mode, opset, export)
+                    ran += 1
                     if bar is not None:
-                        bar.update(len(modes) - 1 - modes.index(mode))
-                    break
-                table[name][mode][outcome.kind] += 1
-                if outcome.kind not in FINDING_KINDS:
-                    continue
-                key = (name, sample.variant(), mode, outcome.kind)
-                row = _row(name, sample, mode, outcome)
-                if key not in classes:
-                    small = _shrink(worker, sample, mode, opset, outcome.kind, export, shrink_budget)
-                    first = row
-                    if small is not None:
-                        first = _row(name, small[0], mode, small[1])
-                        first["shrunk_from"] = _size(sample)
-                        sample, outcome = small
-                    first["engines"] = _engine_verdicts(engines, outcome, timeout) if engines else {}
-                    first["_sample"], first["_outcome"] = sample, outcome
-                    classes[key] = {"first": first, "count": 0}
-                    row = first
-                classes[key]["count"] += 1
-                _write(row, sample, outcome, len(findings) + 1, out_dir)
-                findings.append(row)
+                        bar.update(1 if outcome.kind != "eager_refused" else len(modes) - modes.index(mode))
+                    if outcome.kind == "eager_refused":
+                        skipped += 1
+                        break
+                    table[name][mode][outcome.kind] += 1
+                    if outcome.kind in FINDING_KINDS:
+                        found = (worker, export, opset, engines, timeout, shrink_budget)
+                        findings.append(_finding(name, sample, mode, outcome, classes, found, len(findings), out_dir))
+        except KeyboardInterrupt:  # the report of the samples run so far is printed and written
+            interrupted = True
     if bar is not None:
         bar.close()
     result = {
@@ -255,6 +243,9 @@ def run_exporter_check(
         "opset": opset,
         "date": datetime.date.today().isoformat(),
         "opinfo": opinfo_available(),
+        "interrupted": interrupted,
+        "cases": ran,  # exports run, of
+        "planned": len(planned) * len(modes),
         "samples": len(planned) - skipped,
         "skipped": skipped,
         "table": {n: {m: dict(c) for m, c in by_mode.items()} for n, by_mode in table.items()},
@@ -266,6 +257,8 @@ def run_exporter_check(
     print_table(result, out)
     if json_path:
         engine_report.write_json(result, os.fspath(json_path))
+    if interrupted:
+        raise engine_report.Interrupted(result)
     if report_dir:
         from .texts import write_reports
 
@@ -275,6 +268,27 @@ def run_exporter_check(
         if json_path:
             engine_report.write_json(result, os.fspath(json_path))
     return result
+
+
+def _finding(
+    name: str, sample: Sample, mode: str, outcome: Exported, classes: dict, how: tuple, done: int, out_dir: str
+) -> dict:
+    """Return the row of one finding; the first of its class is shrunk and run on the engines first."""
+    worker, export, opset, engines, timeout, budget = how
+    key = (name, sample.variant(), mode, outcome.kind)
+    row = _row(name, sample, mode, outcome)
+    if key not in classes:
+        small = _shrink(worker, sample, mode, opset, outcome.kind, export, budget)
+        if small is not None:
+            row = _row(name, small[0], mode, small[1])
+            row["shrunk_from"] = _size(sample)
+            sample, outcome = small
+        row["engines"] = _engine_verdicts(engines, outcome, timeout) if engines else {}
+        row["_sample"], row["_outcome"] = sample, outcome
+        classes[key] = {"first": row, "count": 0}
+    classes[key]["count"] += 1
+    _write(row, sample, outcome, done + 1, out_dir)
+    return row
 
 
 def _classes(classes: dict) -> list[dict]:
@@ -319,6 +333,8 @@ def print_table(result: dict, stream: TextIO) -> None:
     """Print the per-operation table (Markdown: it goes into the docs as is), then one row per finding class."""
     modes = result["modes"]
     v = result["versions"]
+    if result.get("interrupted"):
+        print(engine_report.progress(result), file=stream)
     print(
         f"torch {v['torch']}, onnxscript {v['onnxscript']}, onnx {v['onnx']}: {result['samples']} samples "
         f"through {' and '.join(modes)} ({result['skipped']} that torch eager refuses left out"
