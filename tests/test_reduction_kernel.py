@@ -500,6 +500,8 @@ def test_one_element_float16_sums_load_without_waiting_on_the_last_update():
         loop(out.view(np.uint16), offsets, src.view(np.uint16))
         assert out.tobytes() == expected.tobytes()
         (asm,) = loop.inspect_asm().values()
+        if "vaddsh" in asm:  # AVX512-FP16 (Sapphire Rapids on): LLVM adds in float16 itself, nothing to convert
+            continue
         assert "vcvtph2ps" in asm
         assert ("vpinsrw" in asm) is not alone
 

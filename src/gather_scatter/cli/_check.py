@@ -23,30 +23,18 @@ from ._common import (
 
 
 def _op_or_version(text: str) -> str:
-    """``--op``: an operator (``ScatterND``) or version (``ScatterND-16``) of the registry, spelled as ONNX does.
-
-    A torch operation of ``--exporter`` (``index_add``) passes too; which of the two a mode takes is
-    checked once the mode is known.
-    """
+    """``--op``: an operator (``ScatterND``) or version (``ScatterND-16``) of the registry, spelled as ONNX does."""
     import difflib
 
-    from ..check.exporters.samples import OPERATIONS
     from ..rules.versions import REGISTRY
 
     known = sorted({v.op_type for v in REGISTRY.values()} | {v.name for v in REGISTRY.values()})
-    if text in known or text in OPERATIONS:
+    if text in known:
         return text
-    folded = {name.lower(): name for name in [*known, *OPERATIONS]}
-    close = (
-        [folded[text.lower()]]
-        if text.lower() in folded
-        else difflib.get_close_matches(text, [*known, *OPERATIONS], n=3)
-    )
+    folded = {name.lower(): name for name in known}
+    close = [folded[text.lower()]] if text.lower() in folded else difflib.get_close_matches(text, known, n=3)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    raise argparse.ArgumentTypeError(
-        f"unknown operator or version {text!r}{hint}; choose from {', '.join(known)}; with --exporter torch, "
-        f"from {', '.join(OPERATIONS)}"
-    )
+    raise argparse.ArgumentTypeError(f"unknown operator or version {text!r}{hint}; choose from {', '.join(known)}")
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -71,6 +59,10 @@ def _check(args: argparse.Namespace) -> int:
     torch_ops = [name for name in args.op if name in _torch_operations()]
     if torch_ops:
         raise _UserError(f"--op {torch_ops[0]} is a torch operation: it selects samples of --exporter torch")
+    try:  # --op is read as text (exporter mode takes torch operations) and checked here, as argparse would
+        args.op = [_op_or_version(name) for name in args.op]
+    except argparse.ArgumentTypeError as exc:
+        args.parser.error(f"argument --op: {exc}")
     _check_mode_options(args)
     _check_destinations(args)
     args.engine = _engine_name(args.engine)
@@ -371,7 +363,6 @@ def _add_check(subparsers: Any) -> None:
         "--op",
         action="append",
         default=[],
-        type=_op_or_version,
         metavar="OP",
         help="an operator (ScatterND) or version (ScatterND-16) to check (repeatable; default all); with "
         "--exporter, a torch operation (index_add)",
@@ -418,7 +409,7 @@ def _add_check(subparsers: Any) -> None:
         "(NN-ENGINE-OP-KIND.md) and its standalone reproduction script (.py, numpy, onnx and the "
         "engine only; .npz beside it for larger arrays); DIR is replaced as a whole at the end",
     )
-    parser.set_defaults(func=_check)
+    parser.set_defaults(func=_check, parser=parser)
     # The engines are read from their entry points when the help is shown: reading them costs
     # every other command its start-up time.
     plain_help = parser.format_help
