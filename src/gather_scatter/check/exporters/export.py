@@ -203,8 +203,14 @@ def compare(
 
 
 def _tolerance(sample: Sample, want: list) -> float | None:
-    if not OPERATIONS[sample.op].reduces:
+    """Return the relative tolerance of a float sum, product or mean; None (bits) for anything else."""
+    op = OPERATIONS[sample.op]
+    if not op.reduces:
         return None
+    if op.writes in ("index_put", "put"):  # they sum only with accumulate (put's may be positional)
+        flags = [sample.kwargs.get("accumulate"), *(a for a in sample.args if isinstance(a, bool))]
+        if not any(flags):
+            return None
     names = {w.dtype.name for w in want}
     return max((TOLERANCE[n] for n in names if n in TOLERANCE), default=None)
 
