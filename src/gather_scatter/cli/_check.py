@@ -108,7 +108,7 @@ def _check_destinations(args: argparse.Namespace) -> None:
 
 
 def _torch_operations() -> dict:
-    from ..check.exporters.samples import OPERATIONS
+    from ..check.exporters import OPERATIONS
 
     return OPERATIONS
 
@@ -142,9 +142,9 @@ def _check_exporter(args: argparse.Namespace) -> int:
         )
     if len(args.opset) > 1:
         raise _UserError("--exporter exports at one --opset")
-    for name in ("torch", "onnxscript"):
-        import importlib.util
+    import importlib.util
 
+    for name in ("torch", "onnxscript"):
         if importlib.util.find_spec(name) is None:
             raise _UserError(
                 f"--exporter torch needs {name}: pip install 'gather_scatter[export]' (a CPU build of torch is enough)"

@@ -33,10 +33,22 @@ from typing import Any
 import numpy as np
 
 from ...errors import GatherScatterError, one_line
+from ...rules.versions import FAMILY
 from .program import build, to_numpy
 from .samples import OPERATIONS, Sample
 
-__all__ = ["FINDING_KINDS", "MODES", "TOLERANCE", "Exported", "check_sample", "compare", "eager", "export"]
+__all__ = [
+    "FINDING_KINDS",
+    "MODES",
+    "TOLERANCE",
+    "Exported",
+    "carrier",
+    "check_sample",
+    "compare",
+    "eager",
+    "export",
+    "nodes",
+]
 
 MODES = ("dynamo", "torchscript")
 FINDING_KINDS = (
@@ -51,8 +63,6 @@ FINDING_KINDS = (
 )
 #: Relative tolerance of a float sum, product or mean, by torch dtype name.
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
-#: The family's operators: the node nearest a wrong output among these carries the indexing.
-FAMILY = ("Gather", "GatherElements", "GatherND", "Scatter", "ScatterElements", "ScatterND", "TensorScatter")
 
 
 @dataclass
@@ -166,7 +176,7 @@ def compare(
             return "wrong_dtype", f"output {k} is {g.dtype}, eager gives {w.dtype}", k, None
         if g.shape != w.shape:
             return "wrong_shape", f"output {k} has shape {g.shape}, eager gives {w.shape}", k, None
-        if w.dtype.kind == "f" or w.dtype.kind == "V" or w.dtype.name == "bfloat16":
+        if w.dtype.kind in "fV":  # ml_dtypes' bfloat16 is of kind V
             a, e = g.astype(np.float64), w.astype(np.float64)
             with np.errstate(invalid="ignore"):
                 bad = ~((a == e) | (np.isnan(a) & np.isnan(e)))
@@ -271,18 +281,24 @@ def _first_line(exc: BaseException) -> str:
     return one_line(f"{head}: {text}")[:600]
 
 
-def nodes(model: Any) -> list[str]:
-    """Return the graph's nodes in order, the family's with their attributes (``ScatterElements(reduction='add')``)."""
+def _in_family(node: Any) -> bool:
+    return ("" if node.domain == "ai.onnx" else node.domain, node.op_type) in FAMILY
+
+
+def _text(node: Any) -> str:
+    """Return a node as ``ScatterElements(reduction='add', axis=0)`` for the family, its op type otherwise."""
     from onnx import helper
 
-    out = []
-    for node in model.graph.node:
-        if node.op_type in FAMILY:
-            attrs = ", ".join(f"{a.name}={helper.get_attribute_value(a)!r}" for a in node.attribute)
-            out.append(f"{node.op_type}({attrs})".replace("b'", "'"))
-        else:
-            out.append(node.op_type)
-    return out
+    if not _in_family(node):
+        return node.op_type
+    values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = ", ".join(f"{k}={(v.decode() if isinstance(v, bytes) else v)!r}" for k, v in values.items())
+    return f"{node.op_type}({attrs})"
+
+
+def nodes(model: Any) -> list[str]:
+    """Return the graph's nodes in order, the family's with their attributes (``ScatterElements(reduction='add')``)."""
+    return [_text(node) for node in model.graph.node]
 
 
 def carrier(model: Any, output: int) -> str | None:
@@ -291,13 +307,11 @@ def carrier(model: Any, output: int) -> str | None:
     frontier = [model.graph.output[output].name]
     seen: set = set()
     while frontier:
-        name = frontier.pop(0)
-        node = produced.get(name)
+        node = produced.get(frontier.pop(0))
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        if node.op_type in FAMILY:
-            index = list(model.graph.node).index(node)
-            return nodes(model)[index]
+        if _in_family(node):
+            return _text(node)
         frontier.extend(node.input)
     return None

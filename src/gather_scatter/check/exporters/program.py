@@ -121,16 +121,12 @@ def _nested(values: Any) -> str:
 
 def tensor_source(tensor: Any) -> str:
     """Return ``torch.tensor(...)`` source that rebuilds ``tensor`` bit for bit (its dtype and shape)."""
+    import torch
+
     dtype = str(tensor.dtype)  # 'torch.float32'
     if tensor.numel() == 0:
         return f"torch.zeros({tuple(tensor.shape)!r}, dtype={dtype})"
     values = tensor.detach().cpu()
-    if values.is_floating_point() and values.dtype != torch_float64():
-        values = values.to(torch_float64())  # exact: every float16/bfloat16/float32 is a float64
+    if values.is_floating_point():
+        values = values.to(torch.float64)  # exact: every float16/bfloat16/float32 is a float64
     return f"torch.tensor({_nested(values.tolist())}, dtype={dtype})"
-
-
-def torch_float64() -> Any:
-    import torch
-
-    return torch.float64

@@ -11,6 +11,7 @@ hides it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
@@ -65,7 +66,9 @@ def _candidates(sample: Sample) -> Iterator[Sample]:
 
     def rebuilt(new: list) -> Sample:
         args, kwargs = replace_leaves((sample.args, sample.kwargs), list(new))
-        return Sample(sample.op, args, kwargs, sample.note, sample.undefined)
+        smaller = Sample(sample.op, args, kwargs, sample.note)
+        smaller.undefined = duplicate_targets(OPERATIONS[sample.op], smaller)
+        return smaller
 
     for axis in range(max((t.ndim for t in tensors), default=0)):
         for length in sorted({t.shape[axis] for t in tensors if t.ndim > axis}, reverse=True):
@@ -91,7 +94,6 @@ def _shrink(worker: ExportWorker, sample: Sample, mode: str, opset: int | None, 
         for candidate in sorted(_candidates(sample), key=_size):
             if calls >= budget:
                 break
-            candidate.undefined = duplicate_targets(OPERATIONS[candidate.op], candidate)
             calls += 1
             outcome = worker.run(candidate, mode, opset, exporter)
             if outcome.kind == kind:
@@ -100,27 +102,25 @@ def _shrink(worker: ExportWorker, sample: Sample, mode: str, opset: int | None, 
     return best
 
 
-def _engine_verdicts(names: Sequence[str], found: Exported, timeout: float) -> dict[str, str]:
-    """Run a finding's exported model on each engine, and say whether it shows the error, hides it, or neither."""
-    from .. import engines
-
+def _engine_verdicts(workers: dict, found: Exported) -> dict[str, str]:
+    """Run a finding's exported model on each engine's worker: does it show the error, hide it, or neither."""
     verdicts: dict[str, str] = {}
     if found.model is None:
         return verdicts
     model = found.model.SerializeToString()
-    for name in names:
-        with engines.Worker(name, None, timeout) as worker:
-            outcome = worker.run(model, dict(found.feeds))
+    for name, worker in workers.items():
+        outcome = worker.run(model, dict(found.feeds))
         if outcome.kind != "ok":
             verdicts[name] = f"{outcome.kind}: {outcome.message[:200]}"
             continue
         got = [np.asarray(o) for o in outcome.outputs]
-        if compare(got, found.eager, None)[0] == "ok":
+        kind, detail, _, _ = compare(got, found.eager, None)
+        if kind == "ok":
             verdicts[name] = "gives eager's result: it would hide this export's error"
         elif found.ours is not None and compare(got, found.ours, None)[0] == "ok":
             verdicts[name] = "gives the spec's result (ours): it shows this export's error"
         else:
-            verdicts[name] = "gives neither eager's nor the spec's result: " + compare(got, found.eager, None)[1]
+            verdicts[name] = "gives neither eager's nor the spec's result: " + detail
     return verdicts
 
 
@@ -203,9 +203,8 @@ def run_exporter_check(
     names = _select(exporter, modes, ops)
     from .. import engines as engine_registry
 
-    for name in engines:
-        engine_registry.require(engine_registry.canonical(name))
-    engines = [engine_registry.canonical(name) for name in engines]
+    # One worker per engine for the whole run (EngineMissing here, before any sample); each starts at its first model.
+    verdict_workers = {w.engine: w for w in (engine_registry.Worker(name, None, timeout) for name in engines)}
     table: dict[str, dict[str, Counter]] = {name: {mode: Counter() for mode in modes} for name in names}
     classes: dict[tuple, dict] = {}
     findings: list[dict] = []
@@ -217,7 +216,9 @@ def run_exporter_check(
 
         bar = tqdm(total=len(planned) * len(modes), desc="check torch export", unit="export", file=sys.stderr)
     interrupted, ran = False, 0
-    with ExportWorker(timeout, isolate) as worker:
+    with ExportWorker(timeout, isolate) as worker, contextlib.ExitStack() as stack:
+        for engine_worker in verdict_workers.values():
+            stack.enter_context(engine_worker)
         try:
             for name, sample in planned:
                 for mode in modes:
@@ -230,7 +231,7 @@ def run_exporter_check(
                         break
                     table[name][mode][outcome.kind] += 1
                     if outcome.kind in FINDING_KINDS:
-                        found = (worker, export, opset, engines, timeout, shrink_budget)
+                        found = (worker, export, opset, verdict_workers, shrink_budget)
                         findings.append(_finding(name, sample, mode, outcome, classes, found, len(findings), out_dir))
         except KeyboardInterrupt:  # the report of the samples run so far is printed and written
             interrupted = True
@@ -274,7 +275,7 @@ def _finding(
     name: str, sample: Sample, mode: str, outcome: Exported, classes: dict, how: tuple, done: int, out_dir: str
 ) -> dict:
     """Return the row of one finding; the first of its class is shrunk and run on the engines first."""
-    worker, export, opset, engines, timeout, budget = how
+    worker, export, opset, verdict_workers, budget = how
     key = (name, sample.variant(), mode, outcome.kind)
     row = _row(name, sample, mode, outcome)
     if key not in classes:
@@ -283,7 +284,7 @@ def _finding(
             row = _row(name, small[0], mode, small[1])
             row["shrunk_from"] = _size(sample)
             sample, outcome = small
-        row["engines"] = _engine_verdicts(engines, outcome, timeout) if engines else {}
+        row["engines"] = _engine_verdicts(verdict_workers, outcome)
         row["_sample"], row["_outcome"] = sample, outcome
         classes[key] = {"first": row, "count": 0}
     classes[key]["count"] += 1

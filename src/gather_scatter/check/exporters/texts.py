@@ -255,7 +255,8 @@ def _run(path: str, timeout: float) -> tuple[int | None, str]:
         )
     except subprocess.TimeoutExpired:
         return None, f"no answer within {timeout:g} s"
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if not line.startswith("W")]
+    # torch's own log lines (glog: 'W1128 13:57:05.010000 2717 file.py:107] ...') are not the script's output
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if not re.match(r"[IWEF]\d{4} ", line)]
     return done.returncode, "\n".join(lines)
 
 
