@@ -337,12 +337,27 @@ def _bad_case(op, make, attrs):
 
 @pytest.mark.parametrize("op, make, attrs", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
 def test_torch_cuda_bad_index_raises_the_numpy_error(cuda, op, make, attrs):
+    """Eagerly from the call; deferred (the default on CUDA) from gather_scatter.synchronize()."""
+    import gather_scatter
+    from gather_scatter.backends._deferred import NOTE
+
     torch = cuda
     spec, expected = _bad_case(op, make, attrs)
-    for numpy_indices in (False, True):
-        at = 2 if op == "TensorScatter" else 1
-        inputs = [v if numpy_indices and i == at else _to_torch(torch, "cuda", v) for i, v in enumerate(make())]
-        assert same_error(expected, raised(lambda inputs=inputs: _run(spec, inputs, attrs)))
+    at = 2 if op == "TensorScatter" else 1
+    previous = gather_scatter.set_bounds_check("eager")
+    try:
+        for numpy_indices in (False, True):
+            inputs = [v if numpy_indices and i == at else _to_torch(torch, "cuda", v) for i, v in enumerate(make())]
+            assert same_error(expected, raised(lambda inputs=inputs: _run(spec, inputs, attrs)))
+    finally:
+        gather_scatter.set_bounds_check(previous)
+    inputs = [v if i == at else _to_torch(torch, "cuda", v) for i, v in enumerate(make())]
+    assert same_error(expected, raised(lambda: _run(spec, inputs, attrs)))  # NumPy indices: checked eagerly
+    inputs = [_to_torch(torch, "cuda", v) for v in make()]
+    result = _run(spec, inputs, attrs)  # returns: the check is on the device
+    assert result.device.type == "cuda"
+    found = raised(gather_scatter.synchronize)
+    assert type(found) is type(expected) and str(found) == str(expected) + NOTE
     torch.cuda.synchronize()  # no device-side assert behind it
     assert float(torch.ones(1, device="cuda").sum()) == 1.0
 

@@ -7,10 +7,13 @@ Kernels (NumPy in, NumPy out, newest semantics): :func:`gather` (Gather-13),
 GatherBlockQuantized-1, a block-quantized embedding lookup).
 Version-exact evaluation: :func:`run_node`; shape inference: :func:`infer_shape` (one node)
 and :func:`infer_model_shapes` (a model); output size limit: :func:`set_memory_limit`.
+torch tensors on CUDA are bounds-checked without a host sync: :func:`synchronize` and
+:func:`set_bounds_check` say when a bad index is raised.
 ONNX models: :func:`run_model` (and ``gather_scatter.reference`` for onnx.reference).
 """
 
 from ._nodes import OffSpecWarning, infer_shape, run_node
+from .backends import get_bounds_check, set_bounds_check, synchronize
 from .errors import (
     ArityError,
     DTypeError,
@@ -46,6 +49,7 @@ __all__ = [
     "gather_block_quantized",
     "gather_elements",
     "gather_nd",
+    "get_bounds_check",
     "get_buffer_cache_size",
     "get_num_threads",
     "infer_model_shapes",
@@ -55,9 +59,11 @@ __all__ = [
     "run_node",
     "scatter_elements",
     "scatter_nd",
+    "set_bounds_check",
     "set_buffer_cache_size",
     "set_memory_limit",
     "set_num_threads",
+    "synchronize",
     "tensor_scatter",
 ]
 

@@ -83,6 +83,15 @@ class GatherScatterError(Exception):
         message = f"{node_label(name)} ({op_type}): {self.message}"
         return _rebuild(type(self), message, {**self.__dict__, "message": message, "node": name})
 
+    def with_note(self: _E, note: str) -> _E:
+        """Return the same error (class and fields) with ``note`` appended to its message.
+
+        For a fact about where the error was found, not about the input (a deferred bounds
+        check says its call returned before it). This error is not modified.
+        """
+        message = self.message + note
+        return _rebuild(type(self), message, {**self.__dict__, "message": message})
+
 
 def node_label(name: str) -> str:
     """How messages name a model's node: ``node 'read'``, or ``unnamed node``."""

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DTypeError
 from ..rules.versions import OpVersion
+from ._deferred import _local, get_bounds_check, set_bounds_check, settle, synchronize
 from ._library import foreign, library_name
 
 if TYPE_CHECKING:
     from .array_api import ArrayAPIBackend
     from .dask import DaskBackend
 
-__all__ = ["backend_for", "library_name"]
+__all__ = ["backend_for", "get_bounds_check", "library_name", "set_bounds_check", "synchronize"]
 
 
 def backend_for(spec: OpVersion, inputs: dict[str, Any]):
@@ -50,7 +51,12 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
     DTypeError
         When data is NumPy but another input is an array of another library, or when the
         deciding input is an array that no array-API namespace covers.
+    IndexOutOfBoundsError
+        A bad index an earlier call on this thread had, found on the device after that call
+        returned (:mod:`._deferred`: the 'deferred' bounds check on CUDA).
     """
+    if _local.checks:  # a deferred bounds check of an earlier call (on CUDA) may have found a bad index
+        settle()
     items = iter(inputs.items())
     first_name, first = next(items)
     if not foreign(first):

@@ -100,6 +100,10 @@ class ArrayAPIBackend(ArrayAPIInputs):
             np.array([int(high[j]) for j in range(self.shape(high)[0])]),
         )
 
+    def constant(self, values: Any) -> Any:
+        """Return ``values`` (a sequence of ints) as a 1-D int64 array on this backend's device."""
+        return self.xp.asarray(values, dtype=self.xp.int64, device=self.device)
+
     def take_checked(self, indices: Any, size: int, axis: int, take: Any) -> Any:
         """Return ``take(norm)`` for ``norm`` the checked, non-negative ``indices`` of one axis.
 
@@ -211,7 +215,7 @@ class ArrayAPIBackend(ArrayAPIInputs):
         if len(dims) == 1:  # the index is the row
             return xp.reshape(norm, (-1,))
         strides = [math.prod(dims[j + 1 :]) for j in range(len(dims))]
-        weights = xp.asarray(strides, dtype=xp.int64, device=self.device)
+        weights = self.constant(strides)
         return xp.reshape(xp.sum(norm * weights, axis=-1, dtype=xp.int64), (-1,))
 
     def gather_steps(self, data, indices, rule, attribute, out):

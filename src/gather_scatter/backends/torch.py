@@ -22,6 +22,11 @@
   rounds of :meth:`ArrayAPIBackend.scatter_rows` in torch ops, one pass per duplicate depth,
   also exact. Reduction 'none' there too (one pass, each target's last update: no rounds).
   Other devices (MPS): the rounds.
+- Bounds on CUDA: checked on the device without a host sync (:mod:`._torch_deferred`); a bad
+  index raises at a later call or at :func:`gather_scatter.synchronize` (:mod:`._deferred`),
+  ``out=`` written only where the check passed. Eagerly with ``set_bounds_check('eager')``,
+  for indices given as NumPy or lists, and under ``torch.compile``. ATen's CPU scatter helpers
+  (last update wins, NumPy's zero ties): :mod:`._torch_aten`.
 - Types torch cannot compute on (float8, uint16/32/64) are moved as raw bits of an integer
   type of their size.
 - Any ``torch.Tensor`` is one: ``nn.Parameter`` (a model's weights, the usual gather table)
@@ -58,9 +63,10 @@ import numpy as np
 import torch
 
 from ..errors import InvalidAttributeError
-from ..rules.validate import refuse_broadcast, refuse_overlap, same_memory
-from ..rules.versions import Reduction
-from . import _torch_triton
+from ..rules.validate import out_of_bounds, refuse_broadcast, refuse_overlap, same_memory
+from ..rules.versions import Mode, Reduction
+from . import _torch_deferred, _torch_triton
+from ._torch_aten import REDUCE, index_reduce, last_wins, last_zero, pick_last, zero_ties
 from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES, register_ops
 from ._torch_triton import GPU_SCATTER_METHODS, set_gpu_scatter  # noqa: F401 (this module's API)
 from .array_api import ArrayAPIBackend
@@ -82,7 +88,6 @@ _NATIVE_COPY = {
     torch.complex128,
 }
 _UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
-_REDUCE = {Reduction.MUL: "prod", Reduction.MAX: "amax", Reduction.MIN: "amin"}
 
 
 def _as_bits(x: torch.Tensor) -> torch.Tensor:
@@ -102,6 +107,8 @@ class TorchBackend(ArrayAPIBackend):
         super().__init__(spec, torch_namespace if xp is None else xp, first, first_name)
         self.kind, self.library = torch.Tensor, "torch.Tensor"  # nn.Parameter and other subclasses too
         self.first = first
+        self.deferred_bad = None  # a deferred check's "any index bad" (0-d, on the device), for out=
+        self.host_indices = False  # indices given as NumPy or a list: checked eagerly
 
     def _device_of(self, array: Any) -> Any:
         return array.device
@@ -110,7 +117,10 @@ class TorchBackend(ArrayAPIBackend):
         """Return ``value`` as a tensor on data's device (:meth:`ArrayAPIBackend.array`).
 
         Under ``torch.compile`` a list or NumPy array is converted eagerly, outside the graph.
+        Indices given so are checked eagerly (their copy to the device waits for it anyway).
         """
+        if not isinstance(value, torch.Tensor) and name in ("indices", "write_indices"):
+            self.host_indices = True
         if isinstance(value, torch.Tensor) or not torch.compiler.is_compiling():
             return super().array(name, value, dtype)
         return self.host_array(name, value, dtype)
@@ -178,7 +188,19 @@ class TorchBackend(ArrayAPIBackend):
     # eagerly on the real tensors when the compiled function runs, so a bad index raises our
     # error from it, with no graph break (fullgraph=True compiles).
     def bounds(self, indices, sizes, axes):
-        """Return ``indices`` checked and non-negative; under ``torch.compile`` as one custom op."""
+        """Return ``indices`` checked and non-negative; on CUDA without a host sync, compiled as one custom op.
+
+        On CUDA in the 'deferred' mode (:mod:`._deferred`) the check is queued on the device and
+        bad indices are mapped onto valid ones; the error comes at a later call.
+        """
+        if not self.host_indices and _torch_deferred.applies(indices):
+            spec = self.spec
+            checked = _torch_deferred.bounds(
+                indices, sizes, lambda position, value: out_of_bounds(spec, position, value, sizes, axes)
+            )
+            if checked is not None:
+                norm, self.deferred_bad = checked
+                return norm
         if not torch.compiler.is_compiling():
             return super().bounds(indices, sizes, axes)
         spec, per_component = self.spec, isinstance(sizes, tuple)
@@ -193,7 +215,17 @@ class TorchBackend(ArrayAPIBackend):
         )
 
     def checked_writes(self, write, capacity, length, mode, ax):
-        """Return TensorScatter's checked ``write`` as int64; under ``torch.compile`` as one custom op."""
+        """Return TensorScatter's checked ``write`` as int64; on CUDA as :meth:`bounds`; compiled as one custom op."""
+        if not self.host_indices and _torch_deferred.applies(write):
+            from ..kernels.tensor_scatter import write_index_error
+
+            spec = self.spec
+            safe, self.deferred_bad = _torch_deferred.writes(
+                write,
+                capacity - length if mode is Mode.LINEAR else None,
+                lambda b, value: write_index_error(spec, b, value, length, capacity, mode, ax),
+            )
+            return safe
         if not torch.compiler.is_compiling():
             return super().checked_writes(write, capacity, length, mode, ax)
         spec = self.spec
@@ -243,9 +275,9 @@ class TorchBackend(ArrayAPIBackend):
         if reduction is Reduction.NONE:
             if not unique and torch.compiler.is_compiling() and targets.shape[0]:
                 # A graph has no data-dependent shapes: pick each row's last update instead.
-                return _restore(_pick_last(_as_bits(data), targets, _as_bits(updates)), data.dtype)
+                return _restore(pick_last(_as_bits(data), targets, _as_bits(updates)), data.dtype)
             if not unique:
-                targets, updates = _last_wins(targets, updates, data.shape[0])
+                targets, updates = last_wins(targets, updates, data.shape[0])
             return _restore(_as_bits(data).index_copy(0, targets, _as_bits(updates)), data.dtype)
         twin = _through_twin(data, updates, reduction, lambda d, u, r: self.scatter_rows(d, targets, u, r))
         if twin is not None:
@@ -259,10 +291,10 @@ class TorchBackend(ArrayAPIBackend):
                 return data.reshape(-1).index_add(0, cells, updates.reshape(-1)).reshape(data.shape)
             return data.index_add(0, targets, updates)
         if torch.compiler.is_compiling():  # dynamo cannot trace catch_warnings (see _torch_compile._spend_beta_warning)
-            return _index_reduce(data, targets, updates, reduction)
+            return index_reduce(data, targets, updates, reduction)
         with warnings.catch_warnings():  # "index_reduce() is in beta": our tests pin its results
             warnings.simplefilter("ignore", UserWarning)
-            return _index_reduce(data, targets, updates, reduction)
+            return index_reduce(data, targets, updates, reduction)
 
     def scatter_along(self, data, norm, updates, axis, reduction):
         """Return ScatterElements' bytes, by ATen's CPU ``scatter_add``/``scatter_reduce`` where it can.
@@ -285,12 +317,12 @@ class TorchBackend(ArrayAPIBackend):
         index = norm.contiguous()  # an expanded (stride-0) index takes ATen's sorting path: other order
         if reduction is Reduction.ADD:
             return data.scatter_add(axis, index, updates)
-        result = data.scatter_reduce(axis, index, updates, _REDUCE[reduction], include_self=True)
-        if _zero_ties(reduction, updates):
+        result = data.scatter_reduce(axis, index, updates, REDUCE[reduction], include_self=True)
+        if zero_ties(reduction, updates):
             order = torch.arange(updates.numel(), device=data.device).reshape(updates.shape)
             last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
             last = last.scatter_reduce(axis, index, torch.where(updates == 0, order, -1), "amax", include_self=True)
-            result = _last_zero(result, last, updates.reshape(-1)[last.clamp(min=0)])
+            result = last_zero(result, last, updates.reshape(-1)[last.clamp(min=0)])
         return result
 
     def check_out(self, out, shape, dtype):
@@ -313,10 +345,21 @@ class TorchBackend(ArrayAPIBackend):
             )
 
     def write_out(self, result, out, inputs):
-        """Copy ``result`` into ``out`` once :meth:`check_memory` allows it, and return ``out``."""
+        """Copy ``result`` into ``out`` once :meth:`check_memory` allows it, and return ``out``.
+
+        After a deferred check (:meth:`bounds` on CUDA) only where it passed: ``out`` keeps its
+        values when an index was bad, decided on the device.
+        """
         self.check_memory(out, inputs)
-        _as_bits(out).copy_(_as_bits(result))
+        if self.deferred_bad is None:
+            _as_bits(out).copy_(_as_bits(result))
+        else:
+            torch.where(self.deferred_bad, _as_bits(out), _as_bits(result), out=_as_bits(out))
         return out
+
+    def constant(self, values):
+        """Return ``values`` (ints) as an int64 tensor on data's device, without a host sync."""
+        return _torch_deferred.constant(tuple(values), self.device)
 
     @torch.compiler.disable(reason=OUT_ADDRESSES)  # addresses: real tensors only, never traced ones
     def refuse_broadcast(self, out: torch.Tensor) -> None:
@@ -359,47 +402,6 @@ _NUMPY_NAMES = {
 }
 
 
-def _index_reduce(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, reduction: Reduction):
-    """Return ``data`` with rows of ``updates`` reduced into rows ``targets`` by ``index_reduce``, in order.
-
-    NumPy's sign for zero ties (:func:`_zero_ties`).
-    """
-    if data.shape[1] == 1:  # as a vector: ATen's half-type prod fails on (n, 1)
-        result = (
-            data.reshape(-1)
-            .index_reduce(0, targets, updates.reshape(-1), _REDUCE[reduction], include_self=True)
-            .reshape(data.shape)
-        )
-    else:
-        result = data.index_reduce(0, targets, updates, _REDUCE[reduction], include_self=True)
-    if _zero_ties(reduction, updates):
-        order = torch.arange(targets.shape[0], device=data.device).reshape(-1, 1).expand(updates.shape)
-        last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
-        last = last.index_reduce(0, targets, torch.where(updates == 0, order, -1), "amax", include_self=True)
-        result = _last_zero(result, last, torch.gather(updates, 0, last.clamp(min=0)))
-    return result
-
-
-def _zero_ties(reduction: Reduction, updates: torch.Tensor) -> bool:
-    """Whether ATen's max/min may have broken a -0.0/0.0 tie unlike NumPy.
-
-    ATen keeps the value it holds on a tie; NumPy's float32/float64/bfloat16 loops (and the
-    NumPy kernels) take the update, so a zero result has the last zero update's sign. float16
-    keeps it in both. Only a zero update can tie a zero; under ``torch.compile`` it is assumed.
-    """
-    if reduction not in (Reduction.MAX, Reduction.MIN) or updates.dtype not in _TIES_TAKE_UPDATE:
-        return False
-    return torch.compiler.is_compiling() or bool(torch.count_nonzero(updates == 0))
-
-
-_TIES_TAKE_UPDATE = {torch.float32, torch.float64, torch.bfloat16}
-
-
-def _last_zero(result: torch.Tensor, last: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
-    """Return ``result`` with each zero that a zero update reached (``last`` >= 0) as that update (``picked``)."""
-    return torch.where((result == 0) & (last >= 0), picked, result)
-
-
 def _through_twin(data: torch.Tensor, updates: torch.Tensor, reduction: Reduction, run):
     """Return ``run(data, updates, reduction)`` on the type torch reduces these with, converted back.
 
@@ -429,32 +431,6 @@ def _on_cpu(t: torch.Tensor) -> bool:
 
 def _restore(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x if x.dtype == dtype else x.view(dtype)
-
-
-def _last_of(targets: torch.Tensor, rows: int) -> torch.Tensor:
-    """For each of ``rows`` rows, the position of the last of ``targets`` naming it, or -1."""
-    order = torch.arange(targets.shape[0], device=targets.device)
-    last = torch.full((rows,), -1, dtype=torch.int64, device=targets.device)
-    return last.scatter_reduce_(0, targets, order, "amax")
-
-
-def _last_wins(targets: torch.Tensor, updates: torch.Tensor, rows: int):
-    """Only each target's last update (in order), so that index_copy's order cannot matter."""
-    order = torch.arange(targets.shape[0], device=targets.device)
-    keep = _last_of(targets, rows)[targets] == order
-    if bool(keep.all()):  # distinct targets (a KV-cache write): no copy of the updates
-        return targets, updates
-    return targets[keep], updates[keep]
-
-
-def _pick_last(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
-    """Return ``data`` with each row that ``targets`` names replaced by its last update.
-
-    In fixed shapes (under torch.compile); the gradient reaches only the updates that win.
-    """
-    last = _last_of(targets, data.shape[0])
-    picked = updates.index_select(0, last.clamp(min=0))
-    return torch.where((last >= 0).reshape(-1, 1), picked, data)
 
 
 class _Addresses:
