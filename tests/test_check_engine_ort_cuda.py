@@ -291,10 +291,8 @@ def gpu():
 
 
 def test_gpu_a_valid_gather_agrees_with_ours(gpu):
+    assert gpu.version == cuda.version()
     assert runner.run_one(gpu, _gather()) == ("agree", "")
-    out_of_range = _check(("", "Gather", 13), [np.zeros((2, 3), np.float32), np.array([2])], kind="index out of bounds")
-    kind, _ = runner.run_one(gpu, out_of_range)
-    assert kind in ("agree", "accepted_invalid")  # a GPU kernel may not check indices: whichever, not a crash
 
 
 def _gbq(data, indices, scales, zero_points=None, **attrs):
@@ -366,4 +364,4 @@ def test_the_cpu_provider_accepts_the_batch_that_cuda_refuses():
 @pytest.mark.parametrize("make", REPORTED)
 def test_gpu_a_reported_case_gets_our_outcome(gpu, make):
     kind, detail = runner.run_one(gpu, make())
-    assert kind == "agree", (kind, detail)
+    assert kind == "agree", (make.__name__, kind, detail)
