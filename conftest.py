@@ -4,15 +4,21 @@
 imports its array library at the top (it is only ever imported when an input already is
 one of that library's arrays), so it is left out of the doctest collection where that
 library is not installed, as in a plain ``pip install -e ".[test]"``. The backend tests
-themselves skip with a reason (``tests/backends.py``).
+themselves skip with a reason (``tests/backends.py``). The engines this checkout's
+``pyproject.toml`` declares are registered where the installed metadata lacks them
+(:func:`_checkout_engines`).
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import pathlib
 import re
+import shutil
+import sys
+import tempfile
 
 import pytest
 
@@ -41,6 +47,35 @@ collect_ignore = [
     for module in sorted(_BACKENDS.glob("*.py"))
     if _missing_libraries(module)
 ]
+
+
+def _checkout_engines() -> None:
+    """Register the engines this checkout's ``pyproject.toml`` declares and the installed metadata lacks.
+
+    The entry-point group ``gather_scatter.engines`` is read from the installed distribution's
+    metadata, written by ``pip install -e`` of some checkout. Where the tests run this checkout's
+    ``src`` (``PYTHONPATH=src``) beside metadata installed from another one (a git worktree of a
+    branch that adds an engine), the new engine's entry point is missing: ``scripts/checkout_engines.py``
+    writes it as a stand-in distribution in a temporary folder, put on ``sys.path`` (a spawned
+    worker gets it) and on ``PYTHONPATH`` (a subprocess does). Nothing is added where the
+    metadata is this checkout's (``pip install -e .``, CI).
+    """
+    spec = importlib.util.spec_from_file_location(
+        "checkout_engines", pathlib.Path(__file__).parent / "scripts" / "checkout_engines.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    engines = script.missing()
+    if not engines:
+        return
+    site = tempfile.mkdtemp(prefix="gather-scatter-checkout-engines-")
+    atexit.register(shutil.rmtree, site, True)
+    script.write(pathlib.Path(site), engines)
+    sys.path.append(site)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), site) if p)
+
+
+_checkout_engines()
 
 
 def _record_skip(report) -> None:

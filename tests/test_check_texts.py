@@ -140,8 +140,9 @@ def test_check_help_names_every_engine_of_the_registry(capsys):
     others = [n for n in built_in if n not in ours]
     assert ours == ["gather_scatter", "gather_scatter-hosted"]
     assert f"our own ({', '.join(ours)}: our oracle, and onnxruntime with our kernels where it is wrong)" in text
-    assert (f"the {len(others)} other built-in ones ({', '.join(others)}: pip install 'gather_scatter[NAME]'; "
-            "'reference' is onnx-reference's old name)") in text
+    assert (f"the {len(others)} other built-in ones ({', '.join(others)}: pip install 'gather_scatter[NAME]', "
+            "onnxruntime-cuda's in a venv of its own; 'reference' is onnx-reference's old name)") in text
+    assert len(others) == 9 and "onnxruntime-cuda" in others
     assert all(name in text for name in found)  # installed plugins too
 
 

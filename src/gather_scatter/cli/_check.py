@@ -265,9 +265,10 @@ def _engines_text() -> str:
     ours = [n for n in built_in if n.startswith("gather_scatter")]
     others = [n for n in built_in if n not in ours]
     plugins = [n for n in found if n not in built_in]
+    own_venv = ", onnxruntime-cuda's in a venv of its own" if "onnxruntime-cuda" in others else ""
     text = (
         f"our own ({', '.join(ours)}: our oracle, and onnxruntime with our kernels where it is wrong), the "
-        f"{len(others)} other built-in ones ({', '.join(others)}: pip install 'gather_scatter[NAME]'; "
+        f"{len(others)} other built-in ones ({', '.join(others)}: pip install 'gather_scatter[NAME]'{own_venv}; "
         "'reference' is onnx-reference's old name)"
     )
     if plugins:

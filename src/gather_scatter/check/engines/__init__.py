@@ -3,10 +3,11 @@
 Each is run out of process by a worker that is restarted after a crash.
 
 Every engine, the built-in ones (our own ``gather_scatter`` and ``gather_scatter-hosted``, and
-``onnxruntime``, ``onnx-reference``, ``openvino``, ``tract``, ``tvm``, ``tinygrad``, ``onnx2torch``,
-``jaxonnxruntime``: one module each in this package, named as the engine with ``_`` for ``-``,
-registered in gather_scatter's own ``pyproject.toml``, each other engine installed by the extra
-of its name) and any installed plugin, meets one protocol (:class:`Engine`): a ``name``, a ``version()``, and
+``onnxruntime``, ``onnxruntime-cuda``, ``onnx-reference``, ``openvino``, ``tract``, ``tvm``,
+``tinygrad``, ``onnx2torch``, ``jaxonnxruntime``: one module each in this package, named as the
+engine with ``_`` for ``-``, registered in gather_scatter's own ``pyproject.toml``, each other
+engine installed by the extra of its name, ``onnxruntime-cuda``'s in a venv of its own) and any
+installed plugin, meets one protocol (:class:`Engine`): a ``name``, a ``version()``, and
 ``run(model, feeds, options)`` that runs a serialized ONNX model on inputs by name and returns
 its outputs. An engine call never runs in the checking process: a crash (a Rust panic, a
 segfault, an abort) or a hang kills only the worker, and is itself the finding. The worker

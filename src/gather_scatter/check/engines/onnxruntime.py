@@ -39,21 +39,51 @@ def _value(ort, array: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy(np.array(array, order="C"))
 
 
-def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
-    """Return the model's outputs from an onnxruntime CPU session.
+def session_options(ort, threads: int | None):
+    """Return onnxruntime ``SessionOptions``: silent, ``threads`` intra-op threads without spinning.
 
-    The session has ``options.threads`` intra-op threads (no spinning); ml_dtypes inputs go in
-    as OrtValues (bfloat16 only: NotImplementedError for the others), and a bfloat16 output into
-    a buffer of ``options.output``'s shape.
+    Parameters
+    ----------
+    ort : module
+        The imported ``onnxruntime``.
+    threads : int or None
+        Intra-op threads (``--threads``); None: onnxruntime's default.
+
+    Returns
+    -------
+    onnxruntime.SessionOptions
     """
-    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    if threads:
+        options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
-    session_options = ort.SessionOptions()
-    session_options.log_severity_level = 4
-    if options.threads:
-        session_options.intra_op_num_threads = options.threads
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(model, session_options, providers=["CPUExecutionProvider"])
+
+def run_session(ort, session, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
+    """Return ``session``'s outputs on ``feeds``, ml_dtypes inputs as OrtValues.
+
+    Plain arrays go through ``session.run``. ml_dtypes inputs go in as OrtValues (bfloat16 only:
+    NotImplementedError for the others), and a bfloat16 output into a host buffer of
+    ``options.output``'s shape (bound with ``io_binding``, so any execution provider copies into it).
+
+    Parameters
+    ----------
+    ort : module
+        The imported ``onnxruntime``.
+    session : onnxruntime.InferenceSession
+        The session of the model, on whatever providers.
+    feeds : dict of str to numpy.ndarray
+        The inputs by name.
+    options : RunOptions
+        Its ``output`` gives the first output's shape and dtype (None: the input is one the spec
+        refuses, and only whether it is accepted matters).
+
+    Returns
+    -------
+    list
+    """
     if not any(is_ml_dtype(a.dtype) for a in feeds.values()):
         return session.run(None, feeds)
     values = {key: _value(ort, a) for key, a in feeds.items()}
@@ -75,6 +105,18 @@ def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list
     return [buffer.view(dtype)]
 
 
+def run(model: bytes, feeds: dict[str, np.ndarray], options: RunOptions) -> list[Any]:
+    """Return the model's outputs from an onnxruntime CPU session.
+
+    The session has ``options.threads`` intra-op threads (no spinning); ml_dtypes inputs as
+    :func:`run_session` takes them.
+    """
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model, session_options(ort, options.threads), providers=["CPUExecutionProvider"])
+    return run_session(ort, session, feeds, options)
+
+
 def repro(model_path: str, inputs_path: str) -> str:
     """Python code that runs the written model on its inputs with onnxruntime and prints the outputs."""
     return (
@@ -86,10 +128,18 @@ def repro(model_path: str, inputs_path: str) -> str:
 standalone_requires = "onnxruntime"
 
 
-def standalone_run_source(threads: int | None) -> str:
-    """Return Python source of ``run(model, feeds)`` with onnxruntime's own API, for a standalone reproduction.
+def options_source(threads: int | None) -> str:
+    """Return the lines of a standalone ``run`` that make its ``options`` (``threads`` intra-op threads, no spinning).
 
-    A CPU session with ``threads`` intra-op threads, no spinning.
+    Parameters
+    ----------
+    threads : int or None
+        As :func:`session_options` takes them.
+
+    Returns
+    -------
+    str
+        Python source, indented for a function body.
     """
     config = (
         ""
@@ -99,11 +149,18 @@ def standalone_run_source(threads: int | None) -> str:
             '    options.add_session_config_entry("session.intra_op.allow_spinning", "0")\n'
         )
     )
+    return "    options = ort.SessionOptions()\n" + config
+
+
+def standalone_run_source(threads: int | None) -> str:
+    """Return Python source of ``run(model, feeds)`` with onnxruntime's own API, for a standalone reproduction.
+
+    A CPU session with ``threads`` intra-op threads, no spinning.
+    """
     return (
         "import onnxruntime as ort\n\n\n"
         "def run(model, feeds):\n"
-        "    options = ort.SessionOptions()\n"
-        f"{config}"
+        f"{options_source(threads)}"
         '    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])\n'
         "    return session.run(None, feeds)\n"
     )
