@@ -41,7 +41,7 @@ HERE = pathlib.Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory):
-    """Every case's result from Triton's interpreter, run once in a subprocess (~20 s)."""
+    """Every case's result from Triton's interpreter, run once in a subprocess (~20 s), and which path ran."""
     path = tmp_path_factory.mktemp("triton") / "results.npz"
     src = pathlib.Path(torch_backend.__file__).parents[2]
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(src), str(HERE)])}
@@ -90,9 +90,18 @@ def test_torch_compile_runs_the_fold_as_a_custom_op(interpreted):
 
 def test_rows_wider_than_a_launch_take_several(interpreted):
     """Columns past CUDA's 65,535 programs a launch go in more launches (here one block of 512 each)."""
-    expected = triton_cases.expected(triton_cases.SPLIT)
-    got = interpreted["split"].view(expected.dtype).reshape(expected.shape)
-    assert "split" in interpreted["ran"] and same_bits(expected, got)
+    for name, case in (("split", triton_cases.SPLIT), ("split_max", triton_cases.SPLIT_MAX)):
+        expected = triton_cases.expected(case)
+        got = interpreted[name].view(expected.dtype).reshape(expected.shape)
+        assert name in interpreted["ran"] and same_bits(expected, got), name
+
+
+def test_max_and_min_select_by_keyed_atomics_add_and_mul_fold(interpreted):
+    """Max/min take _torch_triton_select (flat in the depth); add/mul the ordered fold (bool's add/mul are
+    uint8's max/min)."""
+    selected = set(interpreted["selected"].tolist())
+    for case in CASES:
+        assert (triton_cases.case_id(case) in selected) == (case[2] in ("max", "min") or case[1] == "bool"), case
 
 
 def test_the_cases_meet_what_they_test():

@@ -163,23 +163,31 @@ def main(path: str) -> None:
 
     assert _torch_triton.interpreting(), "run with TRITON_INTERPRET=1"
     torch_backend._on_cpu = lambda t: False
-    results, ran = {}, []
+    results, ran, selected = {}, [], []
+    select = _torch_triton.select
+    selects: list = []
+    _torch_triton.select = lambda *args: selects.append(args[7]) or select(*args)  # max/min's keyed atomics
     for case in cases():
+        del selects[:]
         results[case_id(case)], fold = run(case, "cpu")
         if fold:
             ran.append(case_id(case))
+        if selects:
+            selected.append(case_id(case))
     _torch_triton.MAX_COLUMN_PROGRAMS = 1  # rows wider than a program's block: one launch per block
-    results["split"], fold = run(SPLIT, "cpu")
-    if fold:
-        ran.append("split")
+    for name, case in (("split", SPLIT), ("split_max", SPLIT_MAX)):
+        results[name], fold = run(case, "cpu")
+        if fold:
+            ran.append(name)
     results["compiled"], fold = compiled()
     if fold:
         ran.append("compiled")
-    np.savez(path, ran=np.array(ran), **{k: v.view(np.uint8) for k, v in results.items()})
+    np.savez(path, ran=np.array(ran), selected=np.array(selected), **{k: v.view(np.uint8) for k, v in results.items()})
 
 
 COMPILED = ("ScatterND", "float32", "add", 5, 3)  # the case run under torch.compile too
 SPLIT = ("ScatterND", "bfloat16", "add", 1100, 3)  # run in launches of one column block each
+SPLIT_MAX = ("ScatterND", "float16", "max", 1100, 3)  # the same for max's keyed atomics
 
 
 def compiled():
