@@ -96,12 +96,14 @@ def test_rows_wider_than_a_launch_take_several(interpreted):
         assert name in interpreted["ran"] and same_bits(expected, got), name
 
 
-def test_max_and_min_select_by_keyed_atomics_add_and_mul_fold(interpreted):
-    """Max/min take _torch_triton_select (flat in the depth); add/mul the ordered fold (bool's add/mul are
-    uint8's max/min)."""
+def test_order_free_reductions_take_atomics_the_others_fold(interpreted):
+    """Max/min and integer add take _torch_triton_atomics (flat in the depth); float add/mul and integer mul the
+    ordered fold (bool's add/mul are uint8's max/min)."""
     selected = set(interpreted["selected"].tolist())
     for case in CASES:
-        assert (triton_cases.case_id(case) in selected) == (case[2] in ("max", "min") or case[1] == "bool"), case
+        integer = np.dtype(triton_cases.np_dtype(case[1])).kind in "iub"
+        atomic = case[2] in ("max", "min") or case[1] == "bool" or (case[2] == "add" and integer)
+        assert (triton_cases.case_id(case) in selected) == atomic, case
 
 
 def test_the_cases_meet_what_they_test():

@@ -164,9 +164,9 @@ def main(path: str) -> None:
     assert _torch_triton.interpreting(), "run with TRITON_INTERPRET=1"
     torch_backend._on_cpu = lambda t: False
     results, ran, selected = {}, [], []
-    select = _torch_triton.select
+    select = _torch_triton.reduce_by_atomics
     selects: list = []
-    _torch_triton.select = lambda *args: selects.append(args[7]) or select(*args)  # max/min's keyed atomics
+    _torch_triton.reduce_by_atomics = lambda *args: selects.append(args[7]) or select(*args)  # the order-free reductions
     for case in cases():
         del selects[:]
         results[case_id(case)], fold = run(case, "cpu")

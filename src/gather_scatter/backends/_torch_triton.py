@@ -16,10 +16,12 @@ spec's loop, bit for bit as :meth:`ArrayAPIBackend.combine` and the NumPy kernel
 
 Narrow rows take many runs per program (``RUNS * BLOCK`` about 1,024 elements), wide rows few.
 
-That is for add and mul, whose result depends on the order. Max and min only select one of the
-values met, so after the same sort they take :func:`._torch_triton_select.select`: keyed
-``atomic_max`` over the sorted updates, four launches whose cost does not grow with the depth
-(a fold of 100,000 updates onto one element is 100,000 dependent steps), the same bits.
+That is for float add and mul, and integer mul, whose result depends on the order (or that no
+atomic computes). Max and min only select one of the values met, and integer add wraps the same
+in any order, so after the same sort they take :func:`._torch_triton_atomics.reduce_by_atomics`:
+``atomic_max`` over keys, or ``atomic_add``, over the sorted updates, three or four launches whose
+cost does not grow with the depth (a fold of 100,000 updates onto one element is 100,000
+dependent steps), the same bits.
 
 Rules (those of ``ArrayAPIBackend.combine``): float16/bfloat16 compute in float32 and convert
 back to their type after every step, round-to-nearest-even (NumPy's and ml_dtypes' loops);
@@ -51,7 +53,8 @@ try:  # an optional dependency: torch's CUDA builds ship it
 except ImportError:  # pragma: no cover - exercised where triton is missing
     triton = None
 
-from ._torch_triton_select import select
+from ._torch_triton_atomics import reduce_by_atomics
+from ._torch_triton_atomics import takes as takes_atomics
 
 REDUCTIONS = ("add", "mul", "max", "min")
 COVERED = frozenset(
@@ -153,7 +156,7 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
         return out
     keys = targets if out.shape[0] > 2**31 - 1 else targets.to(torch.int32)  # fewer radix passes
     ordered, order = torch.sort(keys, stable=True)
-    ends = torch.searchsorted(ordered, ordered, right=True) if reduction in ("add", "mul") else None
+    ends = None if takes_atomics(out.dtype, reduction) else torch.searchsorted(ordered, ordered, right=True)
     # The updates in sorted order (one parallel gather): the fold then reads each run's rows one
     # after the other, addresses known ahead of the values, instead of a dependent random read per step.
     values = updates.contiguous().index_select(0, order)
@@ -161,8 +164,10 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
     span = MAX_COLUMN_PROGRAMS * block  # columns one launch covers (CUDA's grid y is at most 65,535)
     for first in range(0, width, span):
         columns = min(span, width - first)
-        if reduction in ("max", "min"):  # a selection: keyed atomics, flat in the depth
-            select(out, values, ordered, n, width, first, columns, reduction, runs, block, out.dtype == torch.float16)
+        if takes_atomics(out.dtype, reduction):  # order-free (max, min, integer add): atomics, flat in the depth
+            reduce_by_atomics(
+                out, values, ordered, n, width, first, columns, reduction, runs, block, out.dtype == torch.float16
+            )
         else:
             _launch(out, values, ordered, ends, n, width, first, columns, reduction, runs, block)
     return out

@@ -1,4 +1,4 @@
-"""Scatter max/min on CUDA without folding run by run: the spec's bits by keyed atomics, at any duplicate depth.
+"""Scatter max/min (and integer add) on CUDA without folding run by run: the spec's bits by atomics, at any depth.
 
 A max or min only selects: the spec's loop (``ArrayAPIBackend.combine``) ends at one of the
 values it met, so its result does not depend on the order it met them in — once the two cases
@@ -21,10 +21,15 @@ the first: NaN, float16). Four launches over the sorted updates, whatever the de
 4. ``_write``: each run's start writes the winner: integers from the key itself, floats the
    winning update's bits (``data``'s bits stay where data won).
 
-Atomics decide nothing here but a maximum of integers, which is the same whatever order they
-run in: the same bits every run, as the sequential fold of :mod:`._torch_triton` gives (which
-add and mul keep: their order matters). ``keys`` and ``ties`` hold one row per run (at most one
-per update): memory of the updates' size, not the data's.
+Integer add is order-free too (it wraps: a sum modulo ``2**64``, cut to the data's width, is
+the spec's whatever the order): ``_init`` writes ``data[target]`` as int64, ``_best`` adds every
+update with ``atomic_add``, ``_write`` writes the sum cut to the data's type.
+
+Atomics decide nothing here but a maximum or a wrapping sum of integers, which are the same
+whatever order they run in: the same bits every run, as the sequential fold of
+:mod:`._torch_triton` gives (which float add and mul, and integer mul, keep: their order
+matters, or Triton has no atomic for them). ``keys`` and ``ties`` hold one row per run (at most
+one per update): memory of the updates' size, not the data's.
 """
 
 from __future__ import annotations
@@ -43,11 +48,12 @@ except ImportError:  # pragma: no cover - exercised where triton is missing
 NAN_KEY = 2**63 - 1  # NaN's key: above every number's, for max and min alike
 
 
-def select(out, values, ordered, n, width, first, columns, reduction, runs, block, keep_ties) -> None:
-    """Reduce the sorted updates ``values`` into ``out`` by max or min, columns ``first:first + columns``.
+def reduce_by_atomics(out, values, ordered, n, width, first, columns, reduction, runs, block, keep_ties) -> None:
+    """Reduce the sorted updates ``values`` into ``out`` by max, min or integer add, columns ``first:first + columns``.
 
     ``out``: a copy of data, ``(T, width)``, written in place; ``values``: ``(n, width)``, the
-    updates in the stable order of their targets ``ordered``; ``reduction``: 'max' or 'min';
+    updates in the stable order of their targets ``ordered``; ``reduction``: 'max', 'min', or
+    'add' for integer data (:func:`takes`);
     ``runs``/``block``: positions and columns per program (:func:`._torch_triton.launch_shape`);
     ``keep_ties``: float16's rule (the held value wins a tie).
     """
@@ -59,6 +65,7 @@ def select(out, values, ordered, n, width, first, columns, reduction, runs, bloc
     ties = torch.full((n, columns), -1, dtype=torch.int64, device=out.device) if floating else keys
     grid = (triton.cdiv(n, runs), triton.cdiv(columns, block))
     shape = {
+        "ADD": reduction == "add",
         "MIN": reduction == "min",
         "FLOAT": floating,
         "KEEP_TIES": keep_ties,
@@ -69,6 +76,11 @@ def select(out, values, ordered, n, width, first, columns, reduction, runs, bloc
     args = (out, values, ordered, run, starts, keys, ties, n, width, first, columns)
     for kernel in _kernels(floating):
         kernel[grid](*args, **shape)
+
+
+def takes(dtype: torch.dtype, reduction: str) -> bool:
+    """Whether :func:`reduce_by_atomics` gives the fold's bits for ``reduction`` on ``dtype``: max, min, integer add."""
+    return reduction in ("max", "min") or (reduction == "add" and not dtype.is_floating_point)
 
 
 @functools.cache
@@ -109,7 +121,7 @@ if triton is not None:
         return p, first + c, c, inside, cells
 
     def _init(out_ptr, values_ptr, ordered_ptr, run_ptr, starts_ptr, keys_ptr, ties_ptr, n, width, first, columns,
-              MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
+              ADD: tl.constexpr, MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
               RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Each run's start: ``keys[run] = key(data[target])`` (data is the run's first candidate)."""
         p, col, c, inside, cells = _tile(tl.program_id(0).to(tl.int64), n, width, first, columns, RUNS, BLOCK)
@@ -121,16 +133,19 @@ if triton is not None:
         tl.store(keys_ptr + run[:, None] * columns + c[None, :], _key(held, MIN, FLOAT), mask=mask)
 
     def _best(out_ptr, values_ptr, ordered_ptr, run_ptr, starts_ptr, keys_ptr, ties_ptr, n, width, first, columns,
-              MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
+              ADD: tl.constexpr, MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
               RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
-        """Every update: its key into its run's best (``atomic_max``: the same maximum in any order)."""
+        """Every update: its key into its run's best (``atomic_max``: the same maximum in any order), or added (ADD)."""
         p, col, c, inside, cells = _tile(tl.program_id(0).to(tl.int64), n, width, first, columns, RUNS, BLOCK)
         run = tl.load(run_ptr + p, mask=inside, other=0)
         u = tl.load(values_ptr + p[:, None] * width + col[None, :], mask=cells)
-        tl.atomic_max(keys_ptr + run[:, None] * columns + c[None, :], _key(u, MIN, FLOAT), mask=cells)
+        if ADD:
+            tl.atomic_add(keys_ptr + run[:, None] * columns + c[None, :], u.to(tl.int64), mask=cells)
+        else:
+            tl.atomic_max(keys_ptr + run[:, None] * columns + c[None, :], _key(u, MIN, FLOAT), mask=cells)
 
     def _tie(out_ptr, values_ptr, ordered_ptr, run_ptr, starts_ptr, keys_ptr, ties_ptr, n, width, first, columns,
-             MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
+             ADD: tl.constexpr, MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
              RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Every candidate with its run's best key: its position, coded so that the one to keep is largest.
 
@@ -155,7 +170,7 @@ if triton is not None:
         tl.atomic_max(ties_ptr + at, data_coded, mask=cells & start[:, None] & (_key(held, MIN, FLOAT) == best))
 
     def _write(out_ptr, values_ptr, ordered_ptr, run_ptr, starts_ptr, keys_ptr, ties_ptr, n, width, first, columns,
-               MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
+               ADD: tl.constexpr, MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
                RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Each run's start: the winner into ``out[target]`` (floats: its bits; integers: from the key)."""
         p, col, c, inside, cells = _tile(tl.program_id(0).to(tl.int64), n, width, first, columns, RUNS, BLOCK)
