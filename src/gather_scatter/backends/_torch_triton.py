@@ -214,6 +214,13 @@ if triton is not None:
         else:
             return x.to(dtype, fp_downcast_rounding="rtne")
 
+    @triton.jit
+    def _update(values_ptr, j, start, end, cols, width):
+        """The update rows ``j`` (one per position) of the runs that start here, where ``j`` is still in the run."""
+        return tl.load(
+            values_ptr + j[:, None] * width + cols[None, :], mask=(start & (j < end))[:, None] & (cols < width)[None, :]
+        )
+
     def _fold(out_ptr, values_ptr, ordered_ptr, ends_ptr, n, width, first,
               REDUCE: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr, FLOAT: tl.constexpr,
               KEEP_TIES: tl.constexpr, RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
@@ -235,10 +242,17 @@ if triton is not None:
         cells = start[:, None] & (cols < width)[None, :]
         row = tgt.to(tl.int64)[:, None] * width + cols[None, :]
         acc = tl.load(out_ptr + row, mask=cells)
+        # Updates are read 4 steps ahead of their use (their addresses do not depend on the sum), so
+        # a long run waits on the chain of adds, not on one memory round trip per step.
+        u0 = _update(values_ptr, p, start, end, cols, width)
+        u1 = _update(values_ptr, p + 1, start, end, cols, width)
+        u2 = _update(values_ptr, p + 2, start, end, cols, width)
+        u3 = _update(values_ptr, p + 3, start, end, cols, width)
         for s in range(0, depth):
             j = p + s
             live = start & (j < end)
-            u = tl.load(values_ptr + j[:, None] * width + cols[None, :], mask=live[:, None] & (cols < width)[None, :])
+            following = _update(values_ptr, j + 4, start, end, cols, width)
+            u = u0
             if REDUCE == 0:
                 if HALF:  # noqa: SIM108 (Triton: constexpr branches)
                     r = _to_half(acc.to(tl.float32) + u.to(tl.float32), acc.dtype, BF16)
@@ -270,6 +284,7 @@ if triton is not None:
                     keep = keep | (a != a)  # NaN held: kept; NaN update: not greater, so taken
                 r = tl.where(keep, acc, u)
             acc = tl.where(live[:, None], r, acc)
+            u0, u1, u2, u3 = u1, u2, u3, following
         tl.store(out_ptr + row, acc, mask=cells)
 
 
