@@ -471,14 +471,24 @@ def _jax_failures(jax, gpu, specs, jit, special=True):
 
 @pytest.mark.parametrize("op", sorted({s.op_type for s in SPECS}))
 def test_jax_gpu_eager_every_version_is_bitwise_numpy(jax_gpu, op, monkeypatch):
+    """Op by op with the eager bounds check, and staged as one computation with the deferred one (the default)."""
+    import gather_scatter
+
     jax, gpu = jax_gpu
     calls, kernel = _spy_rounds(monkeypatch), spy_pallas(monkeypatch)
-    failures, compared, _ = _jax_failures(jax, gpu, [s for s in SPECS if s.op_type == op], jit=False)
+    previous = gather_scatter.set_bounds_check("eager")
+    try:
+        failures, compared, _ = _jax_failures(jax, gpu, [s for s in SPECS if s.op_type == op], jit=False)
+    finally:
+        gather_scatter.set_bounds_check(previous)
     assert not failures, f"{len(failures)} of {compared} differ: {failures[:6]}"
     if "Scatter" in op:  # reduction 'none' in the rounds, the reductions in the Pallas kernel
         assert calls and set(calls) == {"JaxBackend"}, calls
     if op in ("ScatterND", "ScatterElements"):
         assert kernel, "the Pallas kernel was not taken"
+    failures, compared, _ = _jax_failures(jax, gpu, [s for s in SPECS if s.op_type == op], jit=False)
+    assert not failures, f"deferred: {len(failures)} of {compared} differ: {failures[:6]}"
+    gather_scatter.synchronize()
 
 
 @pytest.mark.parametrize("op", sorted({s.op_type for s in NEWEST}))
@@ -531,11 +541,21 @@ def test_jax_gpu_bad_index_raises_the_numpy_error(jax_gpu, op, make, attrs):
     jax, gpu = jax_gpu
     from jax.experimental import checkify
 
+    import gather_scatter
+    from gather_scatter.backends._deferred import NOTE
+
     spec, expected = _bad_case(op, make, attrs)
     at = 2 if op == "TensorScatter" else 1
     inputs = make()
     on_gpu = [_to_jax(jax, gpu, v) for v in inputs]
-    assert same_error(expected, raised(lambda: _run(spec, on_gpu, attrs)))
+    previous = gather_scatter.set_bounds_check("eager")
+    try:
+        assert same_error(expected, raised(lambda: _run(spec, on_gpu, attrs)))
+    finally:
+        gather_scatter.set_bounds_check(previous)
+    _run(spec, on_gpu, attrs)  # deferred (the default): returns, the check queued
+    found = raised(gather_scatter.synchronize)
+    assert type(found) is type(expected) and str(found) == str(expected) + NOTE
     host = [v if i == at else on_gpu[i] for i, v in enumerate(inputs)]
     assert same_error(expected, raised(lambda: _run(spec, host, attrs)))
     others = [i for i in range(len(inputs)) if i != at]

@@ -17,7 +17,7 @@ import threading
 import numpy as np
 import pytest
 from error_check import raised
-from test_cuda import BAD, NEWEST_CPU, _bad_case, _run, _to_torch, _torch_failures
+from test_cuda import BAD, NEWEST_CPU, _bad_case, _jax_failures, _run, _to_jax, _to_torch, _torch_failures
 
 import gather_scatter
 from gather_scatter import IndexOutOfBoundsError, gather, gather_nd, scatter_nd, synchronize
@@ -214,6 +214,74 @@ def test_a_bad_index_never_raised_is_reported_at_exit():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "torch.Size([2])"
     assert "gather_scatter: a bad index was never raised: Gather-13: indices[1] = 4 is out of bounds" in done.stderr
+
+
+# ---- JAX: eager calls staged, the flag not waited for ---------------------------------------------
+
+
+@pytest.fixture
+def jax_deferred(monkeypatch):
+    """JAX's deferred path on the CPU (x64 on, as ONNX's int64); nothing left queued after the test."""
+    jax = pytest.importorskip("jax", reason="jax not installed")
+    from gather_scatter.backends import _jax_deferred
+
+    monkeypatch.setattr(_jax_deferred, "PLATFORMS", {"gpu", "cpu"})
+    previous = gather_scatter.set_bounds_check("deferred")
+    _deferred._local.checks.clear()
+    with jax.enable_x64(True):
+        yield jax, jax.devices("cpu")[0]
+    gather_scatter.set_bounds_check(previous)
+    _deferred._local.checks.clear()
+
+
+def test_jax_every_case_is_bitwise_numpy_through_the_deferred_path(jax_deferred, monkeypatch):
+    """Three operators' cases (per-component bounds, elements, write indices): the staged computation is
+    the CPU's default eager path, whose bits tests/test_backends.py covers for every version; what is new
+    here is that its flag is queued, not read."""
+    from gather_scatter.backends import _jax_deferred
+
+    jax, cpu = jax_deferred
+    deferred, defer = [], _jax_deferred.defer
+    monkeypatch.setattr(_jax_deferred, "defer", lambda *args: deferred.append(1) or defer(*args))
+    specs = [s for s in NEWEST_CPU if s.op_type in ("GatherND", "ScatterElements", "TensorScatter")]
+    failures, compared, _ = _jax_failures(jax, cpu, specs, jit=False)
+    assert not failures, f"{len(failures)} of {compared} differ: {failures[:6]}"
+    assert len(deferred) > compared / 2  # JAX-array indices were deferred (NumPy ones, a third, checked on the host)
+    synchronize()
+
+
+@pytest.mark.parametrize("op, make, attrs", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
+def test_jax_bad_index_raises_the_numpy_error_at_synchronize(jax_deferred, op, make, attrs):
+    jax, cpu = jax_deferred
+    spec, expected = _bad_case(op, make, attrs)
+    inputs = [_to_jax(jax, cpu, v) for v in make()]
+    assert _run(spec, inputs, attrs).shape is not None and _deferred.pending() == 1
+    found = raised(synchronize)
+    assert _with_note(expected, found), (found, expected)
+    assert (found.position, found.value) == (expected.position, expected.value)
+    at = 2 if op == "TensorScatter" else 1
+    host = [v if i == at else inputs[i] for i, v in enumerate(make())]
+    assert str(raised(lambda: _run(spec, host, attrs))) == str(expected)  # NumPy indices: at the call
+
+
+def test_jax_stages_only_what_is_exact_on_a_gpu(jax_deferred, monkeypatch):
+    import jax.numpy as jnp
+
+    from gather_scatter.backends import _jax_deferred, _pallas_scatter
+
+    data, updates = jnp.zeros((4, 3)), {"updates": jnp.ones((2, 3))}
+    assert _jax_deferred.stages_exactly("gather", {}, {"axis": 0}, data)
+    assert _jax_deferred.stages_exactly("scatter_nd", updates, {"reduction": "none"}, data)
+    kernel = _pallas_scatter._pallas() is not None
+    assert _jax_deferred.stages_exactly("scatter_nd", updates, {"reduction": "add"}, data) == kernel
+    complex_data = jnp.zeros((4, 3), jnp.complex64)
+    assert not _jax_deferred.stages_exactly("scatter_elements", updates, {"reduction": "mul"}, complex_data)
+    monkeypatch.setenv("GATHER_SCATTER_JAX_GPU_SCATTER", "native")
+    assert not _jax_deferred.stages_exactly("scatter_nd", updates, {"reduction": "max"}, data)
+    # not staged: op by op, checked at the call
+    with pytest.raises(IndexOutOfBoundsError, match=r"indices\[0, 0\] = 4 ") as info:
+        scatter_nd(complex_data, jnp.array([[4]]), jnp.ones((1, 3), jnp.complex64), reduction="mul")
+    assert _deferred.NOTE not in str(info.value) and _deferred.pending() == 0
 
 
 # ---- on a GPU ---------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ from ..errors import IndexOutOfBoundsError, OutputTooLargeError
 from ..rules.dims import fmt_shape
 from ..rules.validate import as_array, check_bounds, native_indices, out_of_bounds
 from ..rules.versions import REGISTRY, Mode
-from . import _jax_scatter, _pallas_scatter
+from . import _jax_deferred, _jax_scatter, _pallas_scatter
 from ._library import foreign
 from .array_api import ArrayAPIBackend, numpy_dtype
 
@@ -154,18 +154,22 @@ class JaxBackend(ArrayAPIBackend):
         """Run ``op`` as one compiled XLA computation, then raise the exact eager error if an index was bad.
 
         One compilation per shape, one dispatch per call, where op-by-op eager JAX compiles and
-        dispatches a dozen small ones. Under a trace, off the CPU (where the
-        eager scatters keep the deterministic rounds), with ``out=`` or with attributes that
-        cannot be static, it runs op by op.
+        dispatches a dozen small ones. On a GPU only in the 'deferred' mode and where that is
+        exact (:mod:`._jax_deferred`: the flag is then not waited for). Under a trace, off the
+        CPU otherwise (where the eager scatters keep the deterministic rounds), with ``out=`` or
+        with attributes that cannot be static, it runs op by op.
         """
         method = getattr(ArrayAPIBackend, op)
         eager = functools.partial(method, self, self.first, **inputs, **attrs, out=out)
-        if (
-            self.traced
-            or out is not None
-            or any(isinstance(v, jax.core.Tracer) for v in inputs.values())
-            or not _on_cpu(self.first)
-        ):
+        if self.traced or out is not None or any(isinstance(v, jax.core.Tracer) for v in inputs.values()):
+            return eager()
+        # On a GPU in the 'deferred' mode, staged too, where that gives the eager bits, and the check not waited for
+        deferring = (
+            _jax_deferred.defers(self.first)
+            and all(isinstance(inputs[name], jax.Array) for name in _INDEX_INPUTS if inputs.get(name) is not None)
+            and _jax_deferred.stages_exactly(op, inputs, attrs, self.first)
+        )  # (indices given on the host are checked there, at the call)
+        if not deferring and not _on_cpu(self.first):
             return eager()
         try:
             statics = tuple(sorted((name, type(v).__name__, v) for name, v in attrs.items()))
@@ -196,7 +200,9 @@ class JaxBackend(ArrayAPIBackend):
             statics=statics,
             host_dtypes=tuple(sorted((k, v.name) for k, v in self.host_dtypes.items())),
         )
-        if bool(any_bad):
+        if deferring:  # raised later, by a rerun op by op (the inputs are immutable)
+            _jax_deferred.defer(any_bad, eager)
+        elif bool(any_bad):
             return eager()  # raises the IndexOutOfBoundsError naming the first bad position
         return result
 
