@@ -120,14 +120,19 @@ if triton is not None:
         cells = inside[:, None] & (c < columns)[None, :]
         return p, first + c, c, inside, cells
 
+    @triton.jit
+    def _run_of(starts_ptr, ordered_ptr, run_ptr, p, inside):
+        """For positions ``p``: whether each starts its run, its target row, its run's number."""
+        start = tl.load(starts_ptr + p, mask=inside, other=0) != 0
+        tgt = tl.load(ordered_ptr + p, mask=inside, other=0).to(tl.int64)
+        return start, tgt, tl.load(run_ptr + p, mask=inside, other=0)
+
     def _init(out_ptr, values_ptr, ordered_ptr, run_ptr, starts_ptr, keys_ptr, ties_ptr, n, width, first, columns,
               ADD: tl.constexpr, MIN: tl.constexpr, FLOAT: tl.constexpr, KEEP_TIES: tl.constexpr,
               RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Each run's start: ``keys[run] = key(data[target])`` (data is the run's first candidate)."""
         p, col, c, inside, cells = _tile(tl.program_id(0).to(tl.int64), n, width, first, columns, RUNS, BLOCK)
-        start = tl.load(starts_ptr + p, mask=inside, other=0) != 0
-        tgt = tl.load(ordered_ptr + p, mask=inside, other=0).to(tl.int64)
-        run = tl.load(run_ptr + p, mask=inside, other=0)
+        start, tgt, run = _run_of(starts_ptr, ordered_ptr, run_ptr, p, inside)
         mask = cells & start[:, None]
         held = tl.load(out_ptr + tgt[:, None] * width + col[None, :], mask=mask)
         tl.store(keys_ptr + run[:, None] * columns + c[None, :], _key(held, MIN, FLOAT), mask=mask)
@@ -153,7 +158,7 @@ if triton is not None:
         ``KEEP_TIES`` the first (``n - p``; data's as ``n + 1``).
         """
         p, col, c, inside, cells = _tile(tl.program_id(0).to(tl.int64), n, width, first, columns, RUNS, BLOCK)
-        run = tl.load(run_ptr + p, mask=inside, other=0)
+        start, tgt, run = _run_of(starts_ptr, ordered_ptr, run_ptr, p, inside)
         at = run[:, None] * columns + c[None, :]
         best = tl.load(keys_ptr + at, mask=cells, other=0)
         if KEEP_TIES:  # noqa: SIM108 (Triton: constexpr branches)
@@ -163,8 +168,6 @@ if triton is not None:
         u = tl.load(values_ptr + p[:, None] * width + col[None, :], mask=cells)
         coded = tl.where(first_wins, n - p[:, None], p[:, None] + 1)
         tl.atomic_max(ties_ptr + at, coded, mask=cells & (_key(u, MIN, FLOAT) == best))
-        start = tl.load(starts_ptr + p, mask=inside, other=0) != 0
-        tgt = tl.load(ordered_ptr + p, mask=inside, other=0).to(tl.int64)
         held = tl.load(out_ptr + tgt[:, None] * width + col[None, :], mask=cells & start[:, None])
         data_coded = tl.where(first_wins, n + 1, 0)
         tl.atomic_max(ties_ptr + at, data_coded, mask=cells & start[:, None] & (_key(held, MIN, FLOAT) == best))
@@ -174,9 +177,7 @@ if triton is not None:
                RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Each run's start: the winner into ``out[target]`` (floats: its bits; integers: from the key)."""
         p, col, c, inside, cells = _tile(tl.program_id(0).to(tl.int64), n, width, first, columns, RUNS, BLOCK)
-        start = tl.load(starts_ptr + p, mask=inside, other=0) != 0
-        tgt = tl.load(ordered_ptr + p, mask=inside, other=0).to(tl.int64)
-        run = tl.load(run_ptr + p, mask=inside, other=0)
+        start, tgt, run = _run_of(starts_ptr, ordered_ptr, run_ptr, p, inside)
         mask = cells & start[:, None]
         at = run[:, None] * columns + c[None, :]
         target = out_ptr + tgt[:, None] * width + col[None, :]
