@@ -81,10 +81,11 @@ def test_the_next_call_raises_an_earlier_bad_index_and_does_not_run(deferred):
     assert str(info.value).startswith("Gather-13: indices[1] = 7 is out of bounds for data axis 0 of size 5")
     assert info.value.position == (1,) and info.value.value == 7 and info.value.valid_range == (-5, 4)
     assert gather(data, torch.tensor([1])).tolist() == [[4.0, 5.0, 6.0, 7.0]]  # then calls run again
-    # a NumPy call is a gather_scatter call too
+    # a call on another device (here a CPU tensor the check does not defer) raises it too
     gather(data, torch.tensor([[5]]))
+    gather_scatter.set_bounds_check("eager")
     with pytest.raises(IndexOutOfBoundsError, match=r"indices\[0, 0\] = 5 .*deferred"):
-        gather(np.zeros(3), [0])
+        gather(torch.zeros(3), torch.tensor([0]))
 
 
 def test_checks_raise_in_call_order_one_at_a_time():

@@ -11,9 +11,11 @@ host sync, ~0.15 ms on an H200, more than a gather of a million indices takes). 
 - those numbers are copied to pinned host memory behind the call's work, with an event after
   them; the call returns its result at once;
 - the check is read where the host learns it without waiting: at the start of the **next**
-  gather_scatter call on the same thread (any operator, any device) for every check whose event
-  has completed, at :func:`synchronize` (which waits for all of this thread's checks), and at
-  interpreter exit (a message on stderr for any bad index nobody was told of).
+  gather_scatter call on torch tensors or JAX arrays on the same thread (any operator, any
+  device: each one's ``backends.backend_for``; NumPy calls of a signature already seen skip it,
+  so as not to slow the small calls) for every check whose event has completed, at
+  :func:`synchronize` (which waits for all of this thread's checks), and at interpreter exit (a
+  message on stderr for any bad index nobody was told of).
 
 A bad index then raises the eager IndexOutOfBoundsError — operator and version, first bad
 position, value, axis, size and valid range — with a note that it was found after its call
@@ -67,7 +69,7 @@ def set_bounds_check(mode: str) -> str:
     mode : {'deferred', 'eager'}
         ``'deferred'`` (the default; also ``GATHER_SCATTER_BOUNDS_CHECK=deferred``): torch
         tensors on CUDA are checked on the device without the host waiting; a bad index raises
-        its IndexOutOfBoundsError at the next gather_scatter call on the same thread, at
+        its IndexOutOfBoundsError at the next gather_scatter call on torch or JAX arrays on the same thread, at
         :func:`synchronize`, or is reported on stderr at exit. ``'eager'``: every call reads
         its check back before returning (a host sync per call) and raises from the call itself.
         The CPU, and calls under ``torch.compile``, are checked eagerly either way.
