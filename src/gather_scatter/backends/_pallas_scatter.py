@@ -14,10 +14,13 @@ take one pass per duplicate depth. Here:
 
 Each (target, column) is written by one program only: no atomics, the same bits every run.
 The step is :meth:`ArrayAPIBackend.combine`'s: float16/bfloat16 computed in float32 and
-rounded back after each step (NumPy's float16 loop), max/min propagate NaN from either side,
-a tie gives the update (float16: the value held), integers wrap. Types the kernel does not
-take itself are carried by bits: bool as int8 (or/and as max/min), unsigned integers as
-signed (add/mul wrap the same bits; max/min with the sign bit flipped keep the order).
+rounded back after each step (NumPy's float16 loop).
+
+That fold is for float add and mul, whose result depends on the order. The other reductions do
+not, so they skip it and run at XLA's speed, with the same bits: integers and bool (a wrapping
+sum or product, or a selection, is the same in any order) take XLA's own scatter; float max and
+min take :func:`_keyed`, a selection by integer keys (NaN first met wins, the -0.0/0.0 tie by
+position: the last update, float16 the value held) through two integer ``.at[].max`` scatters.
 
 Where it runs: eagerly when the data lies on a GPU; under a trace, ``lax.platform_dependent``
 puts it in the CUDA branch and XLA's scatter (``_jax_scatter``, the CPU's exact serial one) in
@@ -134,28 +137,22 @@ def scatter_rows(data, targets, updates, reduction: Reduction, *, interpret: boo
     rows, n = data.shape[0], targets.shape[0]
     if not rows or not n or not data.size:
         return data
-    dtype = np.dtype(data.dtype)
+    if np.dtype(data.dtype).kind in "biu":
+        # Integers and bool: a wrapping sum or product and a selection are the same in any order,
+        # so XLA's own scatter (its atomics) gives the spec's bits, at its speed.
+        return _jax_scatter.scatter_rows(data, targets, updates, reduction)
     shape = data.shape
     data, updates = data.reshape(rows, -1), updates.reshape(n, -1)
-    if dtype == np.bool_:  # or/and as max/min of 0 and 1
-        fold = Reduction.MAX if reduction in (Reduction.ADD, Reduction.MAX) else Reduction.MIN
-        out = _fold(data.astype(jnp.int8), targets, updates.astype(jnp.int8), fold, interpret)
-        return (out != 0).reshape(shape)
-    if dtype.kind == "u":  # as signed bits; max/min with the sign bit flipped keep the order
-        signed = jnp.dtype(f"int{dtype.itemsize * 8}")
-        flip = jnp.array(np.iinfo(signed).min if reduction in (Reduction.MAX, Reduction.MIN) else 0, signed)
-        as_signed = lambda x: lax.bitcast_convert_type(x, signed) ^ flip  # noqa: E731
-        out = _fold(as_signed(data), targets, as_signed(updates), reduction, interpret)
-        return lax.bitcast_convert_type(out ^ flip, dtype).reshape(shape)
-    if dtype.kind == "f" or dtype in _HALF:
-        return _differentiable(data, targets, updates, reduction, interpret).reshape(shape)
-    return _fold(data, targets, updates, reduction, interpret).reshape(shape)
+    return _differentiable(data, targets, updates, reduction, interpret).reshape(shape)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4))
 def _differentiable(data, targets, updates, reduction: Reduction, interpret: bool):
-    """:func:`_fold` with a derivative: ``pallas_call`` has none, so the tangents are those of
-    XLA's scatter (``_jax_scatter``, linear in them, so ``jax.grad`` transposes it)."""
+    """Float data: :func:`_keyed` for max/min, :func:`_fold` for add/mul, with a derivative (``pallas_call``
+    and bit casts have none, so the tangents are those of XLA's scatter: ``_jax_scatter``, linear in
+    them, so ``jax.grad`` transposes it)."""
+    if reduction in (Reduction.MAX, Reduction.MIN):
+        return _keyed(data, targets, updates, reduction)
     return _fold(data, targets, updates, reduction, interpret)
 
 
@@ -228,6 +225,51 @@ def _fold(data, targets, updates, reduction: Reduction, interpret: bool):
         compiler_params=params(num_warps=max(1, min(4, block // 32)), num_stages=1),
     )(data, values, target, lo, hi)
     return out[:, :width] if padded != width else out
+
+
+def _keys(x, reduction: Reduction):
+    """Float ``x``'s integer keys in the reduction's order: larger is kept; NaN largest, -0.0 as 0.0.
+
+    The bits made monotonic (negative floats' magnitudes reversed), complemented for min; int32
+    for float16/bfloat16/float32 (half types widened exactly), int64 for float64.
+    """
+    wide = x if x.dtype.itemsize >= 4 else x.astype(jnp.float32)
+    ints = jnp.dtype(f"int{wide.dtype.itemsize * 8}")
+    bits = jnp.where(wide == 0, jnp.zeros((), ints), lax.bitcast_convert_type(wide, ints))
+    top = jnp.array(np.iinfo(ints).max, ints)
+    keys = bits ^ (lax.shift_right_arithmetic(bits, jnp.array(ints.itemsize * 8 - 1, ints)) & top)
+    if reduction is Reduction.MIN:
+        keys = ~keys
+    return jnp.where(wide != wide, top, keys)
+
+
+def _keyed(data, targets, updates, reduction: Reduction):
+    """Max or min of float rows (``(T, S)``, ``(N, S)``) by XLA's integer scatters, bitwise the spec's loop.
+
+    A selection ends at one of the values met, whatever the order, once two things are decided
+    by position: the first NaN wins (data's own first), and on a -0.0/0.0 tie the last update
+    (float16's loop: the value held, so the first). Each candidate gets a key (:func:`_keys`):
+    the largest key wins (``.at[].max`` of integers: the same in any order), then among the
+    candidates with that key the position coded so that the one to keep is largest (``p + 1``,
+    or ``n - p`` where the first wins; data is position -1), and its bits are the result. Two
+    integer scatters and a gather, at XLA's speed, where a fold takes a step per duplicate.
+    """
+    n = targets.shape[0]
+    codes = jnp.int64 if n >= 2**31 - 1 else jnp.int32
+    held, given = _keys(data, reduction), _keys(updates, reduction)
+    best = held.at[targets].max(given, mode="drop")
+    first_wins = best == jnp.iinfo(best.dtype).max
+    if data.dtype == jnp.float16:  # NumPy's float16 loop keeps the value held on a tie
+        first_wins = jnp.ones_like(first_wins)
+    position = jnp.arange(n, dtype=codes)[:, None]
+    their_best = jnp.take(best, targets, axis=0, mode="fill", fill_value=0)
+    their_rule = jnp.take(first_wins, targets, axis=0, mode="fill", fill_value=False)
+    offered = jnp.where(given == their_best, jnp.where(their_rule, n - position, position + 1), -1).astype(codes)
+    data_code = jnp.where(held == best, jnp.where(first_wins, n + 1, 0), -1).astype(codes)
+    code = data_code.at[targets].max(offered, mode="drop")
+    winner = jnp.where(first_wins, n - code, code - 1)  # -1: data's own value
+    picked = jnp.take_along_axis(updates, jnp.clip(winner, 0, n - 1), axis=0)
+    return jnp.where(winner >= 0, picked, data)
 
 
 def _kernel(data_ref, values_ref, target_ref, lo_ref, hi_ref, out_ref, *, pl, block, step):

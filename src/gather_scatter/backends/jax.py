@@ -16,10 +16,11 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   wins; float16's loop keeps the value held), so where an update is zero the sign of each
   zero result is set afterwards as NumPy's (``_jax_scatter``, on every device).
   On a GPU, scatter reductions (add/mul/max/min of bool, integer, float16, bfloat16, float32
-  and float64 data) run one stable sort and one Pallas kernel (``_pallas_scatter``: each
-  target's updates folded in index order from ``data[target]``, rounding in the data's type
-  at every step), eagerly and under ``jit`` alike: bitwise the NumPy kernel's (tested on an
-  H200). Other eager GPU scatters (reduction 'none', complex) use the deterministic standard
+  and float64 data) go through ``_pallas_scatter``, eagerly and under ``jit`` alike: float
+  add/mul in one stable sort and one Pallas kernel (each target's updates folded in index
+  order from ``data[target]``, rounding in the data's type at every step), float max/min by
+  integer keys through XLA's integer scatters, integers and bool as XLA's own scatters (the
+  same in any order): bitwise the NumPy kernel's (the fold tested on an H200). Other eager GPU scatters (reduction 'none', complex) use the deterministic standard
   rounds of :class:`ArrayAPIBackend`, and so does every eager scatter on a TPU. The one
   exception to exactness: under ``jit`` off the CPU, a scatter the kernel does not take is
   XLA's native one, whose complex add/mul order with duplicate indices is not promised (set
