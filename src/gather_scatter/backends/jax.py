@@ -20,8 +20,10 @@ They run eagerly and under ``jax.jit``, with ``jax_enable_x64`` off (JAX's defau
   add/mul in one stable sort and one Pallas kernel (each target's updates folded in index
   order from ``data[target]``, rounding in the data's type at every step), float max/min by
   integer keys through XLA's integer scatters, integers and bool as XLA's own scatters (the
-  same in any order): bitwise the NumPy kernel's (the fold tested on an H200). Other eager GPU scatters (reduction 'none', complex) use the deterministic standard
-  rounds of :class:`ArrayAPIBackend`, and so does every eager scatter on a TPU. The one
+  same in any order): bitwise the NumPy kernel's (the fold tested on an H200). Other eager
+  GPU scatters (reduction 'none', complex) use the deterministic standard rounds of
+  :class:`ArrayAPIBackend` (staged, 'none' is XLA's, each target's last update kept), and so
+  does every eager scatter on a TPU. The one
   exception to exactness: under ``jit`` off the CPU, a scatter the kernel does not take is
   XLA's native one, whose complex add/mul order with duplicate indices is not promised (set
   ``XLA_FLAGS=--xla_gpu_deterministic_ops=true`` for repeatable bits); so are float add/mul
