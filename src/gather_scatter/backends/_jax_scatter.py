@@ -8,10 +8,14 @@ Functions of ``jnp`` arrays only, no backend state. What each fixes in ``.at[]``
 - 'mul': JAX's derivative of ``.at[].multiply`` holds for unique indices only; ours
   (:func:`_scatter_mul`) for duplicates too;
 - float 'max'/'min': XLA orders -0.0 below 0.0 where NumPy's loops tie them, so the sign of
-  each zero result is set afterwards as NumPy's (:func:`_zero_ties`).
+  each zero result is set afterwards as NumPy's (:func:`_zero_ties`); and XLA keeps a NaN but
+  not which one (its sign is lost on the CPU, a bfloat16 payload too), so each NaN result is
+  set to the first NaN met, NumPy's (:func:`_first_nan`).
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +41,8 @@ def scatter_rows(data, targets, updates, reduction: Reduction, unique: bool = Fa
             last = jnp.full((rows,), -1, dtype=targets.dtype).at[targets].max(order, mode="drop")
             winner = jnp.take(last, targets, mode="fill", fill_value=-1) == order
             targets = jnp.where(winner, targets, rows)
+        if data.dtype == jnp.bfloat16:  # XLA's CPU canonicalizes a bfloat16 NaN it sets: its bits instead
+            return _set_bits(data, targets, updates, unique)
         return data.at[targets].set(updates, mode="drop", unique_indices=unique)
     if reduction is Reduction.MUL and data.dtype != jnp.bool_:
         return _scatter_mul(data, targets, updates)
@@ -47,7 +53,59 @@ def scatter_rows(data, targets, updates, reduction: Reduction, unique: bool = Fa
     result = apply[reduction](updates, mode="drop")
     if reduction is Reduction.ADD or not jnp.issubdtype(data.dtype, jnp.floating):
         return result
-    return _zero_ties(data, targets, updates, result)
+    return _first_nan(data, targets, updates, _zero_ties(data, targets, updates, result))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _set_bits(data, targets, updates, unique):
+    """``data.at[targets].set(updates)`` on the bits (uint16 for bfloat16); the derivative is the set's."""
+    unsigned = lambda x: jax.lax.bitcast_convert_type(x, jnp.uint16)  # noqa: E731
+    written = unsigned(data).at[targets].set(unsigned(updates), mode="drop", unique_indices=unique)
+    return jax.lax.bitcast_convert_type(written, data.dtype)
+
+
+@_set_bits.defjvp
+def _set_bits_jvp(unique, primals, tangents):
+    data, targets, updates = primals
+    d_data, _, d_updates = tangents
+    return _set_bits(data, targets, updates, unique), d_data.at[targets].set(
+        d_updates, mode="drop", unique_indices=unique
+    )
+
+
+def _first_nan(data, targets, updates, result):
+    """Return XLA's max/min ``result`` with each NaN as NumPy's loops give it: the first NaN met.
+
+    That is data's own where it is NaN, else the first NaN update in order (its payload and
+    sign). Only where a NaN is there (``lax.cond``); the bits are moved as unsigned integers
+    (XLA's CPU canonicalizes a bfloat16 NaN in any float op), so the derivative is the result's.
+    """
+    n = targets.shape[0]
+
+    def fix(result):
+        order = jnp.broadcast_to(jnp.arange(n, dtype=targets.dtype).reshape(-1, 1), updates.shape)
+        first = (
+            jnp.full(data.shape, n, targets.dtype).at[targets].min(jnp.where(updates != updates, order, n), mode="drop")
+        )
+        return _nan_bits(data, updates, first, result)
+
+    return jax.lax.cond(jnp.any(updates != updates) | jnp.any(data != data), fix, lambda result: result, result)
+
+
+@jax.custom_jvp
+def _nan_bits(data, updates, first, result):
+    """``result`` with data's bits where data is NaN, else ``updates[first]``'s where ``first`` names one."""
+    n = updates.shape[0]
+    unsigned = jnp.dtype(f"uint{data.dtype.itemsize * 8}")
+    as_bits = lambda x: jax.lax.bitcast_convert_type(x, unsigned)  # noqa: E731
+    picked = jnp.take_along_axis(as_bits(updates), jnp.minimum(first, n - 1), axis=0)
+    fixed = jnp.where(data != data, as_bits(data), jnp.where(first < n, picked, as_bits(result)))
+    return jax.lax.bitcast_convert_type(fixed, data.dtype)
+
+
+@_nan_bits.defjvp
+def _nan_bits_jvp(primals, tangents):
+    return _nan_bits(*primals), tangents[3]  # a NaN's bits change no derivative: the result's
 
 
 def _zero_ties(data, targets, updates, result):

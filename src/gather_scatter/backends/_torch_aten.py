@@ -1,6 +1,7 @@
 """ATen's serial scatters on the CPU, as the torch backend uses them: each target's last update
 for ``index_copy`` (whose order with duplicates is not promised), ``index_reduce`` with NumPy's
-sign on -0.0/0.0 ties, and the same picks in fixed shapes for ``torch.compile``.
+sign on -0.0/0.0 ties and NumPy's NaN (the first met), and the same picks in fixed shapes for
+``torch.compile``.
 
 ATen applies ``index_add``/``index_reduce``/``scatter_reduce`` serially in index order on the CPU
 (the spec's row-major order, tested); what it does differently from NumPy is fixed up here.
@@ -28,12 +29,41 @@ def index_reduce(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tenso
         )
     else:
         result = data.index_reduce(0, targets, updates, REDUCE[reduction], include_self=True)
+    n = targets.shape[0]
     if zero_ties(reduction, updates):
-        order = torch.arange(targets.shape[0], device=data.device).reshape(-1, 1).expand(updates.shape)
+        order = torch.arange(n, device=data.device).reshape(-1, 1).expand(updates.shape)
         last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
         last = last.index_reduce(0, targets, torch.where(updates == 0, order, -1), "amax", include_self=True)
         result = last_zero(result, last, torch.gather(updates, 0, last.clamp(min=0)))
+    if nans_met(reduction, updates):
+        order = torch.arange(n, device=data.device).reshape(-1, 1).expand(updates.shape)
+        first = torch.full(data.shape, n, dtype=torch.int64, device=data.device)
+        first = first.index_reduce(0, targets, torch.where(updates != updates, order, n), "amin", include_self=True)
+        picked = torch.gather(bits(updates), 0, first.clamp(max=n - 1)).view(updates.dtype)
+        result = first_nan(result, data, first < n, picked)
     return result
+
+
+def bits(x: torch.Tensor) -> torch.Tensor:
+    """``x`` viewed as the signed integer of its width: ATen's CPU gather quiets a float16 signaling NaN."""
+    return x.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
+
+
+def nans_met(reduction: Reduction, updates: torch.Tensor) -> bool:
+    """Whether ATen's max/min may have kept another NaN than NumPy's: the first met.
+
+    ATen's loops give the last NaN met (its payload and sign); NumPy's loops and the NumPy
+    kernels keep the first (data's own, else the first NaN update in order). Only a NaN update
+    can differ; under ``torch.compile`` it is assumed.
+    """
+    if reduction not in (Reduction.MAX, Reduction.MIN) or not updates.dtype.is_floating_point:
+        return False
+    return torch.compiler.is_compiling() or bool(torch.isnan(updates).any())
+
+
+def first_nan(result: torch.Tensor, data: torch.Tensor, met: torch.Tensor, picked: torch.Tensor) -> torch.Tensor:
+    """Return ``result`` with NumPy's NaN: data's own where it is NaN, else the first NaN update met (``picked``)."""
+    return torch.where(data != data, data, torch.where(met, picked, result))
 
 
 def zero_ties(reduction: Reduction, updates: torch.Tensor) -> bool:

@@ -66,7 +66,7 @@ from ..errors import InvalidAttributeError
 from ..rules.validate import out_of_bounds, refuse_broadcast, refuse_overlap, same_memory
 from ..rules.versions import Mode, Reduction
 from . import _torch_deferred, _torch_triton
-from ._torch_aten import REDUCE, index_reduce, last_wins, last_zero, pick_last, zero_ties
+from ._torch_aten import REDUCE, bits, first_nan, index_reduce, last_wins, last_zero, nans_met, pick_last, zero_ties
 from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES, register_ops
 from ._torch_triton import GPU_SCATTER_METHODS, set_gpu_scatter  # noqa: F401 (this module's API)
 from .array_api import ArrayAPIBackend
@@ -88,6 +88,7 @@ _NATIVE_COPY = {
     torch.complex128,
 }
 _UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
+_HALF_TYPES = {torch.float16, torch.bfloat16}
 
 
 def _as_bits(x: torch.Tensor) -> torch.Tensor:
@@ -244,6 +245,9 @@ class TorchBackend(ArrayAPIBackend):
 
     def take_along(self, x, idx, axis):
         """Return ``x`` at ``idx`` along ``axis`` by ``torch.gather`` (types without arithmetic as bits)."""
+        if x.dtype in _HALF_TYPES and not (x.requires_grad and torch.is_grad_enabled()):
+            # ATen's CPU gather quiets a half type's signaling NaN (0x7C03 -> 0x7E03): its bits instead
+            return torch.gather(bits(x), axis, idx).view(x.dtype)
         return _restore(torch.gather(_as_bits(x), axis, idx), x.dtype)
 
     def scatter_rows(self, data, targets, updates, reduction, unique=False):
@@ -323,6 +327,13 @@ class TorchBackend(ArrayAPIBackend):
             last = torch.full(data.shape, -1, dtype=torch.int64, device=data.device)
             last = last.scatter_reduce(axis, index, torch.where(updates == 0, order, -1), "amax", include_self=True)
             result = last_zero(result, last, updates.reshape(-1)[last.clamp(min=0)])
+        if nans_met(reduction, updates):  # NumPy's NaN: the first met
+            count = updates.numel()
+            order = torch.arange(count, device=data.device).reshape(updates.shape)
+            first = torch.full(data.shape, count, dtype=torch.int64, device=data.device)
+            first = first.scatter_reduce(axis, index, torch.where(updates != updates, order, count), "amin")
+            picked = bits(updates).reshape(-1)[first.clamp(max=count - 1)].view(updates.dtype)
+            result = first_nan(result, data, first < count, picked)
         return result
 
     def check_out(self, out, shape, dtype):
