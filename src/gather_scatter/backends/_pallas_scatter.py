@@ -268,8 +268,10 @@ def _keyed(data, targets, updates, reduction: Reduction):
     data_code = jnp.where(held == best, jnp.where(first_wins, n + 1, 0), -1).astype(codes)
     code = data_code.at[targets].max(offered, mode="drop")
     winner = jnp.where(first_wins, n - code, code - 1)  # -1: data's own value
-    picked = jnp.take_along_axis(updates, jnp.clip(winner, 0, n - 1), axis=0)
-    return jnp.where(winner >= 0, picked, data)
+    unsigned = jnp.dtype(f"uint{np.dtype(data.dtype).itemsize * 8}")  # the bits: XLA's CPU canonicalizes bfloat16 NaNs
+    as_bits = lambda x: lax.bitcast_convert_type(x, unsigned)  # noqa: E731
+    picked = jnp.take_along_axis(as_bits(updates), jnp.clip(winner, 0, n - 1), axis=0)
+    return lax.bitcast_convert_type(jnp.where(winner >= 0, picked, as_bits(data)), data.dtype)
 
 
 def _kernel(data_ref, values_ref, target_ref, lo_ref, hi_ref, out_ref, *, pl, block, step):
