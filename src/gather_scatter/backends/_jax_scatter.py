@@ -77,10 +77,13 @@ def _first_nan(data, targets, updates, result):
     """Return XLA's max/min ``result`` with each NaN as NumPy's loops give it: the first NaN met.
 
     That is data's own where it is NaN, else the first NaN update in order (its payload and
-    sign). Only where a NaN is there (``lax.cond``); the bits are moved as unsigned integers
-    (XLA's CPU canonicalizes a bfloat16 NaN in any float op), so the derivative is the result's.
+    sign). Only where a NaN update is (``lax.cond``; for bfloat16 a NaN in data too); the bits
+    are moved as unsigned integers (XLA's CPU canonicalizes a bfloat16 NaN in any float op), so
+    the derivative is the result's.
     """
     n = targets.shape[0]
+    if not updates.size:  # rows of no elements: nothing to fix (and max has no identity)
+        return result
 
     def fix(result):
         order = jnp.broadcast_to(jnp.arange(n, dtype=targets.dtype).reshape(-1, 1), updates.shape)
@@ -89,7 +92,12 @@ def _first_nan(data, targets, updates, result):
         )
         return _nan_bits(data, updates, first, result)
 
-    return jax.lax.cond(jnp.any(updates != updates) | jnp.any(data != data), fix, lambda result: result, result)
+    # max propagates NaN: one reduction. XLA keeps data's NaN bits where no NaN update meets it,
+    # but for bfloat16, whose NaNs it canonicalizes: there data's NaNs count too.
+    found = jnp.isnan(jnp.max(updates))
+    if data.dtype == jnp.bfloat16:
+        found = found | jnp.isnan(jnp.max(data))
+    return jax.lax.cond(found, fix, lambda result: result, result)
 
 
 @jax.custom_jvp
