@@ -129,6 +129,17 @@ def test_out_is_written_only_where_the_check_passed(deferred):
     synchronize()
 
 
+def test_a_compiled_call_leaves_an_earlier_bad_index_to_the_next_eager_one(deferred):
+    """torch.compile(fullgraph=True) compiles and runs with a failed check queued: a graph cannot raise it."""
+    data = torch.arange(6.0).reshape(3, 2)
+    gather(data, torch.tensor([4]))  # bad, queued
+    compiled = torch.compile(lambda d, i: gather(d, i), fullgraph=True, backend="eager")
+    assert compiled(data, torch.tensor([2, 0])).tolist() == [[4.0, 5.0], [0.0, 1.0]]
+    assert _deferred.pending() == 1
+    with pytest.raises(IndexOutOfBoundsError, match=r"indices\[0\] = 4 .*deferred"):
+        synchronize()
+
+
 def test_the_value_is_read_when_the_call_is_made(deferred):
     """A caller refilling its index buffer after the call does not change what the error says."""
     indices = torch.tensor([2, 8])

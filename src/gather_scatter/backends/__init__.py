@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 __all__ = ["backend_for", "get_bounds_check", "library_name", "set_bounds_check", "synchronize"]
 
 
+def _compiling() -> bool:
+    """Whether torch.compile is tracing this call: deferred checks are then left for the next eager call."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
 def backend_for(spec: OpVersion, inputs: dict[str, Any]):
     """Return the backend that runs a call on ``inputs``, or None for the NumPy kernels.
 
@@ -55,7 +61,7 @@ def backend_for(spec: OpVersion, inputs: dict[str, Any]):
         A bad index an earlier call on this thread had, found on the device after that call
         returned (:mod:`._deferred`: the 'deferred' bounds check on CUDA).
     """
-    if _local.checks:  # a deferred bounds check of an earlier call (on CUDA) may have found a bad index
+    if _local.checks and not _compiling():  # a deferred check of an earlier call (on CUDA) may have found a bad index
         settle()
     items = iter(inputs.items())
     first_name, first = next(items)
