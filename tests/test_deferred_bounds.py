@@ -263,17 +263,21 @@ def test_jax_every_case_is_bitwise_numpy_through_the_deferred_path(jax_deferred,
 
 
 @pytest.mark.parametrize("op, make, attrs", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
-def test_jax_bad_index_raises_the_numpy_error_at_synchronize(jax_deferred, op, make, attrs):
+@pytest.mark.parametrize("x64", [False, True], ids=["x64-off", "x64-on"])
+def test_jax_bad_index_raises_the_numpy_error_at_synchronize(jax_deferred, op, make, attrs, x64):
+    """JAX's default (x64 off: int32 indices, the rerun made with x64 off too) and x64 on."""
     jax, cpu = jax_deferred
     spec, expected = _bad_case(op, make, attrs)
-    inputs = [_to_jax(jax, cpu, v) for v in make()]
-    assert _run(spec, inputs, attrs).shape is not None and _deferred.pending() == 1
-    found = raised(synchronize)
+    with jax.enable_x64(x64):
+        inputs = [_to_jax(jax, cpu, v) for v in make()]
+        assert _run(spec, inputs, attrs).shape is not None and _deferred.pending() == 1
+    found = raised(synchronize)  # outside: the rerun takes x64 as it was at the call
     assert _with_note(expected, found), (found, expected)
     assert (found.position, found.value) == (expected.position, expected.value)
     at = 2 if op == "TensorScatter" else 1
-    host = [v if i == at else inputs[i] for i, v in enumerate(make())]
-    assert str(raised(lambda: _run(spec, host, attrs))) == str(expected)  # NumPy indices: at the call
+    with jax.enable_x64(x64):
+        host = [v if i == at else inputs[i] for i, v in enumerate(make())]
+        assert str(raised(lambda: _run(spec, host, attrs))) == str(expected)  # NumPy indices: at the call
 
 
 def test_jax_stages_only_what_is_exact_on_a_gpu(jax_deferred, monkeypatch):
