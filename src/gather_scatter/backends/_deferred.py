@@ -32,15 +32,14 @@ This module knows no array library: a backend gives :func:`defer` a :class:`Pend
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import threading
-import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import GatherScatterError
+from ..resources.settings import choice_from_env
 
 MODES = ("deferred", "eager")
 ENV_VAR = "GATHER_SCATTER_BOUNDS_CHECK"
@@ -51,11 +50,7 @@ NOTE = (
 
 
 def _mode_from_env() -> str:
-    text = os.environ.get(ENV_VAR, "").strip().lower()
-    if not text or text in MODES:
-        return text or "deferred"
-    warnings.warn(f"{ENV_VAR}={text!r} is not one of {MODES}; ignored, using 'deferred'", RuntimeWarning, stacklevel=2)
-    return "deferred"
+    return choice_from_env(ENV_VAR, MODES)
 
 
 _mode = [_mode_from_env()]

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from ..rules.versions import Reduction
 
-__all__ = ["scatter_rows"]
+__all__ = ["as_bits", "scatter_rows"]
 
 
 def scatter_rows(data, targets, updates, reduction: Reduction, unique: bool = False):
@@ -56,11 +56,16 @@ def scatter_rows(data, targets, updates, reduction: Reduction, unique: bool = Fa
     return _first_nan(data, targets, updates, _zero_ties(data, targets, updates, result))
 
 
+def as_bits(x):
+    """``x``'s bits as the unsigned integer of its width, moved as they are (XLA's CPU canonicalizes a
+    bfloat16 NaN in any float op: a take, a select, a set)."""
+    return jax.lax.bitcast_convert_type(x, jnp.dtype(f"uint{jnp.dtype(x.dtype).itemsize * 8}"))
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
 def _set_bits(data, targets, updates, unique):
-    """``data.at[targets].set(updates)`` on the bits (uint16 for bfloat16); the derivative is the set's."""
-    unsigned = lambda x: jax.lax.bitcast_convert_type(x, jnp.uint16)  # noqa: E731
-    written = unsigned(data).at[targets].set(unsigned(updates), mode="drop", unique_indices=unique)
+    """``data.at[targets].set(updates)`` on the bits (:func:`as_bits`); the derivative is the set's."""
+    written = as_bits(data).at[targets].set(as_bits(updates), mode="drop", unique_indices=unique)
     return jax.lax.bitcast_convert_type(written, data.dtype)
 
 
@@ -104,8 +109,6 @@ def _first_nan(data, targets, updates, result):
 def _nan_bits(data, updates, first, result):
     """``result`` with data's bits where data is NaN, else ``updates[first]``'s where ``first`` names one."""
     n = updates.shape[0]
-    unsigned = jnp.dtype(f"uint{data.dtype.itemsize * 8}")
-    as_bits = lambda x: jax.lax.bitcast_convert_type(x, unsigned)  # noqa: E731
     picked = jnp.take_along_axis(as_bits(updates), jnp.minimum(first, n - 1), axis=0)
     fixed = jnp.where(data != data, as_bits(data), jnp.where(first < n, picked, as_bits(result)))
     return jax.lax.bitcast_convert_type(fixed, data.dtype)

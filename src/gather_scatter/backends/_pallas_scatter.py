@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import warnings
 from typing import Any
 
 import jax
@@ -45,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..resources.settings import choice_from_env
 from ..rules.versions import Reduction
 from . import _jax_scatter
 
@@ -97,20 +96,7 @@ def _scatter_setting() -> str:
 
     Anything else warns once and reads as 'pallas' (a typo never stops a call).
     """
-    text = os.environ.get(_SCATTER_VARIABLE, "").strip().lower()
-    if not text or text in _SCATTER_CHOICES:
-        return text or "pallas"
-    if text not in _warned:
-        _warned.add(text)
-        warnings.warn(
-            f"{_SCATTER_VARIABLE}={text!r} is not one of {_SCATTER_CHOICES}; ignored, using 'pallas'",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-    return "pallas"
-
-
-_warned: set[str] = set()
+    return choice_from_env(_SCATTER_VARIABLE, _SCATTER_CHOICES)
 
 
 def supports(data, updates, reduction: Reduction) -> bool:
@@ -268,8 +254,7 @@ def _keyed(data, targets, updates, reduction: Reduction):
     data_code = jnp.where(held == best, jnp.where(first_wins, n + 1, 0), -1).astype(codes)
     code = data_code.at[targets].max(offered, mode="drop")
     winner = jnp.where(first_wins, n - code, code - 1)  # -1: data's own value
-    unsigned = jnp.dtype(f"uint{np.dtype(data.dtype).itemsize * 8}")  # the bits: XLA's CPU canonicalizes bfloat16 NaNs
-    as_bits = lambda x: lax.bitcast_convert_type(x, unsigned)  # noqa: E731
+    as_bits = _jax_scatter.as_bits  # the winner's bits as they are
     picked = jnp.take_along_axis(as_bits(updates), jnp.clip(winner, 0, n - 1), axis=0)
     return lax.bitcast_convert_type(jnp.where(winner >= 0, picked, as_bits(data)), data.dtype)
 
@@ -288,25 +273,9 @@ def _kernel(data_ref, values_ref, target_ref, lo_ref, hi_ref, out_ref, *, pl, bl
 
 
 def _step(reduction: Reduction, dtype: np.dtype):
-    """``f(held, update)`` on one block, as :meth:`ArrayAPIBackend.combine` (NumPy's loops) computes it."""
-    half = dtype in _HALF
-    if reduction in (Reduction.ADD, Reduction.MUL):
-        op = jnp.add if reduction is Reduction.ADD else jnp.multiply
-        if half:  # in float32, rounded back after every step
-            return lambda a, b: op(a.astype(jnp.float32), b.astype(jnp.float32)).astype(dtype)
-        return op
-    floating = dtype.kind == "f" or half
-    keeps_a = dtype == np.float16  # NumPy's float16 loop keeps the value held on a tie
-    if reduction is Reduction.MAX:
-        before = jnp.greater_equal if keeps_a else jnp.greater
-    else:
-        before = jnp.less_equal if keeps_a else jnp.less
-
-    def pick(a, b):
-        wide_a, wide_b = (a.astype(jnp.float32), b.astype(jnp.float32)) if half else (a, b)
-        keep = before(wide_a, wide_b)
-        if floating:
-            keep = keep | (wide_a != wide_a)  # NaN held stays
-        return jnp.where(keep, a, b)
-
-    return pick
+    """``f(held, update)`` on one block for add or mul (the fold's; max/min are :func:`_keyed`), as NumPy's loops:
+    float16/bfloat16 in float32, rounded back after every step."""
+    op = jnp.add if reduction is Reduction.ADD else jnp.multiply
+    if dtype in _HALF:
+        return lambda a, b: op(a.astype(jnp.float32), b.astype(jnp.float32)).astype(dtype)
+    return op

@@ -44,9 +44,16 @@ def index_reduce(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tenso
     return result
 
 
+BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+"""The integer type of each width, to move a tensor's bits as they are."""
+
+
 def bits(x: torch.Tensor) -> torch.Tensor:
-    """``x`` viewed as the signed integer of its width: ATen's CPU gather quiets a float16 signaling NaN."""
-    return x.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()])
+    """``x`` viewed as the integer type of its width (:data:`BITS`), its bits moved as they are.
+
+    ATen's CPU gather of a float16/bfloat16 tensor quiets a signaling NaN (0x7C03 -> 0x7E03).
+    """
+    return x.view(BITS[x.element_size()])
 
 
 def nans_met(reduction: Reduction, updates: torch.Tensor) -> bool:

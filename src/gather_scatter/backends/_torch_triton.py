@@ -156,7 +156,8 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
         return out
     keys = targets if out.shape[0] > 2**31 - 1 else targets.to(torch.int32)  # fewer radix passes
     ordered, order = torch.sort(keys, stable=True)
-    ends = None if takes_atomics(out.dtype, reduction) else torch.searchsorted(ordered, ordered, right=True)
+    atomic = takes_atomics(out.dtype, reduction)  # order-free (max, min, integer add): atomics, flat in the depth
+    ends = None if atomic else torch.searchsorted(ordered, ordered, right=True)
     # The updates in sorted order (one parallel gather): the fold then reads each run's rows one
     # after the other, addresses known ahead of the values, instead of a dependent random read per step.
     values = updates.contiguous().index_select(0, order)
@@ -164,7 +165,7 @@ def _scatter(data: torch.Tensor, targets: torch.Tensor, updates: torch.Tensor, r
     span = MAX_COLUMN_PROGRAMS * block  # columns one launch covers (CUDA's grid y is at most 65,535)
     for first in range(0, width, span):
         columns = min(span, width - first)
-        if takes_atomics(out.dtype, reduction):  # order-free (max, min, integer add): atomics, flat in the depth
+        if atomic:
             reduce_by_atomics(
                 out, values, ordered, n, width, first, columns, reduction, runs, block, out.dtype == torch.float16
             )
@@ -187,8 +188,6 @@ def _launch(out, values, ordered, ends, n, width, first, columns, reduction, run
         REDUCE=REDUCTIONS.index(reduction),
         HALF=out.dtype in _HALF,
         BF16=out.dtype == torch.bfloat16,
-        FLOAT=out.dtype.is_floating_point,
-        KEEP_TIES=out.dtype == torch.float16,
         RUNS=runs,
         BLOCK=block,
         num_warps=4,
@@ -222,14 +221,14 @@ if triton is not None:
         )
 
     def _fold(out_ptr, values_ptr, ordered_ptr, ends_ptr, n, width, first,
-              REDUCE: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr, FLOAT: tl.constexpr,
-              KEEP_TIES: tl.constexpr, RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+              REDUCE: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr,
+              RUNS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
         """Fold each run that starts in this program's positions into its target row, in order.
 
         ``out_ptr``: the result, a copy of data, ``(T, width)``; ``values_ptr``: the updates
         ``(n, width)`` in sorted order; ``ordered_ptr``: the sorted targets; ``ends_ptr``: each
         position's run end; ``first``: the launch's first column.
-        REDUCE: 0 add, 1 mul, 2 max, 3 min.
+        REDUCE: 0 add, 1 mul (max and min, order-free, take :func:`._torch_triton_atomics.reduce_by_atomics`).
         """
         p = tl.program_id(0).to(tl.int64) * RUNS + tl.arange(0, RUNS)
         inside = p < n
@@ -258,31 +257,11 @@ if triton is not None:
                     r = _to_half(acc.to(tl.float32) + u.to(tl.float32), acc.dtype, BF16)
                 else:
                     r = acc + u
-            elif REDUCE == 1:
+            else:
                 if HALF:  # noqa: SIM108 (Triton: constexpr branches)
                     r = _to_half(acc.to(tl.float32) * u.to(tl.float32), acc.dtype, BF16)
                 else:
                     r = acc * u
-            else:
-                if HALF:  # compare exactly in float32, select the original bits (NaN payloads kept)
-                    a = acc.to(tl.float32)
-                    b = u.to(tl.float32)
-                else:
-                    a = acc
-                    b = u
-                if REDUCE == 2:
-                    if KEEP_TIES:  # noqa: SIM108
-                        keep = a >= b
-                    else:
-                        keep = a > b
-                else:
-                    if KEEP_TIES:  # noqa: SIM108
-                        keep = a <= b
-                    else:
-                        keep = a < b
-                if FLOAT:
-                    keep = keep | (a != a)  # NaN held: kept; NaN update: not greater, so taken
-                r = tl.where(keep, acc, u)
             acc = tl.where(live[:, None], r, acc)
             u0, u1, u2, u3 = u1, u2, u3, following
         tl.store(out_ptr + row, acc, mask=cells)

@@ -66,13 +66,23 @@ from ..errors import InvalidAttributeError
 from ..rules.validate import out_of_bounds, refuse_broadcast, refuse_overlap, same_memory
 from ..rules.versions import Mode, Reduction
 from . import _torch_deferred, _torch_triton
-from ._torch_aten import REDUCE, bits, first_nan, index_reduce, last_wins, last_zero, nans_met, pick_last, zero_ties
+from ._torch_aten import (
+    BITS,
+    REDUCE,
+    bits,
+    first_nan,
+    index_reduce,
+    last_wins,
+    last_zero,
+    nans_met,
+    pick_last,
+    zero_ties,
+)
 from ._torch_compile import HOST_CHECK, HOST_INPUT, NUMPY_DTYPES, OUT_ADDRESSES, register_ops
 from ._torch_triton import GPU_SCATTER_METHODS, set_gpu_scatter  # noqa: F401 (this module's API)
 from .array_api import ArrayAPIBackend
 
 # torch dtypes that index_select/index_copy move but arithmetic does not cover: copied as bits.
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _NATIVE_COPY = {
     torch.bool,
     torch.uint8,
@@ -92,7 +102,7 @@ _HALF_TYPES = {torch.float16, torch.bfloat16}
 
 
 def _as_bits(x: torch.Tensor) -> torch.Tensor:
-    return x if x.dtype in _NATIVE_COPY else x.view(_BITS[x.element_size()])
+    return x if x.dtype in _NATIVE_COPY else x.view(BITS[x.element_size()])
 
 
 class TorchBackend(ArrayAPIBackend):
@@ -425,7 +435,7 @@ def _through_twin(data: torch.Tensor, updates: torch.Tensor, reduction: Reductio
         twin = {Reduction.ADD: Reduction.MAX, Reduction.MUL: Reduction.MIN}.get(reduction, reduction)
         return run(data.to(torch.uint8), updates.to(torch.uint8), twin).to(torch.bool)
     if data.dtype in _UNSIGNED:
-        signed = _BITS[data.element_size()]
+        signed = BITS[data.element_size()]
         flip = 0 if reduction in (Reduction.ADD, Reduction.MUL) else torch.iinfo(signed).min
         return (run(data.view(signed) ^ flip, updates.view(signed) ^ flip, reduction) ^ flip).view(data.dtype)
     return None

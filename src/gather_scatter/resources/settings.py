@@ -1,4 +1,4 @@
-"""The one rule for integer settings, whether set by a call or by an environment variable.
+"""The one rule for settings, whether set by a call or by an environment variable.
 
 A call (``set_num_threads``, ``set_memory_limit``, ``set_buffer_cache_size``) takes any
 integer — Python or NumPy, anything with ``__index__`` but bool — at or above its minimum,
@@ -51,3 +51,22 @@ def from_env(variable: str, minimum: int, default: str) -> int | None:
             )
         return None
     return value
+
+
+def choice_from_env(variable: str, choices: tuple[str, ...]) -> str:
+    """The environment variable as one of ``choices`` (case and surrounding spaces ignored).
+
+    ``choices[0]``, the default, when it is unset or empty, and for any other value, which is
+    ignored with one RuntimeWarning per value: a typo never stops an import or a call.
+    """
+    text = os.environ.get(variable, "").strip().lower()
+    if not text:
+        return choices[0]
+    if text in choices:
+        return text
+    if (variable, text) not in _warned:
+        _warned.add((variable, text))
+        warnings.warn(
+            f"{variable}={text!r} is not one of {choices}; ignored, using {choices[0]!r}", RuntimeWarning, stacklevel=3
+        )
+    return choices[0]
