@@ -92,3 +92,29 @@ def test_an_edit_of_an_inlined_module_alone_compiles_the_loops_again(tmp_path):
     assert rule in source
     inlined.write_text(source.replace(rule, "return lambda p, q, half: False"))  # float16 ties now give -0
     assert run() == "0x8000"
+
+
+def test_processes_compiling_at_once_never_share_a_data_file(tmp_path, monkeypatch):
+    """Two processes that read the same index and each save a new signature (xdist's workers on a
+    fresh install): numba numbered both data files ``.1.nbc``, so the surviving index could map one
+    signature to the other's code. Ours are named by the key: two files, each loading its own data."""
+    from numba.core import caching
+
+    from gather_scatter.kernels._loops_cache import STAMP
+
+    writers = [caching.IndexDataCacheFile(str(tmp_path), "_loops.gather-81.py311", STAMP) for _ in range(2)]
+    keys = [("float32 signature", "magic"), ("uint64 signature", "magic")]
+    monkeypatch.setattr(caching.IndexDataCacheFile, "_load_index", lambda self: {})  # both read it before either wrote
+    for writer, key in zip(writers, keys, strict=True):
+        writer.save(key, {"code for": key})
+    monkeypatch.undo()
+    files = sorted(path.name for path in tmp_path.glob("*.nbc"))
+    assert len(files) == 2, files
+    reader = caching.IndexDataCacheFile(str(tmp_path), "_loops.gather-81.py311", STAMP)
+    for key in keys:  # the index kept one of them (the last writer's); what it names is that key's code
+        assert reader.load(key) in (None, {"code for": key})
+    assert reader.load(keys[1]) == {"code for": keys[1]}
+    (tmp_path / "elsewhere").mkdir()
+    other = caching.IndexDataCacheFile(str(tmp_path / "elsewhere"), "f-1.py311", "another stamp")
+    other.save(keys[0], "numba's own")  # a function not ours: numba's numbering, unchanged
+    assert [path.name for path in (tmp_path / "elsewhere").glob("*.nbc")] == ["f-1.py311.1.nbc"]

@@ -14,10 +14,19 @@ same index files.
 Each compiled module imports this one before its first ``@numba.njit(cache=True)``: numba
 picks a function's cache locator when the function is decorated. The locators added here
 answer only for files of this directory; any other function numba caches as it would.
+
+Processes compiling at once (pytest-xdist's workers, a pool of servers on a fresh install)
+must not mix up each other's entries either. numba numbers a function's data files in the
+order it compiles signatures: two processes that read the same index and each compile a new
+signature both write ``.1.nbc``, and the index that survives maps one signature to the other's
+machine code (a float32 GatherElements loaded the uint64 one's: "can't unbox array"). For our
+loops the data file is named by a hash of its key instead, so a name only ever holds one
+signature's code; a lost index entry (the last writer wins) costs a compile, never a wrong load.
 """
 
 import hashlib
 import pathlib
+import pickle
 
 from numba.core import caching
 
@@ -53,6 +62,22 @@ def _stamped(base: type) -> type:
     return Stamped
 
 
+def _save(self, key, data, _numba_save=caching.IndexDataCacheFile.save) -> None:
+    """numba's ``IndexDataCacheFile.save``, our loops' data files named by their key's hash (see above)."""
+    if self._source_stamp != STAMP:  # not one of our loops
+        return _numba_save(self, key, data)
+    data_name = self._data_name(int(hashlib.sha256(pickle.dumps(key)).hexdigest()[:15], 16))
+    self._save_data(data_name, data)  # the data first: the index never names a file not yet whole
+    overloads = self._load_index()
+    if overloads.get(key) != data_name:
+        overloads[key] = data_name
+        self._save_index(overloads)
+    return None
+
+
+_save._gather_scatter = True  # type: ignore[attr-defined]
+
+
 def _install() -> None:
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # noqa: B009 - older numba's name
     mixin = caching._SourceFileBackedLocatorMixin
@@ -60,6 +85,8 @@ def _install() -> None:
     if any(getattr(cls, "_gather_scatter", False) for cls in classes):
         return
     classes[:0] = [_stamped(cls) for cls in classes if issubclass(cls, mixin)]
+    if not getattr(caching.IndexDataCacheFile.save, "_gather_scatter", False):
+        caching.IndexDataCacheFile.save = _save  # type: ignore[method-assign]
 
 
 _install()
